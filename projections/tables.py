@@ -1,0 +1,215 @@
+"""Every read-model table, in one place so the migration chain and the rebuild see them all.
+
+Each projection module (``sessions``, ``leases``, ...) owns the tables named here for it and
+keeps them current with ``apply``. Row identities derive from event positions, never from
+database sequences, so a rebuild from position 0 reproduces the live tables exactly.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Column, Index, Integer, String, Table, Text, text
+
+from eventcoord.store.schema import BigInt, metadata
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("session_id", String(128), primary_key=True),
+    Column("workspace", String(64), nullable=False),
+    Column("actor_key", String(200), nullable=False),
+    Column("identity_source", String(100), nullable=False),
+    Column("stable", Boolean, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("host", String(64), nullable=True),
+    Column("runtime", String(64), nullable=True),
+    Column("registered_us", BigInt, nullable=False),
+    # Liveness is computed at read time from this, never stored as a flag (SPEC §1).
+    Column("last_seen_us", BigInt, nullable=False),
+    Column("ended_us", BigInt, nullable=True),
+    Column("working_on", String(128), nullable=True),
+    Column("heartbeats", BigInt, nullable=False),
+    Index("ix_sessions_workspace_seen", "workspace", "last_seen_us"),
+    Index("ix_sessions_working_on", "workspace", "working_on"),
+)
+
+projects = Table(
+    "projects",
+    metadata,
+    Column("workspace", String(64), primary_key=True),
+    Column("project", String(128), primary_key=True),
+    Column("wip_limit", Integer, nullable=False),
+)
+
+issues = Table(
+    "issues",
+    metadata,
+    Column("workspace", String(64), primary_key=True),
+    Column("issue", String(128), primary_key=True),
+    Column("project", String(128), nullable=False),
+    Column("last_fencing_token", BigInt, nullable=False),
+    # The latest handoff note since the previous grant (SPEC §5 "Handoff").
+    Column("handoff_note", Text, nullable=True),
+    Column("handoff_session_id", String(128), nullable=True),
+)
+
+leases = Table(
+    "leases",
+    metadata,
+    Column("lease_id", BigInt, primary_key=True, autoincrement=False),  # granting position
+    Column("workspace", String(64), nullable=False),
+    Column("issue", String(128), nullable=False),
+    Column("project", String(128), nullable=False),
+    Column("session_id", String(128), nullable=False),
+    Column("actor_key", String(200), nullable=False),
+    Column("fencing_token", BigInt, nullable=False),
+    Column("granted_us", BigInt, nullable=False),
+    Column("released_us", BigInt, nullable=True),
+    Column("release_reason", String(32), nullable=True),
+    # At most one unreleased lease per (workspace, issue): the database's own backstop.
+    Index(
+        "uq_leases_unreleased",
+        "workspace",
+        "issue",
+        unique=True,
+        sqlite_where=text("released_us IS NULL"),
+        postgresql_where=text("released_us IS NULL"),
+    ),
+    Index(
+        "ix_leases_project_live",
+        "workspace",
+        "project",
+        sqlite_where=text("released_us IS NULL"),
+        postgresql_where=text("released_us IS NULL"),
+    ),
+    Index(
+        "ix_leases_session_live",
+        "session_id",
+        sqlite_where=text("released_us IS NULL"),
+        postgresql_where=text("released_us IS NULL"),
+    ),
+)
+
+file_claims = Table(
+    "file_claims",
+    metadata,
+    Column("position", BigInt, primary_key=True, autoincrement=False),  # FilesClaimed position
+    Column("idx", Integer, primary_key=True, autoincrement=False),  # index in its paths
+    Column("workspace", String(64), nullable=False),
+    Column("issue", String(128), nullable=False),
+    Column("session_id", String(128), nullable=True),
+    Column("actor_key", String(200), nullable=False),
+    Column("path", String(1024), nullable=False),
+    Column("literal_prefix", String(1024), nullable=False),
+    Column("exclusive", Boolean, nullable=False),
+    Column("claimed_us", BigInt, nullable=False),
+    Column("released_us", BigInt, nullable=True),
+    Column("release_reason", String(32), nullable=True),
+    Index(
+        "ix_file_claims_live",
+        "workspace",
+        "literal_prefix",
+        sqlite_where=text("released_us IS NULL"),
+        postgresql_where=text("released_us IS NULL"),
+    ),
+    Index("ix_file_claims_workspace_time", "workspace", "claimed_us"),
+    Index("ix_file_claims_issue", "workspace", "issue"),
+)
+
+conflicts = Table(
+    "conflicts",
+    metadata,
+    Column("position", BigInt, primary_key=True, autoincrement=False),
+    Column("workspace", String(64), nullable=False),
+    Column("path", String(1024), nullable=False),
+    Column("issue", String(128), nullable=False),
+    Column("session_id", String(128), nullable=True),
+    Column("holder_path", String(1024), nullable=False),
+    Column("holder_issue", String(128), nullable=False),
+    Column("holder_session_id", String(128), nullable=True),
+    Column("forced", Boolean, nullable=False),
+    Column("occurred_us", BigInt, nullable=False),
+    Index("ix_conflicts_workspace_time", "workspace", "occurred_us"),
+    Index("ix_conflicts_workspace_path", "workspace", "path"),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("position", BigInt, primary_key=True, autoincrement=False),
+    Column("workspace", String(64), nullable=False),
+    Column("channel", String(200), nullable=False),
+    Column("body", Text, nullable=False),
+    Column("session_id", String(128), nullable=True),
+    Column("actor_key", String(200), nullable=True),
+    Column("recorded_us", BigInt, nullable=False),
+    Index("ix_messages_channel", "workspace", "channel", "position"),
+)
+
+work_items = Table(
+    "work_items",
+    metadata,
+    Column("item_id", String(128), primary_key=True),
+    Column("workspace", String(64), nullable=False),
+    Column("project", String(128), nullable=False),
+    Column("issue", String(128), nullable=True),
+    Column("priority", Integer, nullable=False),
+    Column("payload", Text, nullable=True),
+    Column("blocked_by", Text, nullable=False),  # JSON list of item ids
+    Column("paths", Text, nullable=False),  # JSON list of normalised paths
+    Column("status", String(16), nullable=False),
+    Column("session_id", String(128), nullable=True),
+    Column("actor_key", String(200), nullable=True),
+    Column("host", String(64), nullable=True),
+    Column("fencing_token", BigInt, nullable=True),
+    Column("enqueued_position", BigInt, nullable=False),
+    Column("enqueued_us", BigInt, nullable=False),
+    Column("updated_us", BigInt, nullable=False),
+    Column("outcome", String(16), nullable=True),
+    Column("attempts", Integer, nullable=False),
+    Index("ix_work_items_queue", "workspace", "project", "status", "priority", "enqueued_position"),
+    Index("ix_work_items_session", "session_id", "status"),
+)
+
+work_ledger = Table(
+    "work_ledger",
+    metadata,
+    # The audit ledger: which session, actor and host moved which item, when (p24).
+    Column("position", BigInt, primary_key=True, autoincrement=False),
+    Column("workspace", String(64), nullable=False),
+    Column("item_id", String(128), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("session_id", String(128), nullable=True),
+    Column("actor_key", String(200), nullable=True),
+    Column("host", String(64), nullable=True),
+    Column("detail", String(240), nullable=True),
+    Column("recorded_us", BigInt, nullable=False),
+    Index("ix_work_ledger_item", "workspace", "item_id", "position"),
+    Index("ix_work_ledger_session", "session_id", "position"),
+)
+
+named_leases = Table(
+    "named_leases",
+    metadata,
+    Column("workspace", String(64), primary_key=True),
+    Column("name", String(128), primary_key=True),
+    Column("session_id", String(128), nullable=True),
+    Column("actor_key", String(200), nullable=True),
+    Column("fencing_token", BigInt, nullable=False),
+    Column("ttl_seconds", Integer, nullable=False),
+    Column("expires_us", BigInt, nullable=True),
+    Column("acquired_us", BigInt, nullable=True),
+)
+
+#: Tables a rebuild empties and refills from the log, in dependency-free order.
+READ_MODEL_TABLES = (
+    sessions,
+    projects,
+    issues,
+    leases,
+    file_claims,
+    conflicts,
+    messages,
+    work_items,
+    work_ledger,
+    named_leases,
+)

@@ -1,0 +1,107 @@
+"""The one codec: commands in, events to and from the store, events on the wire.
+
+One Encoder/Decoder per type, built once and reused (msgspec is fastest that way).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from eventcoord.commands import AnyCommand
+from eventcoord.errors import ValidationFailed
+from eventcoord.events import EVENT_TYPES, Event
+
+_command_decoder = msgspec.json.Decoder(AnyCommand)
+_encoder = msgspec.json.Encoder()
+_event_decoders = {tag: msgspec.json.Decoder(cls) for tag, cls in EVENT_TYPES.items()}
+_FIELD_AT = re.compile(r"- at `\$\.?(?P<path>[^`]*)`$")
+_MISSING = re.compile(r"missing required field `(?P<name>[^`]+)`")
+_UNKNOWN = re.compile(r"unknown field `(?P<name>[^`]+)`")
+
+
+class EventMetadata(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Who and what caused an event; stored beside it and sent on the wire."""
+
+    workspace: str
+    actor_key: str | None = None
+    session_id: str | None = None
+    command_id: str | None = None
+    correlation_id: str | None = None
+    causation_id: str | None = None
+
+
+class WireEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """An event as the log, Server-Sent Events and NATS carry it (SPEC §2)."""
+
+    position: int
+    stream: str
+    version: int
+    type: str
+    data: msgspec.Raw
+    metadata: msgspec.Raw
+    recorded_at: str
+
+
+def decode_command(body: bytes) -> AnyCommand:
+    """Decode a command body; any problem is a 422 VALIDATION naming the field."""
+    try:
+        return _command_decoder.decode(body)
+    except msgspec.ValidationError as e:
+        raise ValidationFailed(_field_of(str(e)), str(e)) from None
+    except msgspec.DecodeError as e:
+        raise ValidationFailed("body", f"malformed JSON: {e}") from None
+
+
+def _field_of(message: str) -> str:
+    """Turn msgspec's ``- at `$.paths[3]``` suffix into ``paths[3]``."""
+    path = ""
+    m = _FIELD_AT.search(message)
+    if m:
+        path = m.group("path")
+    for pattern in (_MISSING, _UNKNOWN):
+        n = pattern.search(message)
+        if n:
+            path = f"{path}.{n.group('name')}" if path else n.group("name")
+    return path or "body"
+
+
+def encode(value: Any) -> bytes:
+    """Encode any msgspec-supported value as JSON."""
+    return _encoder.encode(value)
+
+
+def encode_event_data(event: Event) -> bytes:
+    """The event's ``data``: its fields without the tag (the tag is stored as ``type``)."""
+    raw = _encoder.encode(event)
+    # msgspec always writes the tag first: {"type":"X",...}; drop that member.
+    comma = raw.find(b",", 9)
+    if comma == -1:  # an event without fields
+        return b"{}"
+    return b"{" + raw[comma + 1 :]
+
+
+def decode_event(event_type: str, data: bytes | str) -> Event:
+    """Rebuild a domain event from its stored type and data."""
+    return _event_decoders[event_type].decode(data)
+
+
+def event_type(event: Event) -> str:
+    """The stable tag of an event."""
+    return event.__struct_config__.tag  # type: ignore[return-value]
+
+
+def format_time(us: int) -> str:
+    """Microseconds since the epoch as RFC 3339 UTC."""
+    return datetime.fromtimestamp(us / 1_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(value: str) -> int:
+    """RFC 3339 (or ISO 8601) text to microseconds since the epoch; naive means UTC."""
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1_000_000)

@@ -1,0 +1,224 @@
+"""Domain events: immutable facts, past tense, each with an explicit stable tag.
+
+The tag is the event ``type`` on the wire and in the store; renaming a class must never
+change it. Evolve an event by adding fields with defaults, never by changing a type.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+ReleaseReason = Literal["released", "completed", "agent_ended", "expired", "overridden", "superseded"]
+WorkOutcome = Literal["done", "failed", "oom_killed", "cancelled"]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of every domain event; subclasses set ``tag=`` explicitly."""
+
+
+# --- sessions -------------------------------------------------------------------------
+
+
+class AgentRegistered(Event, kw_only=True, tag="AgentRegistered"):
+    session_id: str
+    actor_key: str
+    identity_source: str
+    stable: bool
+    kind: Literal["agent", "human"] = "agent"
+    host: str | None = None
+    runtime: str | None = None
+    working_on: str | None = None
+
+
+class AgentHeartbeat(Event, kw_only=True, tag="AgentHeartbeat"):
+    session_id: str
+    # Absent keeps the declaration, null clears it, a key declares it (SPEC §5).
+    working_on: str | None | UnsetType = UNSET
+
+
+class AgentEnded(Event, kw_only=True, tag="AgentEnded"):
+    session_id: str
+    handoff_note: str | None = None
+
+
+class HeartbeatsCompacted(Event, kw_only=True, tag="HeartbeatsCompacted"):
+    session_id: str
+    up_to_position: int
+    count: int
+
+
+class HandoffNoted(Event, kw_only=True, tag="HandoffNoted"):
+    issue: str
+    session_id: str
+    note: str
+
+
+# --- projects and issue leases --------------------------------------------------------
+
+
+class ProjectConfigured(Event, kw_only=True, tag="ProjectConfigured"):
+    project: str
+    wip_limit: int
+
+
+class LeaseGranted(Event, kw_only=True, tag="LeaseGranted"):
+    project: str
+    issue: str
+    session_id: str
+    actor_key: str
+    fencing_token: int
+
+
+class LeaseReleased(Event, kw_only=True, tag="LeaseReleased"):
+    issue: str
+    session_id: str
+    reason: ReleaseReason
+    fencing_token: int = 0
+    by_session_id: str | None = None
+
+
+class WipCapDenied(Event, kw_only=True, tag="WipCapDenied"):
+    project: str
+    issue: str
+    session_id: str
+    actor_key: str
+    limit: int
+    live_count: int
+
+
+# --- file claims, conflicts, messages -------------------------------------------------
+
+
+class FilesClaimed(Event, kw_only=True, tag="FilesClaimed"):
+    issue: str
+    session_id: str | None
+    actor_key: str
+    paths: list[str]
+    exclusive: bool = True
+
+
+class FileClaimReleased(Event, kw_only=True, tag="FileClaimReleased"):
+    issue: str
+    session_id: str | None
+    paths: list[str]
+    reason: ReleaseReason
+    by_session_id: str | None = None
+
+
+class ClaimConflict(Event, kw_only=True, tag="ClaimConflict"):
+    path: str
+    issue: str
+    session_id: str | None
+    holder_path: str
+    holder_issue: str
+    holder_session_id: str | None
+    forced: bool
+    actor_key: str | None = None
+    holder_actor_key: str | None = None
+
+
+class MessagePosted(Event, kw_only=True, tag="MessagePosted"):
+    channel: str
+    body: str
+    session_id: str | None = None
+    actor_key: str | None = None
+
+
+# --- work queue and named leases ------------------------------------------------------
+
+
+class WorkEnqueued(Event, kw_only=True, tag="WorkEnqueued"):
+    item_id: str
+    project: str
+    issue: str | None = None
+    priority: int = 0
+    payload: Any = None
+    blocked_by: list[str] = []
+    paths: list[str] = []
+
+
+class WorkClaimed(Event, kw_only=True, tag="WorkClaimed"):
+    item_id: str
+    project: str
+    issue: str | None
+    session_id: str
+    actor_key: str
+    host: str | None = None
+    fencing_token: int | None = None
+
+
+class WorkStarted(Event, kw_only=True, tag="WorkStarted"):
+    item_id: str
+    session_id: str
+
+
+class WorkFinished(Event, kw_only=True, tag="WorkFinished"):
+    item_id: str
+    session_id: str | None
+    outcome: WorkOutcome
+
+
+class WorkRequeued(Event, kw_only=True, tag="WorkRequeued"):
+    item_id: str
+    session_id: str | None
+    reason: str
+
+
+class NamedLeaseAcquired(Event, kw_only=True, tag="NamedLeaseAcquired"):
+    name: str
+    session_id: str
+    actor_key: str
+    fencing_token: int
+    ttl_seconds: int
+    expires_at_us: int
+
+
+class NamedLeaseRenewed(Event, kw_only=True, tag="NamedLeaseRenewed"):
+    name: str
+    session_id: str
+    fencing_token: int
+    ttl_seconds: int
+    expires_at_us: int
+
+
+class NamedLeaseReleased(Event, kw_only=True, tag="NamedLeaseReleased"):
+    name: str
+    session_id: str
+    reason: str = "released"
+
+
+AnyEvent = (
+    AgentRegistered
+    | AgentHeartbeat
+    | AgentEnded
+    | HeartbeatsCompacted
+    | HandoffNoted
+    | ProjectConfigured
+    | LeaseGranted
+    | LeaseReleased
+    | WipCapDenied
+    | FilesClaimed
+    | FileClaimReleased
+    | ClaimConflict
+    | MessagePosted
+    | WorkEnqueued
+    | WorkClaimed
+    | WorkStarted
+    | WorkFinished
+    | WorkRequeued
+    | NamedLeaseAcquired
+    | NamedLeaseRenewed
+    | NamedLeaseReleased
+)
+
+#: Every event class by its stable tag.
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+}
+
+#: Events written by a refused command: facts worth keeping, not signs of life.
+DENIALS: frozenset[str] = frozenset({"WipCapDenied", "ClaimConflict"})

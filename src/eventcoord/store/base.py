@@ -1,0 +1,99 @@
+"""The event-store contract, written once; each backend only adds why it differs.
+
+A store runs functions over a synchronous SQLAlchemy ``Connection`` inside one database
+transaction (``transact``) or a read (``query``). Everything that must be atomic — the
+decision's reads, the append and the inline read models — happens inside one ``transact``.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection
+
+from eventcoord.codec import EventMetadata, WireEvent
+from eventcoord.events import Event
+from eventcoord.store import log
+from eventcoord.store.log import Expected, NewEvent, RecordedEvent
+
+T = TypeVar("T")
+
+
+class EventStore(ABC):
+    """An append-only event log with a gap-free, commit-ordered global position."""
+
+    #: ``sqlite`` or ``postgresql``.
+    dialect: str
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Open connections and start background workers; call once before use."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Stop workers and release connections."""
+
+    @abstractmethod
+    async def migrate(self) -> None:
+        """Apply every Alembic revision up to head (idempotent, safe with replicas)."""
+
+    @abstractmethod
+    async def transact(self, fn: Callable[[Connection], T], *, retry: bool = True) -> T:
+        """Run ``fn`` inside one write transaction and commit it.
+
+        A ``DomainError`` raised by ``fn`` rolls back everything ``fn`` wrote. With
+        ``retry``, a race lost inside the database (serialisation failure, deadlock, a
+        unique key taken concurrently, ConcurrencyError) runs ``fn`` again from scratch.
+        """
+
+    @abstractmethod
+    async def query(self, fn: Callable[[Connection], T]) -> T:
+        """Run a read-only ``fn``; it sees every transaction committed before the call."""
+
+    async def append(
+        self,
+        workspace: str,
+        stream: str,
+        expected_version: Expected,
+        new: Sequence[Event],
+        **metadata: Any,
+    ) -> list[RecordedEvent]:
+        """Append events to one stream, failing with ConcurrencyError if its version moved."""
+        meta = EventMetadata(workspace=workspace, **metadata)
+        items = [NewEvent(stream, e, meta) for e in new]
+
+        def run(conn: Connection) -> list[RecordedEvent]:
+            now_us, _ = log.clock(conn)
+            return log.append(conn, items, now_us, {stream: expected_version})
+
+        return await self.transact(run, retry=False)
+
+    async def read(self, after: int = 0, limit: int = 100, workspace: str | None = None) -> list[WireEvent]:
+        """Events after ``after`` in position order (optionally of one workspace)."""
+        return await self.query(lambda c: log.read_wire(c, after, limit, workspace))
+
+    async def head(self) -> int:
+        """The newest committed position."""
+        return await self.query(log.head)
+
+
+def migrations_path() -> str:
+    """Where the Alembic scripts live, in a checkout or an installed wheel."""
+    return str(importlib.resources.files("eventcoord.migrations"))
+
+
+def upgrade(conn: Connection) -> None:
+    """Run Alembic's upgrade to head on an open connection."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", migrations_path())
+    cfg.attributes["connection"] = conn
+    command.upgrade(cfg, "head")

@@ -1,0 +1,102 @@
+"""The event store's own tables: the log, stream heads, the position counter, settings,
+idempotency records, tokens and workspaces. Read-model tables live in ``projections/``.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+#: One MetaData for the whole schema; Alembic migrations are the source of truth for DDL.
+metadata = MetaData()
+
+# SQLite only gives 64-bit rowid semantics to INTEGER, so big integers are INTEGER there.
+BigInt = BigInteger().with_variant(Integer(), "sqlite")
+
+events = Table(
+    "events",
+    metadata,
+    # Assigned from store_head inside the appending transaction: contiguous, commit-ordered.
+    Column("position", BigInt, primary_key=True, autoincrement=False),
+    Column("workspace", String(64), nullable=False),
+    Column("stream", String(200), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("data", Text, nullable=False),
+    Column("metadata", Text, nullable=False),
+    Column("recorded_us", BigInt, nullable=False),
+    UniqueConstraint("workspace", "stream", "version", name="uq_events_stream_version"),
+    Index("ix_events_workspace_position", "workspace", "position"),
+)
+
+stream_heads = Table(
+    "stream_heads",
+    metadata,
+    Column("workspace", String(64), primary_key=True),
+    Column("stream", String(200), primary_key=True),
+    Column("version", Integer, nullable=False),
+)
+
+store_head = Table(
+    "store_head",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("position", BigInt, nullable=False),
+)
+
+settings = Table(
+    "settings",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+idempotency = Table(
+    "idempotency",
+    metadata,
+    Column("workspace", String(64), primary_key=True),
+    Column("command_id", String(128), primary_key=True),
+    Column("body_hash", String(64), nullable=False),
+    Column("status", Integer, nullable=False),
+    Column("answer", Text, nullable=False),
+    Column("recorded_us", BigInt, nullable=False),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("workspace", String(64), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("created_us", BigInt, nullable=False),
+)
+
+workspaces = Table(
+    "workspaces",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("created_us", BigInt, nullable=False),
+)
+
+relay_state = Table(
+    "relay_state",
+    metadata,
+    # One row per relay target (stream name): the publish checkpoint and the leader lease.
+    Column("name", String(128), primary_key=True),
+    Column("position", BigInt, nullable=False),
+    Column("holder", String(128), nullable=True),
+    Column("expires_us", BigInt, nullable=True),
+    Column("fencing_token", BigInt, nullable=False),
+)
+
+#: Tables that are the store itself, never rebuilt from events.
+STORE_TABLES = (events, stream_heads, store_head, settings, idempotency, tokens, workspaces, relay_state)
