@@ -1,0 +1,159 @@
+"""The ``eventcoord`` command line: serve, migrate, token, rebuild, tail."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from eventcoord.config import ConfigError, Settings, from_env
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", dest="db_url", help="database URL (EVENTCOORD_DB_URL); default SQLite under --data-dir")
+    p.add_argument("--data-dir", dest="data_dir", help="data folder (default ./.eventcoord)")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    keys = ("db_url", "data_dir", "nats", "nats_stream", "host", "port", "ttl_seconds")
+    return from_env(**{k: getattr(args, k, None) for k in keys})
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the HTTP service (migrating the database first)."""
+    import logging
+
+    import uvicorn
+
+    from eventcoord.api.app import create_app
+
+    settings = _settings(args)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    extra: dict[str, object] = {}
+    try:
+        import uvloop  # noqa: F401
+
+        extra["loop"] = "uvloop"
+    except ImportError:
+        pass
+    try:
+        import httptools  # noqa: F401
+
+        extra["http"] = "httptools"
+    except ImportError:
+        pass
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        **extra,  # type: ignore[arg-type]
+    )
+    print(f"eventcoord serving on http://{settings.host}:{settings.port} ({settings.database_url.split('://')[0]})", flush=True)
+    uvicorn.Server(config).run()
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Apply the Alembic migrations to the database."""
+    from eventcoord.store import open_store
+
+    async def run() -> None:
+        store = open_store(_settings(args).database_url)
+        await store.migrate()
+        print("migrated", flush=True)
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    """Create a bearer token for a workspace and role; prints it once."""
+    from eventcoord.auth import new_token, store_token
+    from eventcoord.sanitize import WORKSPACE_PATTERN
+    from eventcoord.store import log, open_store
+
+    import re
+
+    if not re.match(WORKSPACE_PATTERN, args.workspace):
+        print(f"invalid workspace name {args.workspace!r}: use [A-Za-z0-9_-]{{1,64}}", file=sys.stderr)
+        return 2
+    token = new_token()
+
+    async def run() -> None:
+        store = open_store(_settings(args).database_url)
+        await store.start()
+        await store.migrate()
+        try:
+            await store.transact(lambda c: store_token(c, token, args.workspace, args.role, log.clock(c)[0]))
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+    print(token)
+    return 0
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    """Rebuild every read model from position 0."""
+    from eventcoord import projections
+    from eventcoord.store import open_store
+
+    async def run() -> int:
+        store = open_store(_settings(args).database_url)
+        await store.start()
+        try:
+            return await store.transact(projections.rebuild, retry=False)
+        finally:
+            await store.close()
+
+    print(f"rebuilt read models from {asyncio.run(run())} events")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="eventcoord", description="Event-sourced coordination for fleets of agents")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the service")
+    _common(serve)
+    serve.add_argument("--nats", help="embedded | off | nats://host:port (EVENTCOORD_NATS_URL)")
+    serve.add_argument("--nats-stream", dest="nats_stream", help="JetStream stream name (default EVENTCOORD)")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="bind port (default 8765)")
+    serve.add_argument("--ttl-seconds", dest="ttl_seconds", type=int, help="liveness TTL kept in the database (default 120)")
+    serve.set_defaults(fn=cmd_serve)
+    migrate = sub.add_parser("migrate", help="apply database migrations")
+    _common(migrate)
+    migrate.set_defaults(fn=cmd_migrate)
+    token = sub.add_parser("token", help="manage tokens")
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    create = token_sub.add_parser("create", help="create a token")
+    _common(create)
+    create.add_argument("--workspace", required=True)
+    create.add_argument("--role", required=True, choices=["admin", "human", "agent", "reader"])
+    create.set_defaults(fn=cmd_token)
+    rebuild = sub.add_parser("rebuild", help="rebuild the read models from the log")
+    _common(rebuild)
+    rebuild.set_defaults(fn=cmd_rebuild)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``eventcoord`` script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except ConfigError as e:
+        print(f"eventcoord: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""Configuration in one place: flags and EVENTCOORD_* environment variables, validated."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything ``eventcoord serve`` needs to know."""
+
+    data_dir: str = ".eventcoord"
+    db_url: str = ""
+    nats: str = "embedded"
+    nats_stream: str = "EVENTCOORD"
+    host: str = "127.0.0.1"
+    port: int = 8765
+    ttl_seconds: int | None = None
+    bootstrap_token: str | None = None
+
+    @property
+    def database_url(self) -> str:
+        """The SQLAlchemy URL, defaulting to SQLite under the data folder."""
+        return self.db_url or f"sqlite+aiosqlite:///{os.path.abspath(self.data_dir)}/eventcoord.db"
+
+    def validate(self) -> Settings:
+        """Raise ConfigError for settings that cannot work."""
+        url = self.database_url
+        if not (url.startswith("sqlite") or url.startswith("postgresql")):
+            raise ConfigError(f"--db / EVENTCOORD_DB_URL must be sqlite+aiosqlite:///… or postgresql+asyncpg://…, got {url!r}")
+        if not (self.nats in ("embedded", "off") or self.nats.startswith(("nats://", "tls://"))):
+            raise ConfigError(f"--nats / EVENTCOORD_NATS_URL must be 'embedded', 'off' or a nats:// URL, got {self.nats!r}")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"--port must be 0..65535, got {self.port}")
+        if self.ttl_seconds is not None and not 1 <= self.ttl_seconds <= 86400:
+            raise ConfigError(f"--ttl-seconds must be 1..86400, got {self.ttl_seconds}")
+        return self
+
+
+def from_env(**overrides: object) -> Settings:
+    """Settings from the environment, with explicit (flag) values taking precedence."""
+    env = os.environ
+    values: dict[str, object] = {
+        "data_dir": env.get("EVENTCOORD_DATA_DIR", ".eventcoord"),
+        "db_url": env.get("EVENTCOORD_DB_URL", ""),
+        "nats": env.get("EVENTCOORD_NATS_URL", "embedded"),
+        "nats_stream": env.get("EVENTCOORD_NATS_STREAM", "EVENTCOORD"),
+        "host": env.get("EVENTCOORD_HOST", "127.0.0.1"),
+        "port": int(env.get("EVENTCOORD_PORT", "8765")),
+        "ttl_seconds": int(env["EVENTCOORD_TTL_SECONDS"]) if env.get("EVENTCOORD_TTL_SECONDS") else None,
+        "bootstrap_token": env.get("EVENTCOORD_BOOTSTRAP_TOKEN") or None,
+    }
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings(**values).validate()  # type: ignore[arg-type]

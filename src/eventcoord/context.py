@@ -1,0 +1,70 @@
+"""What a decision may know besides the command: who asks, the database's clock, the TTL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from eventcoord.errors import DomainError
+from eventcoord.events import Event
+
+Role = Literal["admin", "human", "agent", "reader"]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The authenticated caller: a workspace, a role, and whether it is the operator."""
+
+    workspace: str
+    role: Role
+    operator: bool = False
+
+
+def new_id(prefix: str) -> str:
+    """A fresh random identifier such as ``s-6f1c…`` (sessions) or ``w-…`` (work items)."""
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+@dataclass(slots=True)
+class Context:
+    """Everything a handler needs beyond the command, fixed for one decision."""
+
+    caller: Caller
+    now_us: int
+    ttl_seconds: int
+    command_id: str | None = None
+    correlation_id: str | None = None
+    make_id: Callable[[str], str] = new_id
+
+    @property
+    def workspace(self) -> str:
+        return self.caller.workspace
+
+    @property
+    def ttl_us(self) -> int:
+        return self.ttl_seconds * 1_000_000
+
+    def is_live(self, last_seen_us: int, ended_us: int | None) -> bool:
+        """Liveness at read time: not ended and seen within the TTL (SPEC §1)."""
+        return ended_us is None and last_seen_us > self.now_us - self.ttl_us
+
+
+@dataclass(slots=True)
+class Decision:
+    """What a handler decided: events to append (by stream), the result, or a refusal.
+
+    A refusal that carries events (``WipCapDenied``, ``ClaimConflict``) is committed with
+    them and then answered as an error; any other refusal is raised as a DomainError.
+    """
+
+    events: list[tuple[str, Event]] = field(default_factory=list)
+    result: Any = None
+    error: DomainError | None = None
+    session_id: str | None = None
+    actor_key: str | None = None
+
+    def add(self, stream: str, event: Event) -> None:
+        """Append one event to the decision."""
+        self.events.append((stream, event))

@@ -1,0 +1,28 @@
+"""Handlers of administrative commands: project configuration and token issue."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection
+
+from eventcoord.auth import new_token, store_token
+from eventcoord.commands import ConfigureProject, IssueToken
+from eventcoord.context import Context, Decision
+from eventcoord.errors import DomainError
+from eventcoord.events import ProjectConfigured
+
+
+def configure_project(conn: Connection, ctx: Context, cmd: ConfigureProject) -> Decision:
+    d = Decision()
+    d.add(f"project:{cmd.project}", ProjectConfigured(project=cmd.project, wip_limit=cmd.wip_limit))
+    d.result = {"project": cmd.project, "wip_limit": cmd.wip_limit}
+    return d
+
+
+def issue_token(conn: Connection, ctx: Context, cmd: IssueToken) -> Decision:
+    """Tokens are credentials, not coordination facts: stored hashed, never in the log."""
+    workspace = cmd.workspace or ctx.workspace
+    if workspace != ctx.workspace and not ctx.caller.operator:
+        raise DomainError("FORBIDDEN", "only the operator's token may issue tokens for another workspace")
+    token = new_token()
+    store_token(conn, token, workspace, cmd.role, ctx.now_us)
+    return Decision(result={"token": token, "workspace": workspace, "role": cmd.role})

@@ -1,0 +1,148 @@
+"""handle(command): authorise, load state, decide, append + inline read models, answer.
+
+Everything between loading state and answering happens in ONE database transaction, so
+the decision's reads, its events and the read models it updates commit together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from sqlalchemy import Connection, select
+
+from eventcoord import projections
+from eventcoord.auth import authorize
+from eventcoord.codec import EventMetadata, encode, event_type
+from eventcoord.commands import AnyCommand
+from eventcoord.context import Caller, Context, Decision
+from eventcoord.errors import DomainError
+from eventcoord.handlers import HANDLERS
+from eventcoord.store import log
+from eventcoord.store.base import EventStore
+from eventcoord.store.log import NewEvent
+from eventcoord.store.schema import idempotency
+
+
+class EventRef(msgspec.Struct, frozen=True):
+    """A reference to an event an answer appended."""
+
+    position: int
+    type: str
+
+
+class _Ok(msgspec.Struct, frozen=True, kw_only=True):
+    ok: bool = True
+    result: Any
+    events: list[EventRef]
+    position: int
+
+
+class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
+    """The error member of the error envelope."""
+
+    code: str
+    message: str
+    details: dict[str, Any] = {}
+
+
+class _Err(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    ok: bool  # no default, so it is always written
+    error: ErrorBody
+    events: list[EventRef] = []
+    position: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An encoded answer: HTTP status, JSON body, and the head position after it."""
+
+    status: int
+    body: bytes
+    position: int
+    appended: int
+
+
+def error_body(e: DomainError, refs: list[EventRef] | None = None, position: int | None = None) -> bytes:
+    """The error envelope of SPEC §3."""
+    return encode(_Err(ok=False, error=ErrorBody(code=e.code, message=e.message, details=e.details), events=refs or [], position=position))
+
+
+def command_digest(cmd: AnyCommand) -> str:
+    """Idempotency compares the decoded command, without its ``command_id``."""
+    return hashlib.sha256(encode(msgspec.structs.replace(cmd, command_id=None))).hexdigest()
+
+
+class Service:
+    """The command pipeline over one event store."""
+
+    def __init__(self, store: EventStore, on_commit: Callable[[int], None] | None = None) -> None:
+        self.store = store
+        self._on_commit = on_commit
+
+    async def execute(self, caller: Caller, cmd: AnyCommand, correlation_id: str | None = None) -> Answer:
+        """Decide and commit one command; DomainErrors that write nothing are raised."""
+        authorize(caller, cmd)
+        handler = HANDLERS[type(cmd)]
+        digest = command_digest(cmd) if cmd.command_id else ""
+
+        def run(conn: Connection) -> Answer:
+            if cmd.command_id:
+                row = conn.execute(
+                    select(idempotency.c.body_hash, idempotency.c.status, idempotency.c.answer).where(
+                        (idempotency.c.workspace == caller.workspace) & (idempotency.c.command_id == cmd.command_id)
+                    )
+                ).first()
+                if row is not None:
+                    if row.body_hash != digest:
+                        raise DomainError(
+                            "IDEMPOTENCY_MISMATCH",
+                            "this command_id was used with a different command",
+                            {"command_id": cmd.command_id},
+                        )
+                    return Answer(row.status, row.answer.encode(), log.head(conn), 0)
+            now_us, ttl = log.clock(conn)
+            ctx = Context(caller, now_us, ttl, cmd.command_id, correlation_id)
+            decision = handler(conn, ctx, cmd)
+            return _commit(conn, ctx, cmd, decision, digest)
+
+        answer = await self.store.transact(run)
+        if answer.appended and self._on_commit is not None:
+            self._on_commit(answer.position)
+        return answer
+
+
+def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision, digest: str) -> Answer:
+    meta = EventMetadata(
+        workspace=ctx.workspace,
+        actor_key=decision.actor_key,
+        session_id=decision.session_id,
+        command_id=cmd.command_id,
+        correlation_id=ctx.correlation_id or cmd.command_id,
+        causation_id=cmd.command_id,
+    )
+    recorded = log.append(conn, [NewEvent(stream, event, meta) for stream, event in decision.events], ctx.now_us)
+    if not recorded and decision.error is not None:
+        raise decision.error
+    projections.apply(conn, recorded)
+    refs = [EventRef(r.position, event_type(r.event)) for r in recorded]
+    position = recorded[-1].position if recorded else log.head(conn)
+    if decision.error is not None:
+        status, body = decision.error.status, error_body(decision.error, refs, position)
+    else:
+        status, body = 200, encode(_Ok(result=decision.result, events=refs, position=position))
+    if recorded and cmd.command_id:
+        conn.execute(
+            idempotency.insert().values(
+                workspace=ctx.workspace,
+                command_id=cmd.command_id,
+                body_hash=digest,
+                status=status,
+                answer=body.decode(),
+                recorded_us=ctx.now_us,
+            )
+        )
+    return Answer(status, body, position, len(recorded))
