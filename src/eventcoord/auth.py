@@ -14,7 +14,15 @@ from typing import cast
 from sqlalchemy import Connection, select
 from sqlalchemy.exc import IntegrityError
 
-from eventcoord.commands import AnyCommand, ClaimFiles, ClaimIssue, ConfigureProject, IssueToken, RegisterAgent, ReleaseFiles
+from eventcoord.commands import (
+    AnyCommand,
+    ClaimFiles,
+    ClaimIssue,
+    ConfigureProject,
+    IssueToken,
+    RegisterAgent,
+    ReleaseFiles,
+)
 from eventcoord.context import Caller, Role
 from eventcoord.errors import DomainError
 from eventcoord.store.base import EventStore

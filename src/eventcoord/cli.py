@@ -73,11 +73,11 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_token(args: argparse.Namespace) -> int:
     """Create a bearer token for a workspace and role; prints it once."""
+    import re
+
     from eventcoord.auth import new_token, store_token
     from eventcoord.sanitize import WORKSPACE_PATTERN
     from eventcoord.store import log, open_store
-
-    import re
 
     if not re.match(WORKSPACE_PATTERN, args.workspace):
         print(f"invalid workspace name {args.workspace!r}: use [A-Za-z0-9_-]{{1,64}}", file=sys.stderr)

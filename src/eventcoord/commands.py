@@ -41,7 +41,7 @@ class RegisterAgent(Command, kw_only=True, tag="register_agent"):
 
 class HeartbeatAgent(Command, kw_only=True, tag="heartbeat_agent"):
     session_id: SessionId
-    working_on: Key | None | UnsetType = UNSET
+    working_on: Key | UnsetType | None = UNSET
     handoff_note: Text | None = None
 
 

@@ -36,7 +36,7 @@ class AgentRegistered(Event, kw_only=True, tag="AgentRegistered"):
 class AgentHeartbeat(Event, kw_only=True, tag="AgentHeartbeat"):
     session_id: str
     # Absent keeps the declaration, null clears it, a key declares it (SPEC §5).
-    working_on: str | None | UnsetType = UNSET
+    working_on: str | UnsetType | None = UNSET
 
 
 class AgentEnded(Event, kw_only=True, tag="AgentEnded"):

@@ -9,7 +9,13 @@ from sqlalchemy import Connection, select
 from eventcoord.commands import EndAgent, HeartbeatAgent, RegisterAgent
 from eventcoord.context import Context, Decision
 from eventcoord.domain import sessions as domain
-from eventcoord.events import FileClaimReleased, HandoffNoted, LeaseReleased, NamedLeaseReleased, WorkRequeued
+from eventcoord.events import (
+    FileClaimReleased,
+    HandoffNoted,
+    LeaseReleased,
+    NamedLeaseReleased,
+    WorkRequeued,
+)
 from eventcoord.handlers.common import load_session
 from eventcoord.projections.tables import file_claims, leases, named_leases, work_items
 

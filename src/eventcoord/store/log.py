@@ -15,7 +15,14 @@ from sqlalchemy import Connection, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
-from eventcoord.codec import EventMetadata, WireEvent, encode, encode_event_data, event_type, format_time
+from eventcoord.codec import (
+    EventMetadata,
+    WireEvent,
+    encode,
+    encode_event_data,
+    event_type,
+    format_time,
+)
 from eventcoord.errors import ConcurrencyError
 from eventcoord.events import Event
 from eventcoord.store.schema import events, settings, store_head, stream_heads

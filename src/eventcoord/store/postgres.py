@@ -79,6 +79,8 @@ class PostgresEventStore(EventStore):
                 if attempt == attempts - 1:
                     raise
             except IntegrityError as e:
+                if _sqlstate(e) != "23505":  # only a unique key taken concurrently is a race
+                    raise StoreError(f"postgresql: {e.orig}") from e
                 if not retry or attempt == attempts - 1:
                     raise ConcurrencyError(f"lost a race: {e.orig}") from e
             except DBAPIError as e:

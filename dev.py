@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""The two commands a new user needs, on a machine with only python3.
+
+    python3 dev.py serve [eventcoord serve options]   run the service (SQLite + embedded NATS)
+    python3 dev.py test  [pytest options]             run the test suite
+    python3 dev.py lint                               ruff and mypy, as CI runs them
+
+The first run creates ``.venv`` and installs the project with its test dependencies;
+later runs reinstall only when pyproject.toml changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+STAMP = VENV / ".eventcoord-installed"
+
+
+def ensure_venv() -> None:
+    """Create the virtual environment and install the project when needed."""
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == want:
+        return
+    if not (BIN / "python").exists():
+        print("dev.py: creating .venv", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    print("dev.py: installing eventcoord and its test dependencies", flush=True)
+    subprocess.run([str(BIN / "python"), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
+    subprocess.run([str(BIN / "python"), "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]"], check=True)
+    STAMP.write_text(want)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("serve", "test", "lint"):
+        print(__doc__)
+        return 2
+    ensure_venv()
+    command, rest = argv[0], argv[1:]
+    os.chdir(ROOT)
+    if command == "serve":
+        os.execv(str(BIN / "eventcoord"), [str(BIN / "eventcoord"), "serve", *rest])
+    if command == "test":
+        return subprocess.call([str(BIN / "python"), "-m", "pytest", *rest])
+    ruff = subprocess.call([str(BIN / "ruff"), "check", "src", "projections", "tests", "bench", "migrations"])
+    mypy = subprocess.call([str(BIN / "mypy")])
+    return ruff or mypy
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
