@@ -13,6 +13,7 @@ from sqlalchemy import Connection, delete
 
 from eventcoord.store import log
 from eventcoord.store.log import RecordedEvent
+
 from . import files, leases, messages, named_leases, queue, sessions
 from .base import Applier
 from .tables import READ_MODEL_TABLES

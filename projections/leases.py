@@ -6,6 +6,7 @@ from sqlalchemy import Connection, update
 
 from eventcoord.events import HandoffNoted, LeaseGranted, LeaseReleased, ProjectConfigured
 from eventcoord.store.log import RecordedEvent
+
 from .base import Appliers
 from .tables import issues, leases, projects
 

@@ -7,6 +7,7 @@ from sqlalchemy import Connection, update
 
 from eventcoord.events import DENIALS, AgentEnded, AgentHeartbeat, AgentRegistered
 from eventcoord.store.log import RecordedEvent
+
 from .base import Appliers
 from .tables import sessions
 
