@@ -1,7 +1,153 @@
-"""Handlers of the leases tier."""
+"""Handlers of the issue tier: load leases, holders, declarers and the cap; decide.
+
+On PostgreSQL a project's guard row is locked FOR UPDATE before the cap is counted, so
+the count and the grant are one decision the database serialises across replicas; the
+partial unique index on unreleased leases is the backstop.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from sqlalchemy import Connection, and_, func, select
+from sqlalchemy.dialects import postgresql, sqlite
 
-HANDLERS: dict[type, Any] = {}
+from eventcoord.commands import ClaimIssue, ReleaseIssue, VerifyHold
+from eventcoord.context import Context, Decision
+from eventcoord.domain import leases as domain
+from eventcoord.domain.sessions import SessionState
+from eventcoord.events import LeaseReleased
+from eventcoord.handlers.common import _SESSION_COLUMNS, load_session
+from eventcoord.projections.tables import issues, leases, projects, sessions
+from eventcoord.store.schema import guards
+
+
+def lock_guard(conn: Connection, workspace: str, key: str) -> None:
+    """Lock (creating it if missing) the guard row ``key`` of a workspace until commit."""
+    insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(guards)
+    conn.execute(insert.values(workspace=workspace, key=key).on_conflict_do_nothing())
+    conn.execute(select(guards.c.key).where((guards.c.workspace == workspace) & (guards.c.key == key)).with_for_update())
+
+
+def lock_project(conn: Connection, ctx: Context, project: str) -> int:
+    """Serialise decisions on a project's cap; returns its wip_limit (default 3)."""
+    lock_guard(conn, ctx.workspace, f"project:{project}")
+    limit = conn.execute(
+        select(projects.c.wip_limit).where((projects.c.workspace == ctx.workspace) & (projects.c.project == project))
+    ).scalar_one_or_none()
+    return domain.DEFAULT_WIP_LIMIT if limit is None else int(limit)
+
+
+def live_lease_count(conn: Connection, ctx: Context, project: str, except_issue: str) -> int:
+    """Live leases of a project, not counting any lease on ``except_issue``."""
+    cutoff = ctx.now_us - ctx.ttl_us
+    return int(
+        conn.execute(
+            select(func.count())
+            .select_from(leases.join(sessions, sessions.c.session_id == leases.c.session_id))
+            .where(
+                (leases.c.workspace == ctx.workspace)
+                & (leases.c.project == project)
+                & leases.c.released_us.is_(None)
+                & (leases.c.issue != except_issue)
+                & sessions.c.ended_us.is_(None)
+                & (sessions.c.last_seen_us > cutoff)
+            )
+        ).scalar_one()
+    )
+
+
+def load_lease(conn: Connection, ctx: Context, issue: str, *, lock: bool = False) -> domain.LeaseState | None:
+    """The unreleased lease of an issue."""
+    stmt = select(leases.c.issue, leases.c.project, leases.c.session_id, leases.c.actor_key, leases.c.fencing_token).where(
+        (leases.c.workspace == ctx.workspace) & (leases.c.issue == issue) & leases.c.released_us.is_(None)
+    )
+    row = conn.execute(stmt.with_for_update() if lock else stmt).one_or_none()
+    return None if row is None else domain.LeaseState(*row)
+
+
+def load_issue_view(conn: Connection, ctx: Context, issue: str, *, lock: bool = False) -> domain.IssueView:
+    """The issue's registry row, lease, holder and live declarers."""
+    reg = conn.execute(
+        select(issues.c.issue, issues.c.project, issues.c.last_fencing_token, issues.c.handoff_note, issues.c.handoff_session_id).where(
+            (issues.c.workspace == ctx.workspace) & (issues.c.issue == issue)
+        )
+    ).one_or_none()
+    lease = load_lease(conn, ctx, issue, lock=lock)
+    holder = load_session(conn, ctx, lease.session_id) if lease else None
+    cutoff = ctx.now_us - ctx.ttl_us
+    declarers = tuple(
+        SessionState(*r)
+        for r in conn.execute(
+            select(*_SESSION_COLUMNS)
+            .where(
+                and_(
+                    sessions.c.workspace == ctx.workspace,
+                    sessions.c.working_on == issue,
+                    sessions.c.ended_us.is_(None),
+                    sessions.c.last_seen_us > cutoff,
+                )
+            )
+            .order_by(sessions.c.last_seen_us.desc())
+            .limit(5)
+        )
+    )
+    return domain.IssueView(issue, None if reg is None else domain.IssueState(*reg), lease, holder, declarers)
+
+
+def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
+    caller = load_session(conn, ctx, cmd.session_id)
+    wip_limit = lock_project(conn, ctx, cmd.project)
+    view = load_issue_view(conn, ctx, cmd.issue, lock=True)
+    live = live_lease_count(conn, ctx, cmd.project, cmd.issue)
+    return domain.decide_claim(cmd, ctx, caller, view, wip_limit, live)
+
+
+def try_grant(conn: Connection, ctx: Context, d: Decision, session: SessionState, project: str, issue: str) -> int | None:
+    """For selection (the queue): grant ``issue`` to ``session`` if it is takeable now.
+
+    Appends the grant (after an ``expired`` release of a stale non-human holder) to ``d``
+    and returns the fencing token; returns the existing token when ``session`` already
+    holds it; returns None when the issue is not free or the cap is full. Never refuses
+    and never records a WipCapDenied. The caller must hold the project lock.
+    """
+    view = load_issue_view(conn, ctx, issue, lock=True)
+    if view.registry is not None and view.registry.project != project:
+        return None
+    state = domain.effective_state(view, session.session_id, ctx)
+    if state.state == "self_is_holder" and view.lease is not None:
+        return view.lease.fencing_token
+    if state.state not in ("free", "reclaimable"):
+        return None
+    limit = lock_project(conn, ctx, project)
+    if live_lease_count(conn, ctx, project, issue) >= limit:
+        return None
+    if view.lease is not None:
+        d.add(
+            domain.stream(issue),
+            LeaseReleased(
+                issue=issue, session_id=view.lease.session_id, reason="expired", fencing_token=view.lease.fencing_token, by_session_id=session.session_id
+            ),
+        )
+    return domain.grant(d, view, project, session)
+
+
+def release_events(conn: Connection, ctx: Context, d: Decision, issue: str, reason: str) -> bool:
+    """Append the release of an issue's unreleased lease (if any) to ``d``."""
+    lease = load_lease(conn, ctx, issue, lock=True)
+    if lease is None:
+        return False
+    d.add(
+        domain.stream(issue),
+        LeaseReleased(issue=issue, session_id=lease.session_id, reason=reason, fencing_token=lease.fencing_token),  # type: ignore[arg-type]
+    )
+    return True
+
+
+def release_issue(conn: Connection, ctx: Context, cmd: ReleaseIssue) -> Decision:
+    return domain.decide_release(cmd, ctx, load_session(conn, ctx, cmd.session_id), load_lease(conn, ctx, cmd.issue, lock=True))
+
+
+def verify_hold(conn: Connection, ctx: Context, cmd: VerifyHold) -> Decision:
+    return domain.decide_verify_hold(cmd, ctx, load_session(conn, ctx, cmd.session_id), load_issue_view(conn, ctx, cmd.issue))
+
+
+HANDLERS = {ClaimIssue: claim_issue, ReleaseIssue: release_issue, VerifyHold: verify_hold}

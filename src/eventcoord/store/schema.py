@@ -87,6 +87,15 @@ workspaces = Table(
     Column("created_us", BigInt, nullable=False),
 )
 
+guards = Table(
+    "guards",
+    metadata,
+    # Lock rows for guards that span many read-model rows (a project's WIP cap): a command
+    # locks its guard row FOR UPDATE so the database serialises the decisions that depend on it.
+    Column("workspace", String(64), primary_key=True),
+    Column("key", String(200), primary_key=True),
+)
+
 relay_state = Table(
     "relay_state",
     metadata,
@@ -99,4 +108,4 @@ relay_state = Table(
 )
 
 #: Tables that are the store itself, never rebuilt from events.
-STORE_TABLES = (events, stream_heads, store_head, settings, idempotency, tokens, workspaces, relay_state)
+STORE_TABLES = (guards, events, stream_heads, store_head, settings, idempotency, tokens, workspaces, relay_state)
