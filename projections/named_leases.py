@@ -1,7 +1,57 @@
-"""Read model of the named_leases tier (kept current by apply functions below)."""
+"""Read model of named leases (leader election): the last grant of every name.
+
+The row outlives a release: ``fencing_token`` keeps the last token granted, so the next
+grant's token is strictly higher.
+"""
 
 from __future__ import annotations
 
-from .base import Appliers
+from sqlalchemy import Connection, update
 
-APPLIERS: Appliers = {}
+from eventcoord.events import NamedLeaseAcquired, NamedLeaseReleased, NamedLeaseRenewed
+from eventcoord.store.log import RecordedEvent
+
+from .base import Appliers
+from .tables import named_leases
+
+
+def acquired(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, NamedLeaseAcquired)
+    ws = r.metadata.workspace
+    values = {
+        "session_id": e.session_id,
+        "actor_key": e.actor_key,
+        "fencing_token": e.fencing_token,
+        "ttl_seconds": e.ttl_seconds,
+        "expires_us": e.expires_at_us,
+        "acquired_us": r.recorded_us,
+    }
+    key = (named_leases.c.workspace == ws) & (named_leases.c.name == e.name)
+    if conn.execute(update(named_leases).where(key).values(**values)).rowcount == 0:
+        conn.execute(named_leases.insert().values(workspace=ws, name=e.name, **values))
+
+
+def renewed(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, NamedLeaseRenewed)
+    key = (named_leases.c.workspace == r.metadata.workspace) & (named_leases.c.name == e.name)
+    conn.execute(
+        update(named_leases)
+        .where(key & (named_leases.c.session_id == e.session_id))
+        .values(ttl_seconds=e.ttl_seconds, expires_us=e.expires_at_us)
+    )
+
+
+def released(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, NamedLeaseReleased)
+    key = (named_leases.c.workspace == r.metadata.workspace) & (named_leases.c.name == e.name)
+    conn.execute(
+        update(named_leases)
+        .where(key & (named_leases.c.session_id == e.session_id))
+        .values(session_id=None, actor_key=None, expires_us=None, acquired_us=None)
+    )
+
+
+APPLIERS: Appliers = {NamedLeaseAcquired: acquired, NamedLeaseRenewed: renewed, NamedLeaseReleased: released}
