@@ -1,0 +1,268 @@
+"""File claims and messages: pure decisions over the live claims a handler loaded.
+
+Overlap is ``domain.paths.overlaps`` (exact, never string equality); liveness of a holder
+is judged at decision time; the order of events within a command is SPEC §5's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eventcoord.commands import ClaimFiles, PostMessage, ReleaseFiles
+from eventcoord.context import Context, Decision
+from eventcoord.domain.paths import PathError, normalise_path, overlaps
+from eventcoord.domain.sessions import SessionState, require_live, require_session
+from eventcoord.errors import DomainError
+from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed, MessagePosted
+from eventcoord.sanitize import clean_text
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRow:
+    """One unreleased file claim, as the read model holds it."""
+
+    position: int
+    idx: int
+    issue: str
+    session_id: str | None
+    actor_key: str
+    path: str
+    exclusive: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Claimant:
+    """Who claims, releases or posts: a session, or a human/admin token without one."""
+
+    session_id: str | None
+    actor_key: str
+
+
+def stream(issue: str) -> str:
+    """The event stream of an issue's file claims (and of conflicts on its behalf)."""
+    return f"files:{issue}"
+
+
+def channel_stream(channel: str) -> str:
+    """The event stream of one message channel."""
+    return f"channel:{channel}"
+
+
+def normalise_paths(raw: Sequence[str], field: str = "paths") -> list[str]:
+    """Normalise and validate every path; duplicates (after normalisation) are dropped.
+
+    The first invalid one is a 422 VALIDATION naming it: ``details.field`` = ``paths[i]``.
+    """
+    out: list[str] = []
+    for i, path in enumerate(raw):
+        try:
+            norm = normalise_path(path)
+        except PathError as e:
+            raise DomainError("VALIDATION", f"{field}[{i}]: {e}", {"field": f"{field}[{i}]", "reason": e.reason}) from None
+        if norm not in out:
+            out.append(norm)
+    return out
+
+
+def token_actor(ctx: Context) -> str:
+    """The actor key of a command sent without a session (a human or admin token)."""
+    return f"token:{ctx.caller.role}"
+
+
+def claimant(session_id: str | None, session: SessionState | None, ctx: Context) -> Claimant:
+    """The claiming party; a claiming session must be live (SESSION_NOT_LIVE)."""
+    if session_id is None:
+        return Claimant(None, token_actor(ctx))
+    s = require_live(session, session_id, ctx)
+    return Claimant(s.session_id, s.actor_key)
+
+
+def _acting(session_id: str | None, session: SessionState | None, ctx: Context) -> Claimant:
+    """A releasing or posting party: it must exist and not have ended (stale is fine)."""
+    if session_id is None:
+        return Claimant(None, token_actor(ctx))
+    s = require_session(session, session_id)
+    if s.ended_us is not None:
+        raise DomainError("SESSION_NOT_LIVE", f"session {session_id!r} has ended", {"session_id": session_id, "ended": True})
+    return Claimant(s.session_id, s.actor_key)
+
+
+def holder_is_live(claim: ClaimRow, holders: dict[str, SessionState], ctx: Context) -> bool:
+    """A claim without a session never expires; otherwise its session must be live."""
+    if claim.session_id is None:
+        return True
+    s = holders.get(claim.session_id)
+    return s is not None and ctx.is_live(s.last_seen_us, s.ended_us)
+
+
+def conflict_details(path: str, h: ClaimRow) -> dict[str, Any]:
+    """One entry of FILES_CLAIMED ``details.conflicts`` and of the ``overridden`` result."""
+    return {
+        "path": path,
+        "holder_path": h.path,
+        "holder_issue": h.issue,
+        "holder_session_id": h.session_id,
+        "holder_actor_key": h.actor_key,
+    }
+
+
+def _who(c: Claimant) -> str:
+    return f"session {c.session_id} ({c.actor_key})" if c.session_id else f"{c.actor_key} (no session)"
+
+
+def _group(claims: Iterable[ClaimRow]) -> dict[tuple[str, str | None], list[ClaimRow]]:
+    """Claims grouped by holder (issue, session), in first-seen order, each claim once."""
+    groups: dict[tuple[str, str | None], list[ClaimRow]] = {}
+    for h in claims:
+        group = groups.setdefault((h.issue, h.session_id), [])
+        if h not in group:
+            group.append(h)
+    return groups
+
+
+def _paths_of(claims: Iterable[ClaimRow]) -> list[str]:
+    return list(dict.fromkeys(h.path for h in claims))
+
+
+def decide_claim(
+    cmd: ClaimFiles,
+    ctx: Context,
+    session: SessionState | None,
+    held: Sequence[ClaimRow],
+    holders: dict[str, SessionState],
+) -> Decision:
+    """claim_files: all-or-nothing, exclusive/shared, stale holders expire, force overrides.
+
+    ``held`` must contain every unreleased claim that could overlap a requested path (a
+    superset is fine); ``holders`` the sessions of those claims. The caller's own claims
+    (same issue and same session) never conflict; an identical own path in the same mode
+    is already held and is not recorded again; in the other mode it is released and
+    claimed anew.
+    """
+    paths = normalise_paths(cmd.paths)
+    me = claimant(cmd.session_id, session, ctx)
+    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+
+    def own(h: ClaimRow) -> bool:
+        return h.issue == cmd.issue and h.session_id == me.session_id
+
+    already = {h.path for h in held if own(h) and h.exclusive == cmd.exclusive}
+    remode = [h for h in held if own(h) and h.exclusive != cmd.exclusive and h.path in paths]
+    new = [p for p in paths if p not in already]
+
+    expired: list[ClaimRow] = []
+    contended: list[tuple[str, ClaimRow]] = []
+    for path in new:
+        for h in held:
+            if own(h) or not (cmd.exclusive or h.exclusive) or not overlaps(path, h.path):
+                continue
+            if holder_is_live(h, holders, ctx):
+                contended.append((path, h))
+            elif h not in expired:
+                expired.append(h)
+
+    def conflict(path: str, h: ClaimRow) -> ClaimConflict:
+        return ClaimConflict(
+            path=path,
+            issue=cmd.issue,
+            session_id=me.session_id,
+            holder_path=h.path,
+            holder_issue=h.issue,
+            holder_session_id=h.session_id,
+            forced=cmd.force,
+            actor_key=me.actor_key,
+            holder_actor_key=h.actor_key,
+        )
+
+    if contended and not cmd.force:
+        # All-or-nothing: the denials are kept as facts; nothing else is written
+        # (not even the expiry of stale holders: a refused claim changes nothing).
+        for path, h in contended:
+            d.add(stream(cmd.issue), conflict(path, h))
+        d.error = DomainError(
+            "FILES_CLAIMED",
+            f"{len(contended)} requested path(s) overlap claims held by others; nothing was claimed",
+            {"conflicts": [conflict_details(path, h) for path, h in contended]},
+        )
+        return d
+
+    # 1. releases: stale holders (silently), displaced holders, own claims changing mode
+    for (issue, sid), claims in _group(expired).items():
+        d.add(stream(issue), FileClaimReleased(issue=issue, session_id=sid, paths=_paths_of(claims), reason="expired", by_session_id=me.session_id))
+    displaced = _group(h for _, h in contended)
+    for (issue, sid), claims in displaced.items():
+        d.add(stream(issue), FileClaimReleased(issue=issue, session_id=sid, paths=_paths_of(claims), reason="overridden", by_session_id=me.session_id))
+    if remode:
+        d.add(stream(cmd.issue), FileClaimReleased(issue=cmd.issue, session_id=me.session_id, paths=_paths_of(remode), reason="released"))
+    # 2. conflicts (forced), 3. the grant, 4. messages
+    for path, h in contended:
+        d.add(stream(cmd.issue), conflict(path, h))
+    if new:
+        d.add(stream(cmd.issue), FilesClaimed(issue=cmd.issue, session_id=me.session_id, actor_key=me.actor_key, paths=new, exclusive=cmd.exclusive))
+    for (issue, sid), claims in displaced.items():
+        pairs = [(p, h) for p, h in contended if h in claims]
+        _notify_displaced(d, cmd.issue, me, issue, sid, claims[0].actor_key, pairs)
+    d.result = {
+        "claimed": paths,
+        "exclusive": cmd.exclusive,
+        "already_held": [p for p in paths if p in already],
+        "overridden": [conflict_details(p, h) for p, h in contended],
+        "expired": [{"holder_path": h.path, "holder_issue": h.issue, "holder_session_id": h.session_id} for h in expired],
+    }
+    return d
+
+
+def _notify_displaced(
+    d: Decision, claiming_issue: str, me: Claimant, issue: str, sid: str | None, actor: str, pairs: list[tuple[str, ClaimRow]]
+) -> None:
+    """The audit record on the claiming issue, and the displaced session's own notice."""
+    overlaps_text = "; ".join(f"{h.path} (overlaps {p})" for p, h in pairs)
+    holder = f"session {sid} ({actor})" if sid else f"{actor} (no session)"
+    _post(d, f"issue:{claiming_issue}", me, f"Claimed with force for issue {claiming_issue} by {_who(me)}, displacing issue {issue} held by {holder}: {overlaps_text}")
+    if sid is not None:
+        _post(
+            d,
+            f"agent:{sid}",
+            me,
+            f"Your file claim for issue {issue} was overridden by {_who(me)}, which claimed with force for issue {claiming_issue}: {overlaps_text}",
+        )
+
+
+def _post(d: Decision, channel: str, me: Claimant, body: str) -> None:
+    d.add(channel_stream(channel), MessagePosted(channel=channel, body=clean_text(body) or "", session_id=me.session_id, actor_key=me.actor_key))
+
+
+def decide_release(cmd: ReleaseFiles, ctx: Context, session: SessionState | None, own: Sequence[ClaimRow]) -> Decision:
+    """release_files: the named paths (as normalised strings) or, with none, all of them.
+
+    ``own`` are the unreleased claims of ``cmd.issue`` held by ``cmd.session_id`` (or the
+    session-less ones when it is omitted). Paths not held are ignored.
+    """
+    wanted = set(normalise_paths(cmd.paths)) if cmd.paths else None
+    me = _acting(cmd.session_id, session, ctx)
+    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+    released = _paths_of(h for h in own if wanted is None or h.path in wanted)
+    if released:
+        d.add(stream(cmd.issue), FileClaimReleased(issue=cmd.issue, session_id=me.session_id, paths=released, reason="released"))
+    d.result = {"released": released}
+    return d
+
+
+def decide_post(cmd: PostMessage, ctx: Context, session: SessionState | None, target: SessionState | None) -> Decision:
+    """post_message: ``agent:<session_id>`` must name a session of this workspace.
+
+    ``target`` is that session (None when absent or for other channel kinds).
+    """
+    me = _acting(cmd.session_id, session, ctx)
+    kind, _, name = cmd.channel.partition(":")
+    if kind == "agent" and target is None:
+        raise DomainError("NOT_FOUND", f"no session {name!r} in this workspace", {"channel": cmd.channel, "session_id": name})
+    body = clean_text(cmd.body) or ""
+    if not body.strip():
+        raise DomainError("VALIDATION", "body is empty", {"field": "body"})
+    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+    d.add(channel_stream(cmd.channel), MessagePosted(channel=cmd.channel, body=body, session_id=me.session_id, actor_key=me.actor_key))
+    d.result = {"channel": cmd.channel}
+    return d
