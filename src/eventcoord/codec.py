@@ -6,7 +6,7 @@ One Encoder/Decoder per type, built once and reused (msgspec is fastest that way
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -19,6 +19,7 @@ _command_decoder = msgspec.json.Decoder(AnyCommand)
 _encoder = msgspec.json.Encoder()
 _event_decoders = {tag: msgspec.json.Decoder(cls) for tag, cls in EVENT_TYPES.items()}
 _FIELD_AT = re.compile(r"- at `\$\.?(?P<path>[^`]*)`$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MISSING = re.compile(r"missing required field `(?P<name>[^`]+)`")
 _UNKNOWN = re.compile(r"unknown field `(?P<name>[^`]+)`")
 
@@ -104,4 +105,5 @@ def parse_time(value: str) -> int:
     dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1_000_000)
+    # Integer arithmetic: a float timestamp would lose the last microsecond.
+    return (dt - _EPOCH) // timedelta(microseconds=1)

@@ -29,7 +29,7 @@ class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", forbi
     command_id: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
 
 
-class RegisterAgent(Command, kw_only=True, tag="register_agent"):
+class RegisterAgent(Command, frozen=True, kw_only=True, tag="register_agent"):
     actor: Text | None = None
     runtime: Annotated[str, Meta(max_length=64)] | None = None
     runtime_session_id: Text | None = None
@@ -39,41 +39,41 @@ class RegisterAgent(Command, kw_only=True, tag="register_agent"):
     working_on: Key | None = None
 
 
-class HeartbeatAgent(Command, kw_only=True, tag="heartbeat_agent"):
+class HeartbeatAgent(Command, frozen=True, kw_only=True, tag="heartbeat_agent"):
     session_id: SessionId
     working_on: Key | UnsetType | None = UNSET
     handoff_note: Text | None = None
 
 
-class EndAgent(Command, kw_only=True, tag="end_agent"):
+class EndAgent(Command, frozen=True, kw_only=True, tag="end_agent"):
     session_id: SessionId
     handoff_note: Text | None = None
 
 
-class ConfigureProject(Command, kw_only=True, tag="configure_project"):
+class ConfigureProject(Command, frozen=True, kw_only=True, tag="configure_project"):
     project: Key
     wip_limit: Annotated[int, Meta(ge=0, le=100000)]
 
 
-class IssueToken(Command, kw_only=True, tag="issue_token"):
+class IssueToken(Command, frozen=True, kw_only=True, tag="issue_token"):
     role: Role
     workspace: WorkspaceName | None = None
 
 
-class ClaimIssue(Command, kw_only=True, tag="claim_issue"):
+class ClaimIssue(Command, frozen=True, kw_only=True, tag="claim_issue"):
     session_id: SessionId
     project: Key
     issue: Key
     force: bool = False
 
 
-class ReleaseIssue(Command, kw_only=True, tag="release_issue"):
+class ReleaseIssue(Command, frozen=True, kw_only=True, tag="release_issue"):
     session_id: SessionId
     issue: Key
     reason: Literal["released", "completed"] = "released"
 
 
-class ClaimFiles(Command, kw_only=True, tag="claim_files"):
+class ClaimFiles(Command, frozen=True, kw_only=True, tag="claim_files"):
     issue: Key
     paths: Annotated[list[Annotated[str, Meta(max_length=4096)]], Meta(min_length=1, max_length=100)]
     session_id: SessionId | None = None
@@ -81,25 +81,25 @@ class ClaimFiles(Command, kw_only=True, tag="claim_files"):
     force: bool = False
 
 
-class ReleaseFiles(Command, kw_only=True, tag="release_files"):
+class ReleaseFiles(Command, frozen=True, kw_only=True, tag="release_files"):
     issue: Key
     session_id: SessionId | None = None
     paths: Annotated[list[Annotated[str, Meta(max_length=4096)]], Meta(max_length=100)] | None = None
 
 
-class PostMessage(Command, kw_only=True, tag="post_message"):
+class PostMessage(Command, frozen=True, kw_only=True, tag="post_message"):
     channel: Channel
     body: Text
     session_id: SessionId | None = None
 
 
-class VerifyHold(Command, kw_only=True, tag="verify_hold"):
+class VerifyHold(Command, frozen=True, kw_only=True, tag="verify_hold"):
     session_id: SessionId
     issue: Key
     fencing_token: int | None = None
 
 
-class EnqueueWork(Command, kw_only=True, tag="enqueue_work"):
+class EnqueueWork(Command, frozen=True, kw_only=True, tag="enqueue_work"):
     project: Key
     issue: Key | None = None
     priority: Annotated[int, Meta(ge=-1_000_000, le=1_000_000)] = 0
@@ -108,35 +108,35 @@ class EnqueueWork(Command, kw_only=True, tag="enqueue_work"):
     paths: Annotated[list[Annotated[str, Meta(max_length=4096)]], Meta(max_length=100)] = []
 
 
-class ClaimNextWork(Command, kw_only=True, tag="claim_next_work"):
+class ClaimNextWork(Command, frozen=True, kw_only=True, tag="claim_next_work"):
     session_id: SessionId
     project: Key
 
 
-class StartWork(Command, kw_only=True, tag="start_work"):
+class StartWork(Command, frozen=True, kw_only=True, tag="start_work"):
     session_id: SessionId
     item_id: Key
 
 
-class FinishWork(Command, kw_only=True, tag="finish_work"):
+class FinishWork(Command, frozen=True, kw_only=True, tag="finish_work"):
     session_id: SessionId | None = None
     item_id: Key
     outcome: Literal["done", "failed", "oom_killed", "cancelled"] = "done"
 
 
-class AcquireLease(Command, kw_only=True, tag="acquire_lease"):
+class AcquireLease(Command, frozen=True, kw_only=True, tag="acquire_lease"):
     session_id: SessionId
     name: Key
     ttl_seconds: Ttl | None = None
 
 
-class RenewLease(Command, kw_only=True, tag="renew_lease"):
+class RenewLease(Command, frozen=True, kw_only=True, tag="renew_lease"):
     session_id: SessionId
     name: Key
     ttl_seconds: Ttl | None = None
 
 
-class ReleaseLease(Command, kw_only=True, tag="release_lease"):
+class ReleaseLease(Command, frozen=True, kw_only=True, tag="release_lease"):
     session_id: SessionId
     name: Key
 
@@ -164,6 +164,6 @@ AnyCommand = (
 
 #: Commands a ``reader`` token may never send: all of them. Role rules live in auth.
 COMMAND_TYPES: dict[str, type[Command]] = {
-    cls.__struct_config__.tag: cls  # type: ignore[misc]
-    for cls in AnyCommand.__args__  # type: ignore[attr-defined]
+    cls.__struct_config__.tag: cls
+    for cls in AnyCommand.__args__
 }

@@ -51,6 +51,10 @@ class Context:
         return ended_us is None and last_seen_us > self.now_us - self.ttl_us
 
 
+#: A handler: loads state on a connection, returns a Decision (see eventcoord.handlers).
+Handler = Callable[[Any, "Context", Any], "Decision"]
+
+
 @dataclass(slots=True)
 class Decision:
     """What a handler decided: events to append (by stream), the result, or a refusal.

@@ -22,7 +22,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
 # --- sessions -------------------------------------------------------------------------
 
 
-class AgentRegistered(Event, kw_only=True, tag="AgentRegistered"):
+class AgentRegistered(Event, frozen=True, kw_only=True, tag="AgentRegistered"):
     session_id: str
     actor_key: str
     identity_source: str
@@ -33,24 +33,24 @@ class AgentRegistered(Event, kw_only=True, tag="AgentRegistered"):
     working_on: str | None = None
 
 
-class AgentHeartbeat(Event, kw_only=True, tag="AgentHeartbeat"):
+class AgentHeartbeat(Event, frozen=True, kw_only=True, tag="AgentHeartbeat"):
     session_id: str
     # Absent keeps the declaration, null clears it, a key declares it (SPEC §5).
     working_on: str | UnsetType | None = UNSET
 
 
-class AgentEnded(Event, kw_only=True, tag="AgentEnded"):
+class AgentEnded(Event, frozen=True, kw_only=True, tag="AgentEnded"):
     session_id: str
     handoff_note: str | None = None
 
 
-class HeartbeatsCompacted(Event, kw_only=True, tag="HeartbeatsCompacted"):
+class HeartbeatsCompacted(Event, frozen=True, kw_only=True, tag="HeartbeatsCompacted"):
     session_id: str
     up_to_position: int
     count: int
 
 
-class HandoffNoted(Event, kw_only=True, tag="HandoffNoted"):
+class HandoffNoted(Event, frozen=True, kw_only=True, tag="HandoffNoted"):
     issue: str
     session_id: str
     note: str
@@ -59,12 +59,12 @@ class HandoffNoted(Event, kw_only=True, tag="HandoffNoted"):
 # --- projects and issue leases --------------------------------------------------------
 
 
-class ProjectConfigured(Event, kw_only=True, tag="ProjectConfigured"):
+class ProjectConfigured(Event, frozen=True, kw_only=True, tag="ProjectConfigured"):
     project: str
     wip_limit: int
 
 
-class LeaseGranted(Event, kw_only=True, tag="LeaseGranted"):
+class LeaseGranted(Event, frozen=True, kw_only=True, tag="LeaseGranted"):
     project: str
     issue: str
     session_id: str
@@ -72,7 +72,7 @@ class LeaseGranted(Event, kw_only=True, tag="LeaseGranted"):
     fencing_token: int
 
 
-class LeaseReleased(Event, kw_only=True, tag="LeaseReleased"):
+class LeaseReleased(Event, frozen=True, kw_only=True, tag="LeaseReleased"):
     issue: str
     session_id: str
     reason: ReleaseReason
@@ -80,7 +80,7 @@ class LeaseReleased(Event, kw_only=True, tag="LeaseReleased"):
     by_session_id: str | None = None
 
 
-class WipCapDenied(Event, kw_only=True, tag="WipCapDenied"):
+class WipCapDenied(Event, frozen=True, kw_only=True, tag="WipCapDenied"):
     project: str
     issue: str
     session_id: str
@@ -92,7 +92,7 @@ class WipCapDenied(Event, kw_only=True, tag="WipCapDenied"):
 # --- file claims, conflicts, messages -------------------------------------------------
 
 
-class FilesClaimed(Event, kw_only=True, tag="FilesClaimed"):
+class FilesClaimed(Event, frozen=True, kw_only=True, tag="FilesClaimed"):
     issue: str
     session_id: str | None
     actor_key: str
@@ -100,7 +100,7 @@ class FilesClaimed(Event, kw_only=True, tag="FilesClaimed"):
     exclusive: bool = True
 
 
-class FileClaimReleased(Event, kw_only=True, tag="FileClaimReleased"):
+class FileClaimReleased(Event, frozen=True, kw_only=True, tag="FileClaimReleased"):
     issue: str
     session_id: str | None
     paths: list[str]
@@ -108,7 +108,7 @@ class FileClaimReleased(Event, kw_only=True, tag="FileClaimReleased"):
     by_session_id: str | None = None
 
 
-class ClaimConflict(Event, kw_only=True, tag="ClaimConflict"):
+class ClaimConflict(Event, frozen=True, kw_only=True, tag="ClaimConflict"):
     path: str
     issue: str
     session_id: str | None
@@ -120,7 +120,7 @@ class ClaimConflict(Event, kw_only=True, tag="ClaimConflict"):
     holder_actor_key: str | None = None
 
 
-class MessagePosted(Event, kw_only=True, tag="MessagePosted"):
+class MessagePosted(Event, frozen=True, kw_only=True, tag="MessagePosted"):
     channel: str
     body: str
     session_id: str | None = None
@@ -130,7 +130,7 @@ class MessagePosted(Event, kw_only=True, tag="MessagePosted"):
 # --- work queue and named leases ------------------------------------------------------
 
 
-class WorkEnqueued(Event, kw_only=True, tag="WorkEnqueued"):
+class WorkEnqueued(Event, frozen=True, kw_only=True, tag="WorkEnqueued"):
     item_id: str
     project: str
     issue: str | None = None
@@ -140,7 +140,7 @@ class WorkEnqueued(Event, kw_only=True, tag="WorkEnqueued"):
     paths: list[str] = []
 
 
-class WorkClaimed(Event, kw_only=True, tag="WorkClaimed"):
+class WorkClaimed(Event, frozen=True, kw_only=True, tag="WorkClaimed"):
     item_id: str
     project: str
     issue: str | None
@@ -150,24 +150,24 @@ class WorkClaimed(Event, kw_only=True, tag="WorkClaimed"):
     fencing_token: int | None = None
 
 
-class WorkStarted(Event, kw_only=True, tag="WorkStarted"):
+class WorkStarted(Event, frozen=True, kw_only=True, tag="WorkStarted"):
     item_id: str
     session_id: str
 
 
-class WorkFinished(Event, kw_only=True, tag="WorkFinished"):
+class WorkFinished(Event, frozen=True, kw_only=True, tag="WorkFinished"):
     item_id: str
     session_id: str | None
     outcome: WorkOutcome
 
 
-class WorkRequeued(Event, kw_only=True, tag="WorkRequeued"):
+class WorkRequeued(Event, frozen=True, kw_only=True, tag="WorkRequeued"):
     item_id: str
     session_id: str | None
     reason: str
 
 
-class NamedLeaseAcquired(Event, kw_only=True, tag="NamedLeaseAcquired"):
+class NamedLeaseAcquired(Event, frozen=True, kw_only=True, tag="NamedLeaseAcquired"):
     name: str
     session_id: str
     actor_key: str
@@ -176,7 +176,7 @@ class NamedLeaseAcquired(Event, kw_only=True, tag="NamedLeaseAcquired"):
     expires_at_us: int
 
 
-class NamedLeaseRenewed(Event, kw_only=True, tag="NamedLeaseRenewed"):
+class NamedLeaseRenewed(Event, frozen=True, kw_only=True, tag="NamedLeaseRenewed"):
     name: str
     session_id: str
     fencing_token: int
@@ -184,7 +184,7 @@ class NamedLeaseRenewed(Event, kw_only=True, tag="NamedLeaseRenewed"):
     expires_at_us: int
 
 
-class NamedLeaseReleased(Event, kw_only=True, tag="NamedLeaseReleased"):
+class NamedLeaseReleased(Event, frozen=True, kw_only=True, tag="NamedLeaseReleased"):
     name: str
     session_id: str
     reason: str = "released"
@@ -216,8 +216,8 @@ AnyEvent = (
 
 #: Every event class by its stable tag.
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__struct_config__.tag: cls  # type: ignore[misc]
-    for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+    cls.__struct_config__.tag: cls
+    for cls in AnyEvent.__args__
 }
 
 #: Events written by a refused command: facts worth keeping, not signs of life.

@@ -248,15 +248,6 @@ class TestEffectiveStateRows:
         # then the issue is free for it
         assert (st.state, st.reason, st.holder) == ("free", "no_assignment_no_liveness", None)
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=(
-            "BUG domain/leases.py effective_state: 'Declarers never block declarers' (SPEC §5) is "
-            "not implemented; the loop only skips the caller's own declaration, so a caller that "
-            "itself declares working_on the issue is shown another declarer as "
-            "held/liveness_claim_present_assignment_lagging instead of free"
-        ),
-    )
     def test_declarers_never_block_declarers(self) -> None:
         # given ME and DECLARER both declare working_on the issue, and nobody leases it
         me_declaring = session("s-me", working_on=ISSUE)
@@ -483,14 +474,6 @@ class TestClaimIssueHeld:
         )
         assert types(d) == ["LeaseGranted"] and d.result["fencing_token"] == 1
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason=(
-            "BUG domain/leases.py effective_state (used by decide_claim): a caller that itself "
-            "declares working_on the issue is refused ISSUE_HELD because of another declarer; "
-            "SPEC §5 'Declarers never block declarers'"
-        ),
-    )
     def test_declarers_never_block_a_declaring_caller(self) -> None:
         me_declaring = session("s-me", working_on=ISSUE)
         view = free_view(declarers=(DECLARER, me_declaring))

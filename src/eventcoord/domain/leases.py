@@ -12,7 +12,7 @@ from eventcoord.commands import ClaimIssue, ReleaseIssue, VerifyHold
 from eventcoord.context import Context, Decision
 from eventcoord.domain.sessions import SessionState, require_live, require_session
 from eventcoord.errors import DomainError, ValidationFailed
-from eventcoord.events import LeaseGranted, LeaseReleased, WipCapDenied
+from eventcoord.events import LeaseGranted, LeaseReleased, ReleaseReason, WipCapDenied
 from eventcoord.sanitize import ACTOR_CAP, clean_line
 
 DEFAULT_WIP_LIMIT = 3
@@ -75,8 +75,14 @@ def holder_view(session: SessionState | None, session_id: str, actor_key: str, l
     }
 
 
-def effective_state(view: IssueView, caller_session_id: str | None, ctx: Context) -> EffectiveState:
-    """Effective state in SPEC §5 order; declarers never block declarers."""
+def effective_state(
+    view: IssueView, caller_session_id: str | None, ctx: Context, *, caller_declares: bool | None = None
+) -> EffectiveState:
+    """Effective state in SPEC §5 order; declarers never block declarers.
+
+    ``caller_declares``: the caller itself declares ``working_on`` this issue (inferred
+    from ``view.declarers`` when not given).
+    """
     lease, holder = view.lease, view.holder
     if lease is not None:
         live = holder is not None and ctx.is_live(holder.last_seen_us, holder.ended_us)
@@ -88,7 +94,9 @@ def effective_state(view: IssueView, caller_session_id: str | None, ctx: Context
         if live:
             return EffectiveState("held", "assignment_fresh_other", hv)
         return EffectiveState("reclaimable", "assignment_holder_stale", hv)
-    for d in view.declarers:
+    if caller_declares is None:
+        caller_declares = any(d.session_id == caller_session_id for d in view.declarers)
+    for d in () if caller_declares else view.declarers:
         if d.session_id != caller_session_id:
             return EffectiveState(
                 "held", "liveness_claim_present_assignment_lagging", holder_view(d, d.session_id, d.actor_key, True)
@@ -117,7 +125,7 @@ def decide_claim(
     me = require_live(caller, cmd.session_id, ctx)
     _check_project(view, cmd.project)
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
-    state = effective_state(view, me.session_id, ctx)
+    state = effective_state(view, me.session_id, ctx, caller_declares=me.working_on == view.issue)
     lease = view.lease
     if state.state == "self_is_holder" and lease is not None:
         d.result = {"issue": cmd.issue, "fencing_token": lease.fencing_token, "project": lease.project}
@@ -147,7 +155,7 @@ def decide_claim(
         return d
     reclaimed_from = None
     if lease is not None:
-        reason = "expired" if state.state == "reclaimable" else "superseded"
+        reason: ReleaseReason = "expired" if state.state == "reclaimable" else "superseded"
         d.add(
             stream(cmd.issue),
             LeaseReleased(
@@ -221,7 +229,7 @@ def decide_verify_hold(cmd: VerifyHold, ctx: Context, caller: SessionState | Non
         d = Decision()
         d.result = {"ok": True, "enforced": False, "effective_state": "not_evaluated", "reason": "actor-identity-unstable-advisory-only"}
         return d
-    state = effective_state(view, me.session_id, ctx)
+    state = effective_state(view, me.session_id, ctx, caller_declares=me.working_on == view.issue)
     durable_conflict = state.state in ("reclaimable", "human_held") or (
         state.state == "held" and state.reason == "assignment_fresh_other"
     )

@@ -6,16 +6,9 @@ decision, and returns a :class:`~eventcoord.context.Decision`; it never appends 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from sqlalchemy import Connection
-
 from eventcoord import commands as c
-from eventcoord.context import Context, Decision
+from eventcoord.context import Handler
 from eventcoord.handlers import admin, files, leases, queue, sessions
-
-Handler = Callable[[Connection, Context, Any], Decision]
 
 HANDLERS: dict[type[c.Command], Handler] = {
     c.RegisterAgent: sessions.register_agent,

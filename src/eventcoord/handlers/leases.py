@@ -10,11 +10,11 @@ from __future__ import annotations
 from sqlalchemy import Connection, and_, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from eventcoord.commands import ClaimIssue, ReleaseIssue, VerifyHold
-from eventcoord.context import Context, Decision
+from eventcoord.commands import ClaimIssue, Command, ReleaseIssue, VerifyHold
+from eventcoord.context import Context, Decision, Handler
 from eventcoord.domain import leases as domain
 from eventcoord.domain.sessions import SessionState
-from eventcoord.events import LeaseReleased
+from eventcoord.events import LeaseReleased, ReleaseReason
 from eventcoord.handlers.common import _SESSION_COLUMNS, load_session
 from eventcoord.projections.tables import issues, leases, projects, sessions
 from eventcoord.store.schema import guards
@@ -130,14 +130,14 @@ def try_grant(conn: Connection, ctx: Context, d: Decision, session: SessionState
     return domain.grant(d, view, project, session)
 
 
-def release_events(conn: Connection, ctx: Context, d: Decision, issue: str, reason: str) -> bool:
+def release_events(conn: Connection, ctx: Context, d: Decision, issue: str, reason: ReleaseReason) -> bool:
     """Append the release of an issue's unreleased lease (if any) to ``d``."""
     lease = load_lease(conn, ctx, issue, lock=True)
     if lease is None:
         return False
     d.add(
         domain.stream(issue),
-        LeaseReleased(issue=issue, session_id=lease.session_id, reason=reason, fencing_token=lease.fencing_token),  # type: ignore[arg-type]
+        LeaseReleased(issue=issue, session_id=lease.session_id, reason=reason, fencing_token=lease.fencing_token),
     )
     return True
 
@@ -150,4 +150,4 @@ def verify_hold(conn: Connection, ctx: Context, cmd: VerifyHold) -> Decision:
     return domain.decide_verify_hold(cmd, ctx, load_session(conn, ctx, cmd.session_id), load_issue_view(conn, ctx, cmd.issue))
 
 
-HANDLERS = {ClaimIssue: claim_issue, ReleaseIssue: release_issue, VerifyHold: verify_hold}
+HANDLERS: dict[type[Command], Handler] = {ClaimIssue: claim_issue, ReleaseIssue: release_issue, VerifyHold: verify_hold}
