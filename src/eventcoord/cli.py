@@ -100,7 +100,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     """Rebuild every read model from position 0."""
-    from eventcoord import projections
+    import eventcoord.projections as projections
     from eventcoord.store import open_store
 
     async def run() -> int:

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from sqlalchemy import Connection, select
 
-from eventcoord import projections
+import eventcoord.projections as projections
 from eventcoord.auth import authorize
 from eventcoord.codec import EventMetadata, encode, event_type
 from eventcoord.commands import AnyCommand
