@@ -76,6 +76,8 @@ def claim_conflict(conn: Connection, r: RecordedEvent) -> None:
             holder_session_id=e.holder_session_id,
             forced=e.forced,
             occurred_us=r.recorded_us,
+            actor_key=e.actor_key,
+            holder_actor_key=e.holder_actor_key,
         )
     )
 

@@ -128,6 +128,8 @@ conflicts = Table(
     Column("holder_session_id", String(128), nullable=True),
     Column("forced", Boolean, nullable=False),
     Column("occurred_us", BigInt, nullable=False),
+    Column("actor_key", String(200), nullable=True),
+    Column("holder_actor_key", String(200), nullable=True),
     Index("ix_conflicts_workspace_time", "workspace", "occurred_us"),
     Index("ix_conflicts_workspace_path", "workspace", "path"),
 )

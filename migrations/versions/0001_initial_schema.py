@@ -35,6 +35,8 @@ def upgrade() -> None:
     sa.Column('holder_session_id', sa.String(length=128), nullable=True),
     sa.Column('forced', sa.Boolean(), nullable=False),
     sa.Column('occurred_us', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
+    sa.Column('actor_key', sa.String(length=200), nullable=True),
+    sa.Column('holder_actor_key', sa.String(length=200), nullable=True),
     sa.PrimaryKeyConstraint('position')
     )
     with op.batch_alter_table('conflicts', schema=None) as batch_op:

@@ -115,6 +115,35 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tail(args: argparse.Namespace) -> int:
+    """Print events as JSON lines: the log after --after, then live (SSE, or NATS with --nats)."""
+    import os
+
+    from eventcoord.codec import encode
+
+    types = set(args.type or [])
+
+    async def run() -> None:
+        if args.nats:
+            from eventcoord.subscriber import subscribe
+
+            source = subscribe(args.nats, args.workspace or "*", sorted(types) or None, args.after, args.nats_stream or "EVENTCOORD")
+        else:
+            from eventcoord.client import Client
+
+            token = args.token or os.environ.get("EVENTCOORD_TOKEN") or os.environ.get("EVENTCOORD_BOOTSTRAP_TOKEN") or ""
+            source = Client(args.url, token).stream(args.after)
+        async for ev in source:
+            if not types or ev.type in types:
+                print(encode(ev).decode(), flush=True)
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="eventcoord", description="Event-sourced coordination for fleets of agents")
@@ -140,6 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
     rebuild = sub.add_parser("rebuild", help="rebuild the read models from the log")
     _common(rebuild)
     rebuild.set_defaults(fn=cmd_rebuild)
+    tail = sub.add_parser("tail", help="follow the event log (SSE from a server, or NATS with --nats)")
+    tail.add_argument("--after", type=int, default=0, help="start after this position")
+    tail.add_argument("--type", action="append", help="only this event type (repeatable)")
+    tail.add_argument("--url", default="http://127.0.0.1:8765", help="server URL (SSE)")
+    tail.add_argument("--token", help="bearer token (default EVENTCOORD_TOKEN or EVENTCOORD_BOOTSTRAP_TOKEN)")
+    tail.add_argument("--nats", help="read from JetStream at this nats:// URL instead of the server")
+    tail.add_argument("--nats-stream", dest="nats_stream", help="JetStream stream (default EVENTCOORD)")
+    tail.add_argument("--workspace", help="with --nats: only this workspace")
+    tail.set_defaults(fn=cmd_tail)
     return parser
 
 

@@ -68,6 +68,9 @@ class Decision:
     error: DomainError | None = None
     session_id: str | None = None
     actor_key: str | None = None
+    #: When set, the answer's ``result[result_position]`` is the last appended position
+    #: (a handler decides before the append, so it cannot know it itself).
+    result_position: str | None = None
 
     def add(self, stream: str, event: Event) -> None:
         """Append one event to the decision."""

@@ -21,6 +21,7 @@ from eventcoord.commands import AnyCommand
 from eventcoord.context import Caller, Context, Decision
 from eventcoord.errors import DomainError
 from eventcoord.handlers import HANDLERS
+from eventcoord.projections.tables import sessions
 from eventcoord.store import log
 from eventcoord.store.base import EventStore
 from eventcoord.store.log import NewEvent
@@ -81,7 +82,7 @@ class Service:
 
     def __init__(self, store: EventStore, on_commit: Callable[[int], None] | None = None) -> None:
         self.store = store
-        self._on_commit = on_commit
+        self.on_commit = on_commit
 
     async def execute(self, caller: Caller, cmd: AnyCommand, correlation_id: str | None = None) -> Answer:
         """Decide and commit one command; DomainErrors that write nothing are raised."""
@@ -110,8 +111,8 @@ class Service:
             return _commit(conn, ctx, cmd, decision, digest)
 
         answer = await self.store.transact(run)
-        if answer.appended and self._on_commit is not None:
-            self._on_commit(answer.position)
+        if answer.appended and self.on_commit is not None:
+            self.on_commit(answer.position)
         return answer
 
 
@@ -124,6 +125,11 @@ def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision,
         correlation_id=ctx.correlation_id or cmd.command_id,
         causation_id=cmd.command_id,
     )
+    if decision.session_id and decision.events and conn.dialect.name == "postgresql":
+        # Lock the caller's session row before the position counter: its sign-of-life
+        # update comes after the append, and a concurrent heartbeat of the same session
+        # takes the row first, so the other order would deadlock.
+        conn.execute(select(sessions.c.session_id).where(sessions.c.session_id == decision.session_id).with_for_update())
     recorded = log.append(conn, [NewEvent(stream, event, meta) for stream, event in decision.events], ctx.now_us)
     if not recorded and decision.error is not None:
         raise decision.error
@@ -133,6 +139,8 @@ def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision,
     if decision.error is not None:
         status, body = decision.error.status, error_body(decision.error, refs, position)
     else:
+        if decision.result_position and isinstance(decision.result, dict) and recorded:
+            decision.result[decision.result_position] = position
         status, body = 200, encode(_Ok(result=decision.result, events=refs, position=position))
     if recorded and cmd.command_id:
         conn.execute(

@@ -166,6 +166,8 @@ def conflict_log(
             "holder_issue": r.holder_issue,
             "holder_session_id": r.holder_session_id,
             "forced": r.forced,
+            "actor_key": r.actor_key,
+            "holder_actor_key": r.holder_actor_key,
             "occurred_at": format_time(r.occurred_us),
         }
         for r in rows

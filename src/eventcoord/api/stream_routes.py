@@ -1,7 +1,40 @@
-"""Read routes of the stream tier."""
+"""GET /v1/events/stream: Server-Sent Events, catch-up from a position, then live."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
 
-ROUTES: list[Any] = []
+from litestar import Request, get
+from litestar.params import Parameter
+from litestar.response import Stream
+
+from eventcoord.api.deps import caller, runtime
+from eventcoord.streaming import follow, sse_frame
+
+
+@get("/v1/events/stream", operation_id="streamEvents", summary="Server-Sent Events: the log from a position, then live")
+async def stream_events(
+    request: Request[Any, Any, Any],
+    after: Annotated[int | None, Parameter(ge=0, description="exclusive start position (default: Last-Event-ID or 0)")] = None,
+) -> Stream:
+    """Each event is one SSE message: ``id`` = position, ``event`` = type, ``data`` = wire JSON.
+
+    Reconnecting clients send ``Last-Event-ID`` and resume exactly after it.
+    """
+    who = await caller(request)
+    rt = runtime(request)
+    start = after
+    if start is None:
+        last = request.headers.get("last-event-id", "0")
+        start = int(last) if last.isdigit() else 0
+
+    async def frames() -> AsyncIterator[bytes]:
+        yield b": eventcoord stream\n\n"
+        async for ev in follow(rt.store, start, who.workspace, rt.extras.get("commit_signal")):
+            yield sse_frame(ev)
+
+    return Stream(frames(), media_type="text/event-stream", headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
+ROUTES = [stream_events]

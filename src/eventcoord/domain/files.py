@@ -265,4 +265,5 @@ def decide_post(cmd: PostMessage, ctx: Context, session: SessionState | None, ta
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
     d.add(channel_stream(cmd.channel), MessagePosted(channel=cmd.channel, body=body, session_id=me.session_id, actor_key=me.actor_key))
     d.result = {"channel": cmd.channel}
+    d.result_position = "position"
     return d
