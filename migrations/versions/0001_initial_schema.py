@@ -4,7 +4,7 @@ The same revision runs on SQLite and PostgreSQL; dialect-specific parts branch o
 ``dialect.name`` (PostgreSQL additionally refuses UPDATE and DELETE on ``events``).
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-30 04:47:57.685128
 
 """

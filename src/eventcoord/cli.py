@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from collections.abc import Sequence
 
@@ -137,10 +138,8 @@ def cmd_tail(args: argparse.Namespace) -> int:
             if not types or ev.type in types:
                 print(encode(ev).decode(), flush=True)
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run())
-    except KeyboardInterrupt:
-        pass
     return 0
 
 
