@@ -1,0 +1,126 @@
+"""The ``eventcoord`` command line against a real database: migrate, token create, rebuild, serve."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import Api, ServerProcess
+
+
+def eventcoord(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``eventcoord`` script (the console entry point) with a clean env."""
+    script = Path(sys.executable).with_name("eventcoord")
+    argv = [str(script)] if script.exists() else [sys.executable, "-m", "eventcoord.cli"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTCOORD_")}
+    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
+
+
+async def all_events(api: Api) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    after = 0
+    while page := (await api.get("/v1/events", after=after, limit=1000))["events"]:
+        out.extend(page)
+        after = page[-1]["position"]
+    return out
+
+
+async def test_migrate_then_token_create_gives_a_token_the_server_accepts(
+    db_url: str, start_server: Callable[..., ServerProcess]
+) -> None:
+    for _ in range(2):  # migrating twice is harmless
+        done = eventcoord("migrate", "--db", db_url)
+        assert done.returncode == 0, done.stderr
+        assert "migrated" in done.stdout
+    created = eventcoord("token", "create", "--db", db_url, "--workspace", "W", "--role", "agent")
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    assert token and "\n" not in token and " " not in token
+
+    server = start_server()
+    agent, admin = Api(server.base_url, token), Api(server.base_url)
+    try:
+        sid = await agent.register(actor="cli-agent")
+        [event] = await all_events(agent)
+        assert event["metadata"]["workspace"] == "W" and event["data"]["session_id"] == sid
+        assert [a["session_id"] for a in (await agent.get("/v1/agents"))["agents"]] == [sid]
+        # The token is an agent of W: no human sessions, no token issue, nothing of default.
+        await agent.error({"type": "register_agent", "kind": "human"}, 403, "FORBIDDEN")
+        await agent.error({"type": "issue_token", "role": "reader"}, 403, "FORBIDDEN")
+        assert (await admin.get("/v1/agents"))["agents"] == []
+        assert await all_events(admin) == []
+    finally:
+        await agent.close()
+        await admin.close()
+
+
+@pytest.mark.parametrize("role", ["admin", "human", "reader"])
+def test_token_create_for_each_role_prints_a_distinct_token(db_url: str, role: str) -> None:
+    first = eventcoord("token", "create", "--db", db_url, "--workspace", "team-1", "--role", role)
+    second = eventcoord("token", "create", "--db", db_url, "--workspace", "team-1", "--role", role)
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    assert first.stdout.strip() != second.stdout.strip()
+
+
+def test_token_create_refuses_bad_input(db_url: str) -> None:
+    bad_workspace = eventcoord("token", "create", "--db", db_url, "--workspace", "no spaces", "--role", "agent")
+    assert bad_workspace.returncode == 2 and "workspace" in bad_workspace.stderr
+    bad_role = eventcoord("token", "create", "--db", db_url, "--workspace", "W", "--role", "root")
+    assert bad_role.returncode == 2 and "role" in bad_role.stderr
+    missing = eventcoord("token", "create", "--db", db_url, "--role", "agent")
+    assert missing.returncode == 2
+
+
+async def test_rebuild_reproduces_what_the_server_shows(db_url: str, start_server: Callable[..., ServerProcess]) -> None:
+    server = start_server()
+    api = Api(server.base_url)
+    try:
+        a = await api.register(actor="a", working_on="ISS-1")
+        b = await api.register(runtime="codex", runtime_session_id="t-1", host="h")
+        await api.ok({"type": "heartbeat_agent", "session_id": a, "working_on": "ISS-2"})
+        await api.ok({"type": "end_agent", "session_id": b, "handoff_note": "done"})
+        await api.ok({"type": "configure_project", "project": "P", "wip_limit": 2})
+        before = (await api.get("/v1/agents"))["agents"]
+        head = len(await all_events(api))
+    finally:
+        await api.close()
+    server.stop()
+
+    done = eventcoord("rebuild", "--db", db_url)
+    assert done.returncode == 0, done.stderr
+    assert f"from {head} events" in done.stdout
+
+    again = start_server()
+    api = Api(again.base_url)
+    try:
+        assert (await api.get("/v1/agents"))["agents"] == before
+        await api.error({"type": "heartbeat_agent", "session_id": b}, 409, "SESSION_NOT_LIVE")
+        await api.ok({"type": "heartbeat_agent", "session_id": a})
+    finally:
+        await api.close()
+
+
+def test_serve_refuses_invalid_settings_with_a_clear_message(db_url: str) -> None:
+    for args, word in (
+        (["--ttl-seconds", "0"], "--ttl-seconds"),
+        (["--nats", "carrier-pigeon"], "--nats"),
+        (["--port", "70000"], "--port"),
+    ):
+        done = eventcoord("serve", "--db", db_url, *args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert word in done.stderr
+    bad_db = eventcoord("serve", "--db", "mysql://nowhere/x")
+    assert bad_db.returncode == 2 and "--db" in bad_db.stderr
+
+
+def test_migrate_defaults_to_sqlite_under_the_data_dir(tmp_path: Path) -> None:
+    done = eventcoord("migrate", "--data-dir", str(tmp_path / "state"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "state" / "eventcoord.db").exists()
+    token = eventcoord("token", "create", "--data-dir", str(tmp_path / "state"), "--workspace", "w", "--role", "reader")
+    assert token.returncode == 0 and token.stdout.strip()
