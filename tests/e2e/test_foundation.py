@@ -661,6 +661,18 @@ async def test_a_control_character_in_a_command_id_is_not_a_server_error(
             assert body["error"]["details"]["field"] == "command_id"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG codec.decode_command: JSON nested ~1000 deep -> msgspec RecursionError, not caught -> 500 INTERNAL",
+)
+async def test_deeply_nested_json_answers_the_envelope(api: Api) -> None:
+    deep = b"[" * 2000 + b"]" * 2000
+    for raw in (b'{"x":' + deep + b',"type":"register_agent"}', b'{"type":"enqueue_work","project":"P","payload":' + deep + b"}"):
+        r = await api.http.post("/v1/commands", content=raw)
+        assert_envelope(r)
+        assert r.status_code == 422
+
+
 MINIMAL: dict[str, dict[str, Any]] = {
     "register_agent": {},
     "heartbeat_agent": {"session_id": "$sid"},
