@@ -55,6 +55,8 @@ def decode_command(body: bytes) -> AnyCommand:
         raise ValidationFailed(_field_of(str(e)), str(e)) from None
     except msgspec.DecodeError as e:
         raise ValidationFailed("body", f"malformed JSON: {e}") from None
+    except RecursionError:
+        raise ValidationFailed("body", "JSON nested too deeply") from None
 
 
 def _field_of(message: str) -> str:

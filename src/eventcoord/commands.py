@@ -26,7 +26,7 @@ Ttl = Annotated[int, Meta(ge=1, le=86400)]
 class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", forbid_unknown_fields=True):
     """Base of every command; ``command_id`` is the optional idempotency key."""
 
-    command_id: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
+    command_id: Annotated[str, Meta(pattern=r"^[^\x00-\x1f\x7f-\x9f]{1,128}$")] | None = None
 
 
 class RegisterAgent(Command, frozen=True, kw_only=True, tag="register_agent"):

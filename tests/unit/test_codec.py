@@ -93,11 +93,6 @@ def test_a_body_that_is_not_an_object_is_a_validation_error_on_the_body(body: by
 DEEP = b"[" * 2000 + b"]" * 2000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG codec.decode_command catches ValidationError and DecodeError only: JSON nested about "
-    "1000 deep makes msgspec raise RecursionError, which escapes as a 500",
-)
 @pytest.mark.parametrize(
     "body",
     [

@@ -50,7 +50,7 @@ async def health(request: Request[Any, Any, Any]) -> Response[bytes]:
 @get("/v1/events", operation_id="listEvents", summary="The event log, in position order")
 async def list_events(
     request: Request[Any, Any, Any],
-    after: Annotated[int, Parameter(ge=0, description="exclusive lower bound")] = 0,
+    after: Annotated[int, Parameter(ge=0, le=2**63 - 1, description="exclusive lower bound")] = 0,
     limit: Annotated[int, Parameter(ge=1, description="page size, clamped to 1000")] = 100,
 ) -> Response[bytes]:
     """``{"events": [...]}``: the workspace's events with position > ``after``."""

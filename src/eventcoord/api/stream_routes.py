@@ -16,7 +16,7 @@ from eventcoord.streaming import follow, sse_frame
 @get("/v1/events/stream", operation_id="streamEvents", summary="Server-Sent Events: the log from a position, then live")
 async def stream_events(
     request: Request[Any, Any, Any],
-    after: Annotated[int | None, Parameter(ge=0, description="exclusive start position (default: Last-Event-ID or 0)")] = None,
+    after: Annotated[int | None, Parameter(ge=0, le=2**63 - 1, description="exclusive start position (default: Last-Event-ID or 0)")] = None,
 ) -> Stream:
     """Each event is one SSE message: ``id`` = position, ``event`` = type, ``data`` = wire JSON.
 

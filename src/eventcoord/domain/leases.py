@@ -195,6 +195,8 @@ def grant(d: Decision, view: IssueView, project: str, me: SessionState) -> int:
 def decide_release(cmd: ReleaseIssue, ctx: Context, caller: SessionState | None, lease: LeaseState | None) -> Decision:
     """release_issue: only the holder may release (NOT_HOLDER otherwise)."""
     me = require_session(caller, cmd.session_id)
+    if me.ended_us is not None:
+        raise DomainError("SESSION_NOT_LIVE", f"session {cmd.session_id!r} has ended", {"session_id": cmd.session_id, "ended": True})
     if lease is None or lease.session_id != me.session_id:
         raise DomainError(
             "NOT_HOLDER",
