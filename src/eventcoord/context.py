@@ -71,6 +71,9 @@ class Decision:
     #: When set, the answer's ``result[result_position]`` is the last appended position
     #: (a handler decides before the append, so it cannot know it itself).
     result_position: str | None = None
+    #: For a command that appends nothing but must not be decided twice under one
+    #: ``command_id`` (issue_token): the result a replay answers with (no secrets in it).
+    replay_result: Any = None
 
     def add(self, stream: str, event: Event) -> None:
         """Append one event to the decision."""

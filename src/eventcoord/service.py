@@ -142,7 +142,9 @@ def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision,
         if decision.result_position and isinstance(decision.result, dict) and recorded:
             decision.result[decision.result_position] = position
         status, body = 200, encode(_Ok(result=decision.result, events=refs, position=position))
-    if recorded and cmd.command_id:
+    if cmd.command_id and (recorded or decision.replay_result is not None):
+        if not recorded:
+            body = encode(_Ok(result=decision.replay_result, events=refs, position=position))
         conn.execute(
             idempotency.insert().values(
                 workspace=ctx.workspace,
@@ -153,4 +155,6 @@ def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision,
                 recorded_us=ctx.now_us,
             )
         )
+        if not recorded:  # the first answer carries the secret; only replays omit it
+            body = encode(_Ok(result=decision.result, events=refs, position=position))
     return Answer(status, body, position, len(recorded))

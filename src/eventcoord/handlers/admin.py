@@ -25,4 +25,7 @@ def issue_token(conn: Connection, ctx: Context, cmd: IssueToken) -> Decision:
         raise DomainError("FORBIDDEN", "only the operator's token may issue tokens for another workspace")
     token = new_token()
     store_token(conn, token, workspace, cmd.role, ctx.now_us)
-    return Decision(result={"token": token, "workspace": workspace, "role": cmd.role})
+    result = {"token": token, "workspace": workspace, "role": cmd.role}
+    # A retry under the same command_id must not mint a second credential, and the stored
+    # answer must not hold one in clear: replays answer without the token.
+    return Decision(result=result, replay_result={**result, "token": None, "replayed": True})
