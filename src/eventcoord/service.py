@@ -7,6 +7,7 @@ the decision's reads, its events and the read models it updates commit together.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ import msgspec
 from sqlalchemy import Connection, select
 
 import eventcoord.projections as projections
+from eventcoord import metrics
 from eventcoord.auth import authorize
 from eventcoord.codec import EventMetadata, encode, event_type
 from eventcoord.commands import AnyCommand
@@ -110,9 +112,20 @@ class Service:
             decision = handler(conn, ctx, cmd)
             return _commit(conn, ctx, cmd, decision, digest)
 
-        answer = await self.store.transact(run)
-        if answer.appended and self.on_commit is not None:
-            self.on_commit(answer.position)
+        kind = cmd.__struct_config__.tag
+        started = time.perf_counter()
+        try:
+            answer = await self.store.transact(run)
+        except DomainError as e:
+            metrics.COMMANDS.labels(kind, e.code).inc()
+            raise
+        metrics.COMMAND_SECONDS.labels(kind).observe(time.perf_counter() - started)
+        metrics.COMMANDS.labels(kind, "ok" if answer.status == 200 else "refused_recorded").inc()
+        if answer.appended:
+            metrics.EVENTS.inc(answer.appended)
+            metrics.HEAD.set(answer.position)
+            if self.on_commit is not None:
+                self.on_commit(answer.position)
         return answer
 
 

@@ -97,4 +97,15 @@ async def list_agents(
     return json({"agents": await runtime(request).store.query(run)})
 
 
-ROUTES = [health, list_events, list_agents]
+@get("/metrics", operation_id="metrics", summary="Prometheus metrics", exclude_from_auth=True)
+async def prometheus_metrics(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Prometheus exposition: commands by type and outcome, latency, log head, relay lag."""
+    from eventcoord import metrics
+
+    relay = runtime(request).extras.get("relay")
+    if relay is not None:
+        metrics.RELAY_LAG.set(relay.status().get("lag", 0))
+    return Response(metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+ROUTES = [health, list_events, list_agents, prometheus_metrics]

@@ -1,0 +1,29 @@
+"""Prometheus metrics: commands by type and outcome, decision latency, log head, relay lag."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+REGISTRY = CollectorRegistry()
+
+COMMANDS = Counter(
+    "eventcoord_commands_total",
+    "Commands answered, by type and outcome (ok or the stable error code).",
+    ["type", "outcome"],
+    registry=REGISTRY,
+)
+COMMAND_SECONDS = Histogram(
+    "eventcoord_command_seconds",
+    "Time from decoded command to committed answer.",
+    ["type"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+    registry=REGISTRY,
+)
+EVENTS = Counter("eventcoord_events_appended_total", "Events appended by this process.", registry=REGISTRY)
+HEAD = Gauge("eventcoord_log_head", "The newest committed position this process has seen.", registry=REGISTRY)
+RELAY_LAG = Gauge("eventcoord_relay_lag", "Positions committed but not yet published to NATS.", registry=REGISTRY)
+
+
+def render() -> bytes:
+    """The exposition text of every metric."""
+    return generate_latest(REGISTRY)
