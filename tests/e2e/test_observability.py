@@ -6,7 +6,6 @@ import asyncio
 import json
 
 import httpx
-
 from tests.conftest import BOOTSTRAP, Api, ServerProcess
 
 
