@@ -120,8 +120,9 @@ class EmbeddedBroker:
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
         try:
-            port = await asyncio.wait_for(self._read_port(), START_TIMEOUT)
-            await asyncio.wait_for(self._wait_listening(port), START_TIMEOUT)
+            async with asyncio.timeout(START_TIMEOUT):
+                port = await self._read_port()
+                await self._wait_listening(port)
         except (TimeoutError, BrokerError) as e:
             await self.stop()
             raise BrokerError(f"{BINARY} did not start: {e or 'timeout'}; see {self.log_path}") from e
@@ -164,7 +165,8 @@ class EmbeddedBroker:
         with contextlib.suppress(ProcessLookupError):
             proc.terminate()
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await proc.wait()
         except TimeoutError:
             log.warning("%s (pid %s) ignored SIGTERM for %.0fs; killing it", BINARY, proc.pid, timeout)
             with contextlib.suppress(ProcessLookupError):

@@ -1,0 +1,546 @@
+"""The outbox relay: publishes the event log to NATS JetStream in position order.
+
+There is no separate outbox table: the events table itself is the outbox. An event is
+committed in the same transaction as the command's other writes, and positions are
+contiguous (1, 2, 3, ...) and commit-ordered, so "everything after position N" is exactly
+the set of events not yet published, and the relay's whole state is one checkpoint: the
+last position it published (``relay_state.position``). A command never waits on NATS;
+it only calls :meth:`Relay.notify` after its commit.
+
+Guarantees, and what gives them:
+
+* one publisher at a time — a leader lease in the ``relay_state`` row of the stream, with
+  a fencing token that grows on every takeover; checkpoint writes and renewals are
+  conditional on (holder, fencing token), so a deposed relay can never move the checkpoint;
+* order and no gaps on the stream — every publish carries ``Nats-Expected-Last-Sequence``:
+  the broker stores position p only right after the message the relay saw last, so a
+  deposed leader, a stale in-flight message or a foreign publisher is refused by the
+  broker and the relay re-reads where the stream really is;
+* at least once, without duplicates — ``Nats-Msg-Id`` = position (broker de-duplication
+  inside ``duplicate_window``), and a (re)started relay resumes from
+  max(checkpoint, the stream's last ``Nats-Msg-Id``);
+* a stream bound to another store (metadata ``eventcoord_store_id``) is never written to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import random
+import socket
+import time
+import uuid
+from typing import Any, Literal
+
+import msgspec
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext, api
+from sqlalchemy import Connection, insert, select, update
+
+from eventcoord.codec import WireEvent, encode
+from eventcoord.store.base import EventStore
+from eventcoord.store.log import clock
+from eventcoord.store.schema import relay_state, settings
+
+log = logging.getLogger(__name__)
+
+RelayState = Literal["publishing", "standby", "disconnected", "refused_foreign_stream", "off"]
+
+#: Stream metadata key naming the store a stream belongs to (SPEC §5 NATS).
+STORE_ID_KEY = "eventcoord_store_id"
+#: NATS is a delivery channel, not the archive: the store keeps every event forever and
+#: ``/v1/events`` replays any range, so the stream keeps a week, at most 1 GiB.
+DEFAULT_MAX_AGE = 7 * 24 * 3600.0
+DEFAULT_MAX_BYTES = 1 << 30
+#: Longer than any relay failover (lease expiry + reconnect), so a re-publish after a
+#: takeover is still recognised by the broker.
+DEFAULT_DUPLICATE_WINDOW = 300.0
+# JetStream error codes: "wrong last sequence" (a publish lost a race for the stream's tail)
+# and "stream name already in use" (another replica created the stream first).
+_WRONG_LAST_SEQUENCE = 10071
+_STREAM_NAME_IN_USE = 10058
+#: How often status()'s head is refreshed from the store, in seconds.
+HEAD_REFRESH = 0.5
+# How far back resync looks past messages without a position (foreign or deleted ones).
+_SCAN_BACK = 64
+
+
+class _Meta(msgspec.Struct):
+    workspace: str = "_"
+
+
+_meta_decoder = msgspec.json.Decoder(_Meta)
+_SUBJECT_UNSAFE = str.maketrans({c: "_" for c in ". *>\t\r\n"})
+
+
+def subject_of(ev: WireEvent) -> str:
+    """``eventcoord.<workspace>.<type>`` for an event (SPEC §3 NATS)."""
+    ws = _meta_decoder.decode(ev.metadata).workspace
+    # Workspace names are validated token-safe (SPEC §5); an unsafe one would make the
+    # subject invalid and stall the relay forever, so neutralise rather than fail.
+    return f"eventcoord.{ws.translate(_SUBJECT_UNSAFE)}.{ev.type.translate(_SUBJECT_UNSAFE)}"
+
+
+class _Refused(Exception):
+    """The stream belongs to another store (or is unbound and not empty)."""
+
+
+class _LostTail(Exception):
+    """The stream's tail moved under us (wrong last sequence, duplicate, lost ack)."""
+
+
+class Relay:
+    """Publishes every committed event to JetStream; one leader among replicas.
+
+    Construct it in the app lifespan, ``await start()``, call :meth:`notify` after every
+    commit, ``await stop()`` before closing the store; :meth:`status` feeds ``/health``.
+    ``instance_id`` must be unique per running relay (the default is host:pid:random).
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        nats_url: str,
+        stream_name: str = "EVENTCOORD",
+        *,
+        instance_id: str | None = None,
+        lease_seconds: float = 10.0,
+        poll_interval: float = 0.2,
+        # Publishes in flight at once. Awaiting each PubAck before the next caps a relay at
+        # ~900 events/s here; 256 in flight published ~21,000/s (bench/relay_latency.py).
+        window: int = 256,
+        ack_timeout: float = 5.0,
+        max_age: float = DEFAULT_MAX_AGE,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        duplicate_window: float = DEFAULT_DUPLICATE_WINDOW,
+    ) -> None:
+        self.store = store
+        self.nats_url = nats_url
+        self.stream_name = stream_name
+        self.instance_id = instance_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease_seconds = lease_seconds
+        self.poll_interval = poll_interval
+        self.window = max(1, window)
+        self.ack_timeout = ack_timeout
+        self.stream_config = api.StreamConfig(
+            name=stream_name,
+            subjects=["eventcoord.>"],
+            storage=api.StorageType.FILE,
+            retention=api.RetentionPolicy.LIMITS,
+            discard=api.DiscardPolicy.OLD,
+            max_age=max_age,
+            max_bytes=max_bytes,
+            duplicate_window=max(duplicate_window, 120.0),
+        )
+        #: Events this relay got a PubAck for (tests and metrics).
+        self.published = 0
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._nc: NATS | None = None
+        self._store_id: str | None = None
+        self._token: int | None = None  # our fencing token while we believe we lead
+        self._lease_valid_until = 0.0  # monotonic; never publish past it without renewing
+        self._renew_at = 0.0
+        self._flushed_at = 0.0
+        self._checkpoint = 0  # highest position known to be in the stream
+        self._persisted = 0  # the checkpoint as last written to relay_state
+        self._head = 0
+        self._head_task: asyncio.Task[None] | None = None
+        self._refused: str | None = None
+        self._warned_ahead = False
+        self._inflight: list[asyncio.Future[api.PubAck]] = []
+
+    # --- public API ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the background task; returns at once (NATS may still be unreachable)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"eventcoord-relay-{self.stream_name}")
+            self._head_task = asyncio.create_task(self._watch_head(), name="eventcoord-relay-head")
+
+    async def stop(self) -> None:
+        """Stop publishing, save the checkpoint and hand the lease back so a standby takes over."""
+        for task in (self._task, self._head_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._head_task = None
+        try:
+            await self.store.transact(self._release_txn(self._token, self._checkpoint))
+        except Exception as e:  # shutting down: the lease simply expires instead
+            log.warning("relay: could not release the lease: %s", e)
+        self._token = None
+        await self._disconnect()
+
+    def notify(self) -> None:
+        """Wake the relay: events were just committed. Cheap; call from the event loop."""
+        self._wake.set()
+
+    @property
+    def _standby_interval(self) -> float:
+        return min(self.lease_seconds / 3, 1.0)
+
+    @property
+    def leader(self) -> bool:
+        """Whether this relay holds a lease it may publish under."""
+        return self._token is not None and time.monotonic() < self._lease_valid_until
+
+    @property
+    def broker_connected(self) -> bool:
+        """Whether the NATS connection is up."""
+        return self._nc is not None and self._nc.is_connected
+
+    def status(self) -> dict[str, Any]:
+        """The relay's health for ``/health``, as of its last loop iteration."""
+        state: RelayState
+        if self._task is None or self._task.done():
+            state = "off"
+        elif not self.broker_connected:
+            state = "disconnected"
+        elif not self.leader:
+            state = "standby"
+        elif self._refused is not None:
+            state = "refused_foreign_stream"
+        else:
+            state = "publishing"
+        head = max(self._head, self._checkpoint)
+        return {
+            "state": state,
+            "checkpoint": self._checkpoint,
+            "head": head,
+            "lag": head - self._checkpoint,
+            "leader": self.leader,
+            "broker": "connected" if self.broker_connected else "disconnected",
+            "stream": self.stream_name,
+            "detail": self._refused,
+        }
+
+    # --- the loop -----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        delay = _Backoff()
+        while True:
+            try:
+                if self._store_id is None:
+                    self._store_id = await self.store.query(_store_id)
+                await self._connect()
+                await self._serve(delay)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # loop boundary: log, back off, retry from the checkpoint
+                log.warning("relay %s: %s: %s; retrying", self.instance_id, type(e).__name__, e)
+            await self._disconnect()
+            await asyncio.sleep(delay.next())
+
+    async def _watch_head(self) -> None:
+        """Keep the head behind status()'s lag current, whatever the publishing loop is doing."""
+        while True:
+            with contextlib.suppress(Exception):  # the store being down shows up elsewhere
+                self._head = max(self._head, await self.store.head())
+            await asyncio.sleep(HEAD_REFRESH)
+
+    async def _serve(self, delay: _Backoff) -> None:
+        """While connected: lead or stand by; when leading, publish."""
+        js = self._js()
+        while self.broker_connected:
+            if not await self._hold_lease():
+                await asyncio.sleep(self._standby_interval)
+                continue
+            try:
+                position, seq = await self._resync(js)
+            except _Refused as e:
+                if self._refused != str(e):
+                    log.error("relay: refusing to publish into stream %s: %s", self.stream_name, e)
+                self._refused = str(e)
+                # Not _idle: a commit must not trigger a stream lookup; an operator fixes this.
+                await asyncio.sleep(min(self.lease_seconds / 3, 5.0))
+                continue
+            self._refused = None
+            delay.reset()
+            try:
+                await self._publish_loop(js, position, seq)
+            except _LostTail as e:
+                log.info("relay: %s; re-reading the stream tail", e)
+
+    async def _publish_loop(self, js: JetStreamContext, position: int, seq: int) -> None:
+        """Publish everything after ``position``; ``seq`` is the stream's last sequence."""
+        token = self._token
+        while self.broker_connected:
+            # A new token means the lease lapsed and was re-taken: re-read the stream tail.
+            if not await self._hold_lease() or self._token != token:
+                return
+            self._wake.clear()  # before reading, so a commit during the read is not missed
+            batch = await self.store.read(after=position, limit=self.window)
+            batch = _contiguous(batch, position)
+            if batch:
+                self._head = max(self._head, batch[-1].position)
+            if not batch:
+                if self._checkpoint > self._persisted:
+                    await self._hold_lease(flush=True)
+                await self._idle(self.poll_interval)
+                continue
+            position, seq = await self._publish(js, batch, seq)
+
+    async def _publish(self, js: JetStreamContext, batch: list[WireEvent], seq: int) -> tuple[int, int]:
+        """Publish a window without waiting between messages, then take the acks in order.
+
+        One connection delivers them to the broker in order, and each expects the previous
+        one's sequence, so the stream keeps position order even with many in flight.
+        """
+        futures = self._inflight = []
+        position = batch[0].position - 1
+        try:
+            for i, ev in enumerate(batch):
+                headers = {"Nats-Msg-Id": str(ev.position), "Nats-Expected-Last-Sequence": str(seq + i)}
+                futures.append(
+                    await js.publish_async(subject_of(ev), encode(ev), headers=headers, stream=self.stream_name)
+                )
+            current = batch[0].position
+            try:
+                # One deadline for the window: a timer per ack costs more than the ack itself.
+                async with asyncio.timeout(self.ack_timeout):
+                    for ev, future in zip(batch, futures, strict=True):
+                        current = ev.position
+                        ack = await future
+                        if ack.duplicate or ack.seq != seq + 1:
+                            raise _LostTail(f"position {ev.position} stored as sequence {ack.seq}, expected {seq + 1}")
+                        position, seq = ev.position, ack.seq
+                        self._checkpoint = max(self._checkpoint, position)
+                        self.published += 1
+            except nats.js.errors.APIError as e:
+                if e.err_code == _WRONG_LAST_SEQUENCE:
+                    raise _LostTail(f"the stream moved past sequence {seq} (another publisher)") from e
+                raise
+            except nats.js.errors.NoStreamResponseError as e:
+                raise _LostTail(f"stream {self.stream_name} is gone") from e
+            except TimeoutError as e:
+                raise _LostTail(f"no PubAck for position {current} in {self.ack_timeout}s") from e
+        finally:
+            self._inflight = []
+            for future in futures:
+                if not future.done():
+                    future.cancel()
+        return position, seq
+
+    # --- the stream ---------------------------------------------------------------------
+
+    async def _resync(self, js: JetStreamContext) -> tuple[int, int]:
+        """Make sure the stream exists and is ours; return (resume position, last sequence)."""
+        info = await self._ensure_stream(js)
+        last_seq = info.state.last_seq
+        in_stream = await self._last_position(js, info.state)
+        position = max(self._persisted, self._checkpoint, in_stream)
+        self._checkpoint = position
+        if position > self._head and not self._warned_ahead:
+            self._head = await self.store.head()
+            if position > self._head:
+                # Same store id, yet the stream is ahead: the database was restored from a
+                # backup. Events re-using those positions would be dropped as duplicates.
+                log.error("relay: stream %s is at position %d, the store only at %d", self.stream_name, position, self._head)
+                self._warned_ahead = True
+        return position, last_seq
+
+    async def _ensure_stream(self, js: JetStreamContext) -> api.StreamInfo:
+        try:
+            info = await js.stream_info(self.stream_name)
+        except nats.js.errors.NotFoundError:
+            config = dataclasses.replace(self.stream_config, metadata={STORE_ID_KEY: self._store_id or ""})
+            try:
+                info = await js.add_stream(config)
+                log.info("relay: created JetStream stream %s bound to store %s", self.stream_name, self._store_id)
+            except nats.js.errors.BadRequestError as e:
+                if e.err_code != _STREAM_NAME_IN_USE:
+                    raise
+                info = await js.stream_info(self.stream_name)
+        metadata = info.config.metadata or {}
+        bound = metadata.get(STORE_ID_KEY)
+        if bound == self._store_id:
+            return info
+        if bound is None and info.state.messages == 0 and info.state.last_seq == 0:
+            # Created empty by an operator (say, with cluster replicas): adopt it.
+            config = info.config
+            config.metadata = {k: v for k, v in metadata.items() if not k.startswith("_nats")}
+            config.metadata[STORE_ID_KEY] = self._store_id or ""
+            return await js.update_stream(config)
+        if bound is None:
+            raise _Refused(f"stream {self.stream_name} is not empty and not bound to any store")
+        raise _Refused(f"stream {self.stream_name} is bound to store {bound}, this store is {self._store_id}")
+
+    async def _last_position(self, js: JetStreamContext, state: api.StreamState) -> int:
+        """The ``Nats-Msg-Id`` (= position) of the newest message that carries one."""
+        seq = state.last_seq
+        floor = max(state.first_seq, seq - _SCAN_BACK)
+        while seq >= floor and seq > 0 and state.messages > 0:
+            try:
+                msg = await js.get_msg(self.stream_name, seq=seq)
+            except nats.js.errors.NotFoundError:  # deleted, or aged out meanwhile
+                seq -= 1
+                continue
+            msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
+            if msg_id.isdigit():
+                return int(msg_id)
+            seq -= 1
+        return 0
+
+    # --- the lease and the checkpoint ---------------------------------------------------
+
+    async def _hold_lease(self, flush: bool = False) -> bool:
+        """Acquire, renew and flush as due; True while this relay may publish."""
+        now = time.monotonic()
+        dirty = self._checkpoint > self._persisted
+        due = now >= self._renew_at or (dirty and (flush or now - self._flushed_at >= 0.25))
+        if not due:
+            return self.leader
+        checkpoint = self._checkpoint
+        token, persisted = await self.store.transact(self._lease_txn(self._token, checkpoint))
+        if token is None:
+            if self._token is not None:
+                log.warning("relay %s: lost the lease of %s", self.instance_id, self.stream_name)
+            self._token = None
+            self._renew_at = now + self._standby_interval
+            self._persisted = persisted
+            # A standby reports the leader's progress.
+            self._checkpoint = persisted
+            return False
+        if self._token != token:
+            log.info("relay %s: leads %s (fencing token %d)", self.instance_id, self.stream_name, token)
+        self._token = token
+        self._persisted = max(persisted, checkpoint)
+        self._lease_valid_until = now + self.lease_seconds * 0.8  # margin for clock drift
+        self._renew_at = now + self.lease_seconds / 3
+        self._flushed_at = now
+        return True
+
+    def _lease_txn(self, token: int | None, checkpoint: int) -> Any:
+        """Acquire (if free, expired or ours) or renew the lease, saving the checkpoint."""
+        name, me, lease_us = self.stream_name, self.instance_id, int(self.lease_seconds * 1_000_000)
+
+        def run(conn: Connection) -> tuple[int | None, int]:
+            now_us, _ = clock(conn)
+            row = conn.execute(select(relay_state).where(relay_state.c.name == name).with_for_update()).first()
+            if row is None:
+                values = {"name": name, "position": 0, "holder": me, "expires_us": now_us + lease_us, "fencing_token": 1}
+                conn.execute(insert(relay_state).values(**values))
+                return 1, 0
+            if token is not None and row.holder == me and row.fencing_token == token:
+                # Renewal: nobody took over since our grant (the token is unchanged).
+                position = max(int(row.position), checkpoint)
+                conn.execute(
+                    update(relay_state)
+                    .where((relay_state.c.name == name) & (relay_state.c.holder == me) & (relay_state.c.fencing_token == token))
+                    .values(position=position, expires_us=now_us + lease_us)
+                )
+                return token, position
+            if row.holder is None or row.holder == me or row.expires_us is None or row.expires_us <= now_us:
+                new_token = int(row.fencing_token) + 1  # every takeover fences off the previous one
+                conn.execute(
+                    update(relay_state)
+                    .where((relay_state.c.name == name) & (relay_state.c.fencing_token == row.fencing_token))
+                    .values(holder=me, expires_us=now_us + lease_us, fencing_token=new_token)
+                )
+                return new_token, int(row.position)
+            return None, int(row.position)
+
+        return run
+
+    def _release_txn(self, token: int | None, checkpoint: int) -> Any:
+        """Hand the lease back; save the checkpoint only under our own token."""
+        name, me = self.stream_name, self.instance_id
+
+        def run(conn: Connection) -> None:
+            ours = (relay_state.c.name == name) & (relay_state.c.holder == me)
+            if token is not None:
+                conn.execute(
+                    update(relay_state).where(ours & (relay_state.c.fencing_token == token)).values(position=checkpoint)
+                )
+            # Even without a known token: a grant committed while stop() cancelled us is ours
+            # (instance ids are unique), and releasing it spares a standby the lease expiry.
+            conn.execute(update(relay_state).where(ours).values(holder=None, expires_us=None))
+
+        return run
+
+    # --- plumbing -----------------------------------------------------------------------
+
+    async def _idle(self, timeout: float) -> None:
+        """Sleep until notified, the broker drops, or ``timeout``."""
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel() that races
+        # the wake-up, and stop() would then wait forever for a task that keeps running.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
+
+    async def _connect(self) -> None:
+        async def disconnected() -> None:
+            if self._nc is not None:  # not our own close()
+                log.warning("relay: disconnected from NATS at %s", self.nats_url)
+            # Acks for messages in flight will never come: fail them now, not at the timeout.
+            for future in self._inflight:
+                if not future.done():
+                    future.set_exception(nats.errors.ConnectionClosedError())
+            self._wake.set()
+
+        async def error(e: Exception) -> None:
+            log.debug("relay: NATS client error: %s", e)
+
+        # No client-side reconnect: after a drop we open a fresh connection and re-read the
+        # stream tail, so nothing buffered during the outage is sent behind our back.
+        self._nc = await nats.connect(
+            self.nats_url,
+            name=f"eventcoord-relay-{self.instance_id}",
+            allow_reconnect=False,
+            connect_timeout=2,
+            ping_interval=5,
+            max_outstanding_pings=2,
+            disconnected_cb=disconnected,
+            error_cb=error,
+        )
+        log.info("relay: connected to NATS at %s", self.nats_url)
+
+    def _js(self) -> JetStreamContext:
+        assert self._nc is not None
+        return self._nc.jetstream(timeout=self.ack_timeout)
+
+    async def _disconnect(self) -> None:
+        nc, self._nc = self._nc, None
+        if nc is not None and not nc.is_closed:
+            with contextlib.suppress(Exception):
+                await nc.close()
+
+
+def _store_id(conn: Connection) -> str:
+    return str(conn.execute(select(settings.c.value).where(settings.c.key == "store_id")).scalar_one())
+
+
+def _contiguous(batch: list[WireEvent], after: int) -> list[WireEvent]:
+    """The leading run of ``batch`` that continues ``after`` without a gap.
+
+    Positions are contiguous and commit-ordered, so a gap is never expected; if one
+    appeared, publishing past it would lose an event forever, so stop at it.
+    """
+    for i, ev in enumerate(batch):
+        if ev.position != after + i + 1:
+            log.warning("relay: gap in the log after position %d; waiting", after + i)
+            return batch[:i]
+    return batch
+
+
+class _Backoff:
+    """Exponential backoff with jitter, 50 ms to 2 s: quick to recover, gentle when down."""
+
+    def __init__(self) -> None:
+        self._delay = 0.05
+
+    def next(self) -> float:
+        delay = self._delay
+        self._delay = min(self._delay * 2, 2.0)
+        return delay * random.uniform(0.5, 1.0)
+
+    def reset(self) -> None:
+        self._delay = 0.05
