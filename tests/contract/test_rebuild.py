@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, event, select, update
 
 from eventcoord import projections
 from eventcoord.codec import decode_command
@@ -25,6 +26,7 @@ from eventcoord.errors import DomainError
 from eventcoord.handlers import HANDLERS
 from eventcoord.projections.tables import READ_MODEL_TABLES, sessions
 from eventcoord.service import Service
+from eventcoord.store import open_store
 from eventcoord.store.schema import settings
 
 OPERATOR = Caller("default", "admin", operator=True)
@@ -293,3 +295,62 @@ async def test_rebuild_after_random_commands_equals_the_live_read_models(store: 
 async def test_rebuild_of_an_empty_store_is_empty(store: Any) -> None:
     live = await assert_rebuild_equals_live(store)
     assert all(rows == [] for rows in live.values())
+
+
+async def test_a_rebuild_while_commands_commit_still_equals_live(
+    store: Any, db_url: str, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A command that commits in the middle of a rebuild (another server, say) is not lost.
+
+    A hook pauses the rebuild just before it first reads the log, and meanwhile another
+    store on the same database commits a register_agent. On SQLite that writer must wait
+    for the rebuild's write lock; on PostgreSQL it commits at once, then the replay meets
+    its event too.
+    """
+    if backend == "postgresql":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="BUG projections.rebuild on PostgreSQL: a command committed after the DELETEs but "
+                "before the replay reads its event is applied twice -> duplicate key on sessions_pkey, "
+                "rebuild fails (eventcoord rebuild cannot run while a server serves)",
+            )
+        )
+    d = Driver(store)
+    for i in range(3):
+        await d.register(actor=f"before-{i}")
+
+    def commit_elsewhere() -> None:
+        async def go() -> None:
+            other = open_store(db_url)
+            await other.start()
+            try:
+                await Service(other).execute(OPERATOR, decode_command(b'{"type":"register_agent","actor":"late"}'))
+            finally:
+                await other.close()
+
+        asyncio.run(go())
+
+    elsewhere = threading.Thread(target=commit_elsewhere)
+    fired: list[bool] = []
+
+    def pause_before_reading_the_log(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if not fired and "FROM events" in statement:
+            fired.append(True)
+            elsewhere.start()
+            elsewhere.join(timeout=3)  # SQLite: still waiting for our write lock; fine
+
+    def rebuild(conn: Connection) -> int:
+        event.listen(conn, "before_cursor_execute", pause_before_reading_the_log)
+        try:
+            return projections.rebuild(conn)
+        finally:
+            event.remove(conn, "before_cursor_execute", pause_before_reading_the_log)
+
+    try:
+        await store.transact(rebuild, retry=False)
+    finally:
+        await asyncio.to_thread(elsewhere.join)
+    assert fired
+    live = await assert_rebuild_equals_live(store)
+    assert len(live["sessions"]) == 4
