@@ -13,6 +13,7 @@ from sqlalchemy import Connection, delete
 
 from eventcoord.store import log
 from eventcoord.store.log import RecordedEvent
+from eventcoord.store.schema import store_head
 
 from . import files, leases, messages, named_leases, queue, sessions
 from .base import Applier
@@ -35,7 +36,15 @@ def apply(conn: Connection, recorded: Iterable[RecordedEvent]) -> None:
 
 
 def rebuild(conn: Connection, batch: int = 5000) -> int:
-    """Empty the read models and replay the whole log; returns the events applied."""
+    """Empty the read models and replay the whole log; returns the events applied.
+
+    On PostgreSQL the read models and the position counter are locked EXCLUSIVE first:
+    commands of other replicas wait for the rebuild to commit (reads go on), so none is
+    applied twice or lost. SQLite's single write lock gives the same.
+    """
+    if conn.dialect.name == "postgresql":
+        names = ", ".join(t.name for t in (*READ_MODEL_TABLES, store_head))
+        conn.exec_driver_sql(f"LOCK TABLE {names} IN EXCLUSIVE MODE")
     for table in reversed(READ_MODEL_TABLES):
         conn.execute(delete(table))
     after, applied = 0, 0

@@ -108,7 +108,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         store = open_store(_settings(args).database_url)
         await store.start()
         try:
-            return await store.transact(projections.rebuild, retry=False)
+            return await store.transact(projections.rebuild)
         finally:
             await store.close()
 

@@ -315,8 +315,6 @@ async def test_a_rebuild_while_commands_commit_still_equals_live(
     store on the same database runs a command. On SQLite that writer waits for the
     rebuild's write lock; on PostgreSQL it runs beside the rebuild's transaction.
     """
-    if backend == "postgresql":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=CONCURRENT_BUGS[concurrent]))
     d = Driver(store)
     sids = [await d.register(actor=f"before-{i}") for i in range(3)]
     body = {"type": "register_agent", "actor": "late"} if concurrent == "register" else {"type": "heartbeat_agent", "session_id": sids[0]}
