@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -124,3 +125,47 @@ def test_migrate_defaults_to_sqlite_under_the_data_dir(tmp_path: Path) -> None:
     assert (tmp_path / "state" / "eventcoord.db").exists()
     token = eventcoord("token", "create", "--data-dir", str(tmp_path / "state"), "--workspace", "w", "--role", "reader")
     assert token.returncode == 0 and token.stdout.strip()
+
+
+async def test_rebuild_while_the_server_serves_loses_nothing(db_url: str, start_server: Callable[..., ServerProcess]) -> None:
+    server = start_server()
+    api = Api(server.base_url)
+    stop = asyncio.Event()
+    failures: list[str] = []
+
+    async def writer(i: int) -> int:
+        sid = await api.register(actor=f"w{i}")
+        beats = 0
+        while not stop.is_set():
+            r = await api.command({"type": "heartbeat_agent", "session_id": sid, "working_on": f"I-{beats % 3}"})
+            if r.status_code != 200:
+                failures.append(r.text)
+            beats += 1
+        return beats
+
+    try:
+        writers = [asyncio.create_task(writer(i)) for i in range(8)]
+        await asyncio.sleep(0.5)
+        done = await asyncio.to_thread(eventcoord, "rebuild", "--db", db_url)
+        stop.set()
+        beats = await asyncio.gather(*writers)
+        assert done.returncode == 0, done.stderr
+        assert failures == []
+        before = (await api.get("/v1/agents"))["agents"]
+        assert len(before) == 8 and all(a["live"] for a in before)
+        events = await all_events(api)
+        assert [e["position"] for e in events] == list(range(1, len(events) + 1))
+        assert len(events) == 8 + sum(beats)
+    finally:
+        stop.set()
+        await api.close()
+    server.stop()
+    # What the server left equals a rebuild from scratch.
+    again = eventcoord("rebuild", "--db", db_url)
+    assert again.returncode == 0, again.stderr
+    second = start_server()
+    check = Api(second.base_url)
+    try:
+        assert (await check.get("/v1/agents"))["agents"] == before
+    finally:
+        await check.close()
