@@ -41,12 +41,12 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext, api
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, select
 
+from eventcoord import relay_lease
 from eventcoord.codec import WireEvent, encode
 from eventcoord.store.base import EventStore
-from eventcoord.store.log import clock
-from eventcoord.store.schema import relay_state, settings
+from eventcoord.store.schema import settings
 
 log = logging.getLogger(__name__)
 
@@ -419,52 +419,10 @@ class Relay:
         return True
 
     def _lease_txn(self, token: int | None, checkpoint: int) -> Any:
-        """Acquire (if free, expired or ours) or renew the lease, saving the checkpoint."""
-        name, me, lease_us = self.stream_name, self.instance_id, int(self.lease_seconds * 1_000_000)
-
-        def run(conn: Connection) -> tuple[int | None, int]:
-            now_us, _ = clock(conn)
-            row = conn.execute(select(relay_state).where(relay_state.c.name == name).with_for_update()).first()
-            if row is None:
-                values = {"name": name, "position": 0, "holder": me, "expires_us": now_us + lease_us, "fencing_token": 1}
-                conn.execute(insert(relay_state).values(**values))
-                return 1, 0
-            if token is not None and row.holder == me and row.fencing_token == token:
-                # Renewal: nobody took over since our grant (the token is unchanged).
-                position = max(int(row.position), checkpoint)
-                conn.execute(
-                    update(relay_state)
-                    .where((relay_state.c.name == name) & (relay_state.c.holder == me) & (relay_state.c.fencing_token == token))
-                    .values(position=position, expires_us=now_us + lease_us)
-                )
-                return token, position
-            if row.holder is None or row.holder == me or row.expires_us is None or row.expires_us <= now_us:
-                new_token = int(row.fencing_token) + 1  # every takeover fences off the previous one
-                conn.execute(
-                    update(relay_state)
-                    .where((relay_state.c.name == name) & (relay_state.c.fencing_token == row.fencing_token))
-                    .values(holder=me, expires_us=now_us + lease_us, fencing_token=new_token)
-                )
-                return new_token, int(row.position)
-            return None, int(row.position)
-
-        return run
+        return relay_lease.lease_txn(self.stream_name, self.instance_id, int(self.lease_seconds * 1_000_000), token, checkpoint)
 
     def _release_txn(self, token: int | None, checkpoint: int) -> Any:
-        """Hand the lease back; save the checkpoint only under our own token."""
-        name, me = self.stream_name, self.instance_id
-
-        def run(conn: Connection) -> None:
-            ours = (relay_state.c.name == name) & (relay_state.c.holder == me)
-            if token is not None:
-                conn.execute(
-                    update(relay_state).where(ours & (relay_state.c.fencing_token == token)).values(position=checkpoint)
-                )
-            # Even without a known token: a grant committed while stop() cancelled us is ours
-            # (instance ids are unique), and releasing it spares a standby the lease expiry.
-            conn.execute(update(relay_state).where(ours).values(holder=None, expires_us=None))
-
-        return run
+        return relay_lease.release_txn(self.stream_name, self.instance_id, token, checkpoint)
 
     # --- plumbing -----------------------------------------------------------------------
 
