@@ -68,7 +68,8 @@ class Authenticator:
 
     async def authenticate(self, header: str | None) -> Caller:
         """The caller of a request; 401 UNAUTHENTICATED for a missing or unknown token."""
-        if not header or not header.startswith("Bearer "):
+        # The auth scheme is case-insensitive (RFC 9110 §11.1).
+        if not header or header[:7].lower() != "bearer ":
             raise DomainError("UNAUTHENTICATED", "missing bearer token")
         digest = hash_token(header[7:].strip())
         if digest == self._bootstrap:

@@ -96,7 +96,7 @@ class PostMessage(Command, frozen=True, kw_only=True, tag="post_message"):
 class VerifyHold(Command, frozen=True, kw_only=True, tag="verify_hold"):
     session_id: SessionId
     issue: Key
-    fencing_token: int | None = None
+    fencing_token: Annotated[int, Meta(ge=0, le=2**63 - 1)] | None = None
 
 
 class EnqueueWork(Command, frozen=True, kw_only=True, tag="enqueue_work"):

@@ -63,3 +63,11 @@ async def test_sse_stream_is_scoped_to_the_token_workspace(api: Api, server: Ser
             except httpx.ReadTimeout:
                 pass
     assert not any(line.startswith("data: ") for line in lines)
+
+
+async def test_the_bearer_scheme_is_case_insensitive(server: ServerProcess) -> None:
+    for scheme in ("bearer", "BEARER", "Bearer"):
+        r = httpx.get(server.base_url + "/v1/agents", headers={"authorization": f"{scheme} {BOOTSTRAP}"})
+        assert r.status_code == 200, r.text
+    r = httpx.get(server.base_url + "/v1/agents", headers={"authorization": f"Basic {BOOTSTRAP}"})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "UNAUTHENTICATED"
