@@ -297,17 +297,9 @@ async def test_rebuild_of_an_empty_store_is_empty(store: Any) -> None:
     assert all(rows == [] for rows in live.values())
 
 
-CONCURRENT_BUGS = {
-    "register": "BUG projections.rebuild on PostgreSQL: a register committed after the DELETEs but before "
-    "the replay reads its event is applied twice -> duplicate key on sessions_pkey, the rebuild fails",
-    "heartbeat": "BUG projections.rebuild on PostgreSQL: a heartbeat during a rebuild waits on the deleted "
-    "session row, then finds no row -> 404 NOT_FOUND for a live session",
-}
-
-
 @pytest.mark.parametrize("concurrent", ["register", "heartbeat"])
 async def test_a_rebuild_while_commands_commit_still_equals_live(
-    store: Any, db_url: str, backend: str, concurrent: str, request: pytest.FixtureRequest
+    store: Any, db_url: str, concurrent: str
 ) -> None:
     """A command sent during a rebuild (by another server, say) is neither lost nor refused.
 
