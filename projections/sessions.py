@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from msgspec import UNSET
-from sqlalchemy import Connection, update
+from sqlalchemy import Connection, bindparam, update
 
 from eventcoord.events import DENIALS, AgentEnded, AgentHeartbeat, AgentRegistered
 from eventcoord.store.log import RecordedEvent
+from eventcoord.store.prepared import Prepared
 
 from .base import Appliers
 from .tables import sessions
@@ -34,13 +35,34 @@ def registered(conn: Connection, r: RecordedEvent) -> None:
     )
 
 
+_HEARTBEAT = Prepared(
+    lambda d: update(sessions)
+    .where(sessions.c.session_id == bindparam("sid"))
+    .values(last_seen_us=bindparam("seen"), heartbeats=sessions.c.heartbeats + 1)
+)
+_HEARTBEAT_DECLARING = Prepared(
+    lambda d: update(sessions)
+    .where(sessions.c.session_id == bindparam("sid"))
+    .values(last_seen_us=bindparam("seen"), heartbeats=sessions.c.heartbeats + 1, working_on=bindparam("working_on"))
+)
+_SIGN_OF_LIFE = Prepared(
+    lambda d: update(sessions)
+    .where(
+        (sessions.c.session_id == bindparam("sid"))
+        & sessions.c.ended_us.is_(None)
+        & (sessions.c.last_seen_us < bindparam("seen"))
+    )
+    .values(last_seen_us=bindparam("seen"))
+)
+
+
 def heartbeat(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, AgentHeartbeat)
-    values: dict[str, object] = {"last_seen_us": r.recorded_us, "heartbeats": sessions.c.heartbeats + 1}
-    if e.working_on is not UNSET:  # absent keeps the declaration, null clears it
-        values["working_on"] = e.working_on
-    conn.execute(update(sessions).where(sessions.c.session_id == e.session_id).values(**values))
+    if e.working_on is UNSET:  # absent keeps the declaration, null clears it
+        _HEARTBEAT.run(conn, {"sid": e.session_id, "seen": r.recorded_us})
+    else:
+        _HEARTBEAT_DECLARING.run(conn, {"sid": e.session_id, "seen": r.recorded_us, "working_on": e.working_on})
 
 
 def ended(conn: Connection, r: RecordedEvent) -> None:
@@ -56,13 +78,12 @@ def ended(conn: Connection, r: RecordedEvent) -> None:
 def sign_of_life(conn: Connection, r: RecordedEvent) -> None:
     """Every event a session's accepted command appends counts as a heartbeat (SPEC §1)."""
     sid = r.metadata.session_id
-    if sid is None or r.type in DENIALS:
+    # Session events set last_seen themselves; denials are not signs of life.
+    if sid is None or isinstance(r.event, _SETS_LAST_SEEN) or r.type in DENIALS:
         return
-    conn.execute(
-        update(sessions)
-        .where((sessions.c.session_id == sid) & sessions.c.ended_us.is_(None) & (sessions.c.last_seen_us < r.recorded_us))
-        .values(last_seen_us=r.recorded_us)
-    )
+    _SIGN_OF_LIFE.run(conn, {"sid": sid, "seen": r.recorded_us})
 
+
+_SETS_LAST_SEEN = (AgentRegistered, AgentHeartbeat, AgentEnded)
 
 APPLIERS: Appliers = {AgentRegistered: registered, AgentHeartbeat: heartbeat, AgentEnded: ended}

@@ -50,6 +50,7 @@ def create_app(settings: Settings) -> Litestar:
                 conn.execute(
                     update(settings_table).where(settings_table.c.key == "ttl_seconds").values(value=str(settings.ttl_seconds))
                 )
+            log.forget_ttl()
 
         await store.transact(prepare)
         rt = Runtime(store=store, service=Service(store), auth=Authenticator(store, settings.bootstrap_token))

@@ -6,11 +6,12 @@ SQLite the single writer already serialises everything and the clause renders to
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from eventcoord.context import Context
 from eventcoord.domain.sessions import SessionState
 from eventcoord.projections.tables import sessions
+from eventcoord.store.prepared import Prepared
 
 _SESSION_COLUMNS = (
     sessions.c.session_id,
@@ -25,14 +26,20 @@ _SESSION_COLUMNS = (
 )
 
 
+def _session_by_id(lock: bool) -> Prepared:
+    stmt = select(*_SESSION_COLUMNS).where(
+        (sessions.c.session_id == bindparam("sid")) & (sessions.c.workspace == bindparam("ws"))
+    )
+    return Prepared(lambda d: stmt.with_for_update() if lock else stmt)
+
+
+_SESSION = _session_by_id(lock=False)
+_SESSION_FOR_UPDATE = _session_by_id(lock=True)
+
+
 def load_session(conn: Connection, ctx: Context, session_id: str, *, lock: bool = False) -> SessionState | None:
     """One session of the caller's workspace (None if absent or in another workspace)."""
-    stmt = select(*_SESSION_COLUMNS).where(
-        (sessions.c.session_id == session_id) & (sessions.c.workspace == ctx.workspace)
-    )
-    if lock:
-        stmt = stmt.with_for_update()
-    row = conn.execute(stmt).one_or_none()
+    row = (_SESSION_FOR_UPDATE if lock else _SESSION).first(conn, {"sid": session_id, "ws": ctx.workspace})
     return None if row is None else SessionState(*row)
 
 

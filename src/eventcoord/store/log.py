@@ -6,14 +6,16 @@ directly, PostgreSQL through ``AsyncConnection.run_sync``; one implementation, t
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql import Executable
 
 from eventcoord.codec import (
     EventMetadata,
@@ -25,7 +27,30 @@ from eventcoord.codec import (
 )
 from eventcoord.errors import ConcurrencyError
 from eventcoord.events import Event
+from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import events, settings, store_head, stream_heads
+
+
+def _upsert_stream_head(dialect: str) -> Executable:
+    ins = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(stream_heads)
+    return (
+        ins.values(workspace=bindparam("ws"), stream=bindparam("stream"), version=bindparam("n"))
+        .on_conflict_do_update(
+            index_elements=[stream_heads.c.workspace, stream_heads.c.stream],
+            set_={"version": stream_heads.c.version + bindparam("n2")},
+        )
+        .returning(stream_heads.c.version)
+    )
+
+
+_UPSERT_STREAM_HEAD = Prepared(_upsert_stream_head)
+_ADVANCE_HEAD = Prepared(
+    lambda d: update(store_head)
+    .where(store_head.c.id == 1)
+    .values(position=store_head.c.position + bindparam("n"))
+    .returning(store_head.c.position)
+)
+_INSERT_EVENT = Prepared(lambda d: events.insert())
 
 
 class NewEvent(msgspec.Struct, frozen=True):
@@ -57,17 +82,40 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
 Expected = int | None
 
 
+#: How long a process trusts the TTL it read from ``settings`` (replicas pick up a
+#: change made by another replica's ``serve --ttl-seconds`` within this many seconds).
+TTL_REFRESH_SECONDS = 2.0
+_ttl_cache: dict[str, tuple[int, float]] = {}
+
+_READ_TTL = Prepared(lambda d: select(settings.c.value).where(settings.c.key == "ttl_seconds"))
+_PG_NOW = "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint"
+
+
 def clock(conn: Connection) -> tuple[int, int]:
     """The database's clock in microseconds and the liveness TTL in seconds (SPEC §5)."""
     if conn.dialect.name == "postgresql":
-        row = conn.exec_driver_sql(
-            "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint,"
-            " (SELECT value FROM settings WHERE key = 'ttl_seconds')"
-        ).one()
-        return int(row[0]), int(row[1])
-    # SQLite lives in one file on one host: its clock is this host's clock.
-    ttl = conn.execute(select(settings.c.value).where(settings.c.key == "ttl_seconds")).scalar_one()
-    return time.time_ns() // 1000, int(ttl)
+        now_us = int(conn.exec_driver_sql(_PG_NOW).scalar_one())
+    else:
+        # SQLite lives in one file on one host: its clock is this host's clock.
+        now_us = time.time_ns() // 1000
+    return now_us, ttl_seconds(conn)
+
+
+def ttl_seconds(conn: Connection) -> int:
+    """The liveness TTL kept in the database, re-read at most every couple of seconds."""
+    key = str(conn.engine.url)
+    hit = _ttl_cache.get(key)
+    now = time.monotonic()
+    if hit is not None and hit[1] > now:
+        return hit[0]
+    ttl = int(_READ_TTL.scalar(conn, {}))
+    _ttl_cache[key] = (ttl, now + TTL_REFRESH_SECONDS)
+    return ttl
+
+
+def forget_ttl() -> None:
+    """Drop cached TTLs (after this process wrote a new one)."""
+    _ttl_cache.clear()
 
 
 def append(
@@ -93,9 +141,7 @@ def append(
     # Sorted, so concurrent appenders lock stream heads in one order (no deadlocks).
     for stream in sorted(counts):
         first_version[stream] = _advance_stream(conn, workspace, stream, counts[stream], expected.get(stream))
-    last = conn.execute(
-        update(store_head).where(store_head.c.id == 1).values(position=store_head.c.position + len(new)).returning(store_head.c.position)
-    ).scalar_one()
+    last = int(_ADVANCE_HEAD.scalar(conn, {"n": len(new)}))
     position = last - len(new) + 1
     rows: list[dict[str, Any]] = []
     recorded: list[RecordedEvent] = []
@@ -127,8 +173,8 @@ def append(
         )
         position += 1
     try:
-        conn.execute(events.insert(), rows)
-    except IntegrityError as e:
+        _INSERT_EVENT.many(conn, rows)
+    except (IntegrityError, sqlite3.IntegrityError) as e:
         raise ConcurrencyError("a stream version was taken concurrently") from e
     return recorded
 
@@ -137,12 +183,7 @@ def _advance_stream(conn: Connection, workspace: str, stream: str, count: int, e
     """Move a stream's head forward by ``count``; return the first new version."""
     key = (stream_heads.c.workspace == workspace) & (stream_heads.c.stream == stream)
     if expected is None:
-        ins = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(stream_heads)
-        stmt = ins.values(workspace=workspace, stream=stream, version=count).on_conflict_do_update(
-            index_elements=[stream_heads.c.workspace, stream_heads.c.stream],
-            set_={"version": stream_heads.c.version + count},
-        )
-        new_head = conn.execute(stmt.returning(stream_heads.c.version)).scalar_one()
+        new_head = _UPSERT_STREAM_HEAD.scalar(conn, {"ws": workspace, "stream": stream, "n": count, "n2": count})
         return int(new_head) - count + 1
     if expected == 0:
         try:
