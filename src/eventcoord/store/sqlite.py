@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -145,23 +146,29 @@ class SqliteEventStore(EventStore):
         outcomes: list[Any] = []
         try:
             with conn.begin():
+                # One fixed savepoint name on the driver connection: SQLAlchemy's nested
+                # transactions name each savepoint anew, so their SQL never hits a cache.
+                raw = conn.connection.driver_connection
+                assert raw is not None
                 for job in jobs:
-                    savepoint = conn.begin_nested()
+                    raw.execute("SAVEPOINT command")
                     try:
                         outcomes.append(job.fn(conn))
-                        savepoint.commit()
+                        raw.execute("RELEASE command")
+                        continue
                     except (DomainError, ConcurrencyError) as e:
-                        savepoint.rollback()
-                        outcomes.append(e)
+                        outcome: BaseException = e
                     except IntegrityError as e:
-                        savepoint.rollback()
-                        outcomes.append(ConcurrencyError(str(e.orig)))
+                        outcome = ConcurrencyError(str(e.orig))
+                    except sqlite3.IntegrityError as e:
+                        outcome = ConcurrencyError(str(e))
                     except DBAPIError as e:
-                        savepoint.rollback()
-                        outcomes.append(StoreError(str(e.orig)))
+                        outcome = StoreError(str(e.orig))
                     except Exception as e:  # a bug in one command must not sink its batch
-                        savepoint.rollback()
-                        outcomes.append(e)
+                        outcome = e
+                    raw.execute("ROLLBACK TO command")
+                    raw.execute("RELEASE command")
+                    outcomes.append(outcome)
         except Exception:
             self._conn = None
             with contextlib.suppress(Exception):
