@@ -97,9 +97,17 @@ def event_type(event: Event) -> str:
     return event.__struct_config__.tag  # type: ignore[return-value]
 
 
+_second_prefix: tuple[int, str] = (-1, "")
+
+
 def format_time(us: int) -> str:
-    """Microseconds since the epoch as RFC 3339 UTC."""
-    return datetime.fromtimestamp(us / 1_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Microseconds since the epoch as RFC 3339 UTC (``2026-11-30T05:20:39.123456Z``)."""
+    global _second_prefix
+    seconds, micros = divmod(us, 1_000_000)
+    cached = _second_prefix
+    if cached[0] != seconds:  # strftime once per second, not once per call
+        cached = _second_prefix = (seconds, (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{cached[1]}.{micros:06d}Z"
 
 
 def parse_time(value: str) -> int:

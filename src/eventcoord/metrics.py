@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 REGISTRY = CollectorRegistry()
@@ -22,6 +24,18 @@ COMMAND_SECONDS = Histogram(
 EVENTS = Counter("eventcoord_events_appended_total", "Events appended by this process.", registry=REGISTRY)
 HEAD = Gauge("eventcoord_log_head", "The newest committed position this process has seen.", registry=REGISTRY)
 RELAY_LAG = Gauge("eventcoord_relay_lag", "Positions committed but not yet published to NATS.", registry=REGISTRY)
+
+
+_children: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+
+def observe_command(kind: str, outcome: str, seconds: float) -> None:
+    """Count one answered command and its latency (label children resolved once)."""
+    pair = _children.get((kind, outcome))
+    if pair is None:
+        pair = _children[(kind, outcome)] = (COMMANDS.labels(kind, outcome), COMMAND_SECONDS.labels(kind))
+    pair[0].inc()
+    pair[1].observe(seconds)
 
 
 def render() -> bytes:

@@ -112,15 +112,14 @@ class Service:
             decision = handler(conn, ctx, cmd)
             return _commit(conn, ctx, cmd, decision, digest)
 
-        kind = cmd.__struct_config__.tag
+        kind = str(cmd.__struct_config__.tag)
         started = time.perf_counter()
         try:
             answer = await self.store.transact(run)
         except DomainError as e:
             metrics.COMMANDS.labels(kind, e.code).inc()
             raise
-        metrics.COMMAND_SECONDS.labels(kind).observe(time.perf_counter() - started)
-        metrics.COMMANDS.labels(kind, "ok" if answer.status == 200 else "refused_recorded").inc()
+        metrics.observe_command(kind, "ok" if answer.status == 200 else "refused_recorded", time.perf_counter() - started)
         if answer.appended:
             metrics.EVENTS.inc(answer.appended)
             metrics.HEAD.set(answer.position)

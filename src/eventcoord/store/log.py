@@ -181,7 +181,6 @@ def append(
 
 def _advance_stream(conn: Connection, workspace: str, stream: str, count: int, expected: Expected) -> int:
     """Move a stream's head forward by ``count``; return the first new version."""
-    key = (stream_heads.c.workspace == workspace) & (stream_heads.c.stream == stream)
     if expected is None:
         new_head = _UPSERT_STREAM_HEAD.scalar(conn, {"ws": workspace, "stream": stream, "n": count, "n2": count})
         return int(new_head) - count + 1
@@ -192,6 +191,7 @@ def _advance_stream(conn: Connection, workspace: str, stream: str, count: int, e
         except IntegrityError as e:
             raise ConcurrencyError(f"stream {stream!r} already exists (expected version 0)") from e
         return 1
+    key = (stream_heads.c.workspace == workspace) & (stream_heads.c.stream == stream)
     moved = conn.execute(
         update(stream_heads).where(key & (stream_heads.c.version == expected)).values(version=expected + count)
     ).rowcount

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import queue
 import sqlite3
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -34,6 +35,17 @@ MAX_BATCH = 256
 class _Job:
     fn: Callable[[Connection], Any]
     future: asyncio.Future[Any]
+
+
+def _answer(jobs: list[_Job], outcomes: list[Any]) -> None:
+    """On the event loop: settle each job's future with its outcome."""
+    for job, outcome in zip(jobs, outcomes, strict=True):
+        if job.future.done():  # the caller went away (cancelled)
+            continue
+        if isinstance(outcome, BaseException):
+            job.future.set_exception(outcome)
+        else:
+            job.future.set_result(outcome)
 
 
 def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -58,9 +70,8 @@ class SqliteEventStore(EventStore):
         self._path = path
         self._writer: Engine | None = None
         self._reader: AsyncEngine | None = None
-        self._executor: ThreadPoolExecutor | None = None
-        self._queue: asyncio.Queue[_Job] | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
         self._conn: Connection | None = None
 
     def _make_writer(self) -> Engine:
@@ -78,19 +89,16 @@ class SqliteEventStore(EventStore):
         self._writer = self._make_writer()
         self._reader = create_async_engine(f"sqlite+aiosqlite:///{self._path}")
         event.listen(self._reader.sync_engine, "connect", _pragmas)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eventcoord-writer")
-        self._queue = asyncio.Queue()
-        self._task = asyncio.create_task(self._write_loop(), name="eventcoord-sqlite-writer")
+        self._thread = threading.Thread(
+            target=self._write_loop, args=(asyncio.get_running_loop(),), name="eventcoord-sqlite-writer", daemon=True
+        )
+        self._thread.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        if self._executor is not None:
-            if self._conn is not None:
-                self._executor.submit(self._conn.close).result()
-            self._executor.shutdown(wait=True)
+        if self._thread is not None:
+            self._jobs.put(None)
+            await asyncio.to_thread(self._thread.join)
+            self._thread = None
         if self._reader is not None:
             await self._reader.dispose()
         if self._writer is not None:
@@ -108,9 +116,9 @@ class SqliteEventStore(EventStore):
             engine.dispose()
 
     async def transact(self, fn: Callable[[Connection], T], *, retry: bool = True) -> T:
-        assert self._queue is not None, "store not started"
+        assert self._thread is not None, "store not started"
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Job(fn, future))
+        self._jobs.put(_Job(fn, future))
         return await future
 
     async def query(self, fn: Callable[[Connection], T]) -> T:
@@ -118,24 +126,35 @@ class SqliteEventStore(EventStore):
         async with self._reader.connect() as conn:
             return await conn.run_sync(fn)
 
-    async def _write_loop(self) -> None:
-        assert self._queue is not None
-        loop = asyncio.get_running_loop()
+    def _write_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The writer thread: take every waiting job, run them as one batch, answer them.
+
+        A plain thread fed by a SimpleQueue, answering a whole batch with one
+        ``call_soon_threadsafe``: no per-command hop through the executor machinery.
+        """
+        jobs_in = self._jobs
         while True:
-            jobs = [await self._queue.get()]
-            while len(jobs) < MAX_BATCH and not self._queue.empty():
-                jobs.append(self._queue.get_nowait())
+            first = jobs_in.get()
+            if first is None:
+                break
+            jobs = [first]
+            while len(jobs) < MAX_BATCH:
+                try:
+                    job = jobs_in.get_nowait()
+                except queue.Empty:
+                    break
+                if job is None:
+                    jobs_in.put(None)  # stop after this batch
+                    break
+                jobs.append(job)
             try:
-                outcomes = await loop.run_in_executor(self._executor, self._run_batch, jobs)
+                outcomes = self._run_batch(jobs)
             except Exception as e:  # the batch itself failed (commit, I/O): fail each job
                 outcomes = [StoreError(f"sqlite write failed: {e}")] * len(jobs)
-            for job, outcome in zip(jobs, outcomes, strict=True):
-                if job.future.done():
-                    continue
-                if isinstance(outcome, BaseException):
-                    job.future.set_exception(outcome)
-                else:
-                    job.future.set_result(outcome)
+            loop.call_soon_threadsafe(_answer, jobs, outcomes)
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def _run_batch(self, jobs: list[_Job]) -> list[Any]:
         """Runs in the writer thread: one transaction, one SAVEPOINT per job."""
