@@ -85,7 +85,7 @@ Expected = int | None
 #: How long a process trusts the TTL it read from ``settings`` (replicas pick up a
 #: change made by another replica's ``serve --ttl-seconds`` within this many seconds).
 TTL_REFRESH_SECONDS = 2.0
-_ttl_cache: dict[str, tuple[int, float]] = {}
+_ttl_cache: dict[int, tuple[int, float]] = {}
 
 _READ_TTL = Prepared(lambda d: select(settings.c.value).where(settings.c.key == "ttl_seconds"))
 _PG_NOW = "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint"
@@ -103,7 +103,7 @@ def clock(conn: Connection) -> tuple[int, int]:
 
 def ttl_seconds(conn: Connection) -> int:
     """The liveness TTL kept in the database, re-read at most every couple of seconds."""
-    key = str(conn.engine.url)
+    key = id(conn.engine)
     hit = _ttl_cache.get(key)
     now = time.monotonic()
     if hit is not None and hit[1] > now:
@@ -146,7 +146,11 @@ def append(
     rows: list[dict[str, Any]] = []
     recorded: list[RecordedEvent] = []
     next_version = dict(first_version)
+    encoded_meta: dict[int, str] = {}  # a command's events share one metadata object
     for item in new:
+        meta = encoded_meta.get(id(item.metadata))
+        if meta is None:
+            meta = encoded_meta[id(item.metadata)] = encode(item.metadata).decode()
         version = next_version[item.stream]
         next_version[item.stream] = version + 1
         rows.append(
@@ -157,7 +161,7 @@ def append(
                 "version": version,
                 "type": event_type(item.event),
                 "data": encode_event_data(item.event).decode(),
-                "metadata": encode(item.metadata).decode(),
+                "metadata": meta,
                 "recorded_us": now_us,
             }
         )

@@ -1,10 +1,14 @@
-"""SQLite backend: one writer thread that group-commits many commands per transaction.
+"""SQLite backend: one writer on the event loop that group-commits concurrent commands.
 
-SQLite allows one writer at a time anyway; funnelling every write through one thread with
-``BEGIN IMMEDIATE`` removes lock contention, and committing a batch of concurrent commands
-in one transaction (a SAVEPOINT each, so one failure never rolls back its neighbours)
-amortises the fsync. The stdlib driver runs in that thread directly: aiosqlite would hop
-threads once per statement. Reads go through aiosqlite on their own connections (WAL).
+SQLite allows one writer at a time anyway. Every write goes through one writer that takes
+all the commands waiting at that moment (they gather for up to ``GROUP_COMMIT_WINDOW``)
+and commits them in one ``BEGIN IMMEDIATE`` transaction, amortising the commit; a command
+that fails after writing never rolls back its neighbours (the batch is re-run with a
+SAVEPOINT per command). The writer runs SQL on the stdlib driver directly, on the event
+loop: each statement takes microseconds, and a thread would cost more in hand-offs and
+GIL contention than the work itself. WAL checkpoints, the one slow step (they fsync), run
+in a background thread instead of inside a commit. Reads go through aiosqlite (WAL lets
+them run beside the writer).
 """
 
 from __future__ import annotations
@@ -12,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import queue
 import sqlite3
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -28,7 +30,12 @@ from eventcoord.errors import ConcurrencyError, DomainError, StoreError
 from eventcoord.store.base import EventStore, upgrade
 
 T = TypeVar("T")
+#: Commands committed together at most (more wait for the next batch).
 MAX_BATCH = 256
+#: How long the first waiting command holds the batch open for others (group commit).
+GROUP_COMMIT_WINDOW = 0.001
+#: How often the WAL is checkpointed into the database file, off the event loop.
+CHECKPOINT_INTERVAL = 1.0
 
 
 @dataclass(slots=True)
@@ -37,8 +44,12 @@ class _Job:
     future: asyncio.Future[Any]
 
 
+class _PartialWrite(Exception):
+    """A job failed after writing: the batch must be run again with savepoints."""
+
+
 def _answer(jobs: list[_Job], outcomes: list[Any]) -> None:
-    """On the event loop: settle each job's future with its outcome."""
+    """Settle each job's future with its outcome."""
     for job, outcome in zip(jobs, outcomes, strict=True):
         if job.future.done():  # the caller went away (cancelled)
             continue
@@ -57,6 +68,12 @@ def _pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def _writer_pragmas(dbapi_conn: Any, record: Any) -> None:
+    _pragmas(dbapi_conn, record)
+    # Checkpoints run in the background thread, never inside a commit on the loop.
+    dbapi_conn.execute("PRAGMA wal_autocheckpoint=0")
+
+
 class SqliteEventStore(EventStore):
     """Event store in one SQLite file (the embedded default)."""
 
@@ -70,13 +87,14 @@ class SqliteEventStore(EventStore):
         self._path = path
         self._writer: Engine | None = None
         self._reader: AsyncEngine | None = None
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._pending: list[_Job] = []
+        self._flush_scheduled = False
         self._conn: Connection | None = None
+        self._checkpointer: asyncio.Task[None] | None = None
 
     def _make_writer(self) -> Engine:
         engine = create_engine(f"sqlite:///{self._path}", poolclass=NullPool)
-        event.listen(engine, "connect", _pragmas)
+        event.listen(engine, "connect", _writer_pragmas)
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
@@ -89,19 +107,23 @@ class SqliteEventStore(EventStore):
         self._writer = self._make_writer()
         self._reader = create_async_engine(f"sqlite+aiosqlite:///{self._path}")
         event.listen(self._reader.sync_engine, "connect", _pragmas)
-        self._thread = threading.Thread(
-            target=self._write_loop, args=(asyncio.get_running_loop(),), name="eventcoord-sqlite-writer", daemon=True
-        )
-        self._thread.start()
+        self._checkpointer = asyncio.create_task(self._checkpoint_loop(), name="eventcoord-sqlite-checkpoint")
 
     async def close(self) -> None:
-        if self._thread is not None:
-            self._jobs.put(None)
-            await asyncio.to_thread(self._thread.join)
-            self._thread = None
+        while self._pending:
+            self._flush()
+        if self._checkpointer is not None:
+            self._checkpointer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checkpointer
+            self._checkpointer = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
         if self._reader is not None:
             await self._reader.dispose()
         if self._writer is not None:
+            await asyncio.to_thread(self._checkpoint, "TRUNCATE")
             self._writer.dispose()
 
     async def migrate(self) -> None:
@@ -116,9 +138,13 @@ class SqliteEventStore(EventStore):
             engine.dispose()
 
     async def transact(self, fn: Callable[[Connection], T], *, retry: bool = True) -> T:
-        assert self._thread is not None, "store not started"
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._jobs.put(_Job(fn, future))
+        assert self._writer is not None, "store not started"
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._pending.append(_Job(fn, future))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_later(GROUP_COMMIT_WINDOW, self._flush)
         return await future
 
     async def query(self, fn: Callable[[Connection], T]) -> T:
@@ -126,71 +152,87 @@ class SqliteEventStore(EventStore):
         async with self._reader.connect() as conn:
             return await conn.run_sync(fn)
 
-    def _write_loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The writer thread: take every waiting job, run them as one batch, answer them.
+    def _flush(self) -> None:
+        """Commit the waiting commands as one batch and answer them."""
+        jobs, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+        self._flush_scheduled = bool(self._pending)
+        if self._pending:  # more than one batch waited: the rest go next, at once
+            asyncio.get_running_loop().call_soon(self._flush)
+        try:
+            outcomes = self._run_batch(jobs)
+        except Exception as e:  # the batch itself failed (commit, I/O): fail each job
+            outcomes = [StoreError(f"sqlite write failed: {e}")] * len(jobs)
+        _answer(jobs, outcomes)
 
-        A plain thread fed by a SimpleQueue, answering a whole batch with one
-        ``call_soon_threadsafe``: no per-command hop through the executor machinery.
-        """
-        jobs_in = self._jobs
+    async def _checkpoint_loop(self) -> None:
         while True:
-            first = jobs_in.get()
-            if first is None:
-                break
-            jobs = [first]
-            while len(jobs) < MAX_BATCH:
-                try:
-                    job = jobs_in.get_nowait()
-                except queue.Empty:
-                    break
-                if job is None:
-                    jobs_in.put(None)  # stop after this batch
-                    break
-                jobs.append(job)
+            await asyncio.sleep(CHECKPOINT_INTERVAL)
             try:
-                outcomes = self._run_batch(jobs)
-            except Exception as e:  # the batch itself failed (commit, I/O): fail each job
-                outcomes = [StoreError(f"sqlite write failed: {e}")] * len(jobs)
-            loop.call_soon_threadsafe(_answer, jobs, outcomes)
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+                await asyncio.to_thread(self._checkpoint, "PASSIVE")
+            except Exception:  # a loop boundary: log-free retry next interval
+                continue
+
+    def _checkpoint(self, mode: str) -> None:
+        """Copy the WAL into the database file (PASSIVE never blocks the writer)."""
+        conn = sqlite3.connect(self._path, timeout=10)
+        try:
+            conn.execute(f"PRAGMA wal_checkpoint({mode})")
+        finally:
+            conn.close()
 
     def _run_batch(self, jobs: list[_Job]) -> list[Any]:
-        """Runs in the writer thread: one transaction, one SAVEPOINT per job."""
+        """One transaction for the whole batch; a failed job never rolls back its neighbours.
+
+        Most refusals are raised before a command writes anything, so the fast pass runs
+        jobs without savepoints and checks the connection's change counter instead. Only
+        if a job failed *after* writing is the transaction rolled back and the batch run
+        again with a SAVEPOINT per job (one fixed name, on the driver connection).
+        """
         assert self._writer is not None
         if self._conn is None:
             self._conn = self._writer.connect()
         conn = self._conn
-        outcomes: list[Any] = []
         try:
-            with conn.begin():
-                # One fixed savepoint name on the driver connection: SQLAlchemy's nested
-                # transactions name each savepoint anew, so their SQL never hits a cache.
-                raw = conn.connection.driver_connection
-                assert raw is not None
-                for job in jobs:
-                    raw.execute("SAVEPOINT command")
-                    try:
-                        outcomes.append(job.fn(conn))
-                        raw.execute("RELEASE command")
-                        continue
-                    except (DomainError, ConcurrencyError) as e:
-                        outcome: BaseException = e
-                    except IntegrityError as e:
-                        outcome = ConcurrencyError(str(e.orig))
-                    except sqlite3.IntegrityError as e:
-                        outcome = ConcurrencyError(str(e))
-                    except DBAPIError as e:
-                        outcome = StoreError(str(e.orig))
-                    except Exception as e:  # a bug in one command must not sink its batch
-                        outcome = e
-                    raw.execute("ROLLBACK TO command")
-                    raw.execute("RELEASE command")
-                    outcomes.append(outcome)
+            try:
+                with conn.begin():
+                    return self._run_jobs(conn, jobs, savepoints=False)
+            except _PartialWrite:
+                with conn.begin():
+                    return self._run_jobs(conn, jobs, savepoints=True)
         except Exception:
             self._conn = None
             with contextlib.suppress(Exception):
                 conn.close()
             raise
+
+    @staticmethod
+    def _run_jobs(conn: Connection, jobs: list[_Job], *, savepoints: bool) -> list[Any]:
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        outcomes: list[Any] = []
+        for job in jobs:
+            if savepoints:
+                raw.execute("SAVEPOINT command")
+            before = raw.total_changes
+            try:
+                outcomes.append(job.fn(conn))
+                if savepoints:
+                    raw.execute("RELEASE command")
+                continue
+            except (DomainError, ConcurrencyError) as e:
+                outcome: BaseException = e
+            except IntegrityError as e:
+                outcome = ConcurrencyError(str(e.orig))
+            except sqlite3.IntegrityError as e:
+                outcome = ConcurrencyError(str(e))
+            except DBAPIError as e:
+                outcome = StoreError(str(e.orig))
+            except Exception as e:  # a bug in one command must not sink its batch
+                outcome = e
+            if savepoints:
+                raw.execute("ROLLBACK TO command")
+                raw.execute("RELEASE command")
+            elif raw.total_changes != before:
+                raise _PartialWrite
+            outcomes.append(outcome)
         return outcomes
