@@ -29,7 +29,9 @@ sessions = Table(
     Column("working_on", String(128), nullable=True),
     Column("heartbeats", BigInt, nullable=False),
     Index("ix_sessions_workspace_seen", "workspace", "last_seen_us"),
-    Index("ix_sessions_working_on", "workspace", "working_on"),
+    # (workspace, working_on) equality plus the liveness range: the declarers query never
+    # scans every live session of the workspace.
+    Index("ix_sessions_working_on", "workspace", "working_on", "last_seen_us"),
 )
 
 projects = Table(

@@ -174,7 +174,7 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('session_id')
     )
     with op.batch_alter_table('sessions', schema=None) as batch_op:
-        batch_op.create_index('ix_sessions_working_on', ['workspace', 'working_on'], unique=False)
+        batch_op.create_index('ix_sessions_working_on', ['workspace', 'working_on', 'last_seen_us'], unique=False)
         batch_op.create_index('ix_sessions_workspace_seen', ['workspace', 'last_seen_us'], unique=False)
 
     op.create_table('settings',
