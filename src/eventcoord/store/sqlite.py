@@ -32,7 +32,8 @@ from eventcoord.store.base import EventStore, upgrade
 T = TypeVar("T")
 #: Commands committed together at most (more wait for the next batch).
 MAX_BATCH = 256
-#: How long the first waiting command holds the batch open for others (group commit).
+#: How long the first waiting command holds the batch open for others (group commit),
+#: when the previous batch had company; a command arriving alone is committed at once.
 GROUP_COMMIT_WINDOW = 0.001
 #: How often the WAL is checkpointed into the database file, off the event loop.
 CHECKPOINT_INTERVAL = 1.0
@@ -89,6 +90,7 @@ class SqliteEventStore(EventStore):
         self._reader: AsyncEngine | None = None
         self._pending: list[_Job] = []
         self._flush_scheduled = False
+        self._last_batch = 0
         self._conn: Connection | None = None
         self._checkpointer: asyncio.Task[None] | None = None
 
@@ -144,7 +146,10 @@ class SqliteEventStore(EventStore):
         self._pending.append(_Job(fn, future))
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            loop.call_later(GROUP_COMMIT_WINDOW, self._flush)
+            if self._last_batch > 1:  # under load: hold the batch open for more commands
+                loop.call_later(GROUP_COMMIT_WINDOW, self._flush)
+            else:  # alone: commit at the next turn of the loop, no added latency
+                loop.call_soon(self._flush)
         return await future
 
     async def query(self, fn: Callable[[Connection], T]) -> T:
@@ -155,6 +160,7 @@ class SqliteEventStore(EventStore):
     def _flush(self) -> None:
         """Commit the waiting commands as one batch and answer them."""
         jobs, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+        self._last_batch = len(jobs)
         self._flush_scheduled = bool(self._pending)
         if self._pending:  # more than one batch waited: the rest go next, at once
             asyncio.get_running_loop().call_soon(self._flush)
