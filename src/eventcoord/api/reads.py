@@ -43,7 +43,7 @@ async def health(request: Request[Any, Any, Any]) -> Response[bytes]:
     head = await rt.store.head()
     body: dict[str, Any] = {"status": "ok", "head": head, "backend": rt.store.dialect}
     relay = rt.extras.get("relay")
-    body["relay"] = relay.status() if relay is not None else {"state": "off"}
+    body["relay"] = {**relay.status(), "nats_url": relay.nats_url} if relay is not None else {"state": "off"}
     return json(body)
 
 
