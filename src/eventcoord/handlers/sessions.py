@@ -51,6 +51,7 @@ def end_agent(conn: Connection, ctx: Context, cmd: EndAgent) -> Decision:
         select(leases.c.issue, leases.c.fencing_token)
         .where((leases.c.session_id == sid) & leases.c.released_us.is_(None))
         .order_by(leases.c.issue)
+        .with_for_update()  # a concurrent reclaim must not release these a second time
     ):
         d.add(f"issue:{issue}", LeaseReleased(issue=issue, session_id=sid, reason="agent_ended", fencing_token=token))
         if ended.handoff_note:
@@ -74,6 +75,7 @@ def end_agent(conn: Connection, ctx: Context, cmd: EndAgent) -> Decision:
             select(work_items.c.item_id)
             .where((work_items.c.session_id == sid) & work_items.c.status.in_(("claimed", "running")))
             .order_by(work_items.c.enqueued_position)
+            .with_for_update()
         ).scalars()
     )
     for item_id in requeued:
@@ -83,6 +85,7 @@ def end_agent(conn: Connection, ctx: Context, cmd: EndAgent) -> Decision:
             select(named_leases.c.name)
             .where((named_leases.c.workspace == ctx.workspace) & (named_leases.c.session_id == sid))
             .order_by(named_leases.c.name)
+            .with_for_update()
         ).scalars()
     )
     for name in names:
