@@ -53,21 +53,10 @@ def create_noop_app() -> Litestar:
 
 
 def uvicorn_options() -> dict[str, object]:
-    """The loop and HTTP parser options ``eventcoord serve`` picks (src/eventcoord/cli.py)."""
-    extra: dict[str, object] = {}
-    try:
-        import uvloop  # noqa: F401
+    """The loop and HTTP parser options ``eventcoord serve`` picks (the same function)."""
+    from eventcoord.cli import uvicorn_options as serve_options
 
-        extra["loop"] = "uvloop"
-    except ImportError:
-        pass
-    try:
-        import httptools  # noqa: F401
-
-        extra["http"] = "httptools"
-    except ImportError:
-        pass
-    return extra
+    return serve_options()
 
 
 def main() -> None:

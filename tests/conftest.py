@@ -216,6 +216,17 @@ class Api:
         body: dict[str, Any] = r.json()
         return body
 
+    async def events(self, *types: str) -> list[dict[str, Any]]:
+        """The whole log of this token's workspace (optionally only some event types)."""
+        out: list[dict[str, Any]] = []
+        after = 0
+        while True:
+            page = (await self.get("/v1/events", after=after, limit=1000))["events"]
+            if not page:
+                return [e for e in out if not types or e["type"] in types]
+            out.extend(page)
+            after = page[-1]["position"]
+
     async def register(self, **fields: Any) -> str:
         result = await self.ok({"type": "register_agent", **fields})
         sid: str = result["session_id"]

@@ -21,6 +21,20 @@ def _settings(args: argparse.Namespace) -> Settings:
     return from_env(**{k: getattr(args, k, None) for k in keys})
 
 
+def uvicorn_options() -> dict[str, object]:
+    """The fastest event loop and HTTP parser installed (uvloop, httptools)."""
+    extra: dict[str, object] = {}
+    with contextlib.suppress(ImportError):
+        import uvloop  # noqa: F401
+
+        extra["loop"] = "uvloop"
+    with contextlib.suppress(ImportError):
+        import httptools  # noqa: F401
+
+        extra["http"] = "httptools"
+    return extra
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP service (migrating the database first)."""
     import logging
@@ -32,19 +46,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    extra: dict[str, object] = {}
-    try:
-        import uvloop  # noqa: F401
-
-        extra["loop"] = "uvloop"
-    except ImportError:
-        pass
-    try:
-        import httptools  # noqa: F401
-
-        extra["http"] = "httptools"
-    except ImportError:
-        pass
+    extra = uvicorn_options()
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,

@@ -17,14 +17,7 @@ from eventcoord.domain.paths import overlaps
 
 
 async def events_of(api: Api, *types: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    after = 0
-    while True:
-        page = (await api.get("/v1/events", after=after, limit=1000))["events"]
-        if not page:
-            return [e for e in out if not types or e["type"] in types]
-        out.extend(page)
-        after = page[-1]["position"]
+    return await api.events(*types)
 
 
 def claim(sid: str | None, issue: str, *paths: str, **kw: Any) -> dict[str, Any]:
