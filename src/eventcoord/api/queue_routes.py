@@ -143,19 +143,7 @@ async def get_agent(request: Request[Any, Any, Any], session_id: str) -> Respons
         ).one_or_none()
         if s is None:
             return None
-        agent = AgentView(
-            session_id=s.session_id,
-            actor_key=s.actor_key,
-            identity_source=s.identity_source,
-            stable=s.stable,
-            kind=s.kind,
-            host=s.host,
-            working_on=s.working_on,
-            live=s.ended_us is None and s.last_seen_us > cutoff,
-            registered_at=format_time(s.registered_us),
-            last_heartbeat_at=format_time(s.last_seen_us),
-            ended_at=format_time(s.ended_us) if s.ended_us is not None else None,
-        )
+        agent = AgentView.of(s, cutoff)
         item_ids = list(
             dict.fromkeys(
                 conn.execute(

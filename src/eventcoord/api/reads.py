@@ -30,6 +30,23 @@ class AgentView(msgspec.Struct, frozen=True, kw_only=True):
     last_heartbeat_at: str
     ended_at: str | None
 
+    @classmethod
+    def of(cls, r: Any, cutoff_us: int) -> AgentView:
+        """A ``sessions`` row as seen now (live when not ended and seen after ``cutoff_us``)."""
+        return cls(
+            session_id=r.session_id,
+            actor_key=r.actor_key,
+            identity_source=r.identity_source,
+            stable=r.stable,
+            kind=r.kind,
+            host=r.host,
+            working_on=r.working_on,
+            live=r.ended_us is None and r.last_seen_us > cutoff_us,
+            registered_at=format_time(r.registered_us),
+            last_heartbeat_at=format_time(r.last_seen_us),
+            ended_at=format_time(r.ended_us) if r.ended_us is not None else None,
+        )
+
 
 def json(value: Any, status: int = 200) -> Response[bytes]:
     """A JSON response from any msgspec-encodable value."""
@@ -77,22 +94,7 @@ async def list_agents(
         elif live is False:
             stmt = stmt.where(sessions.c.ended_us.is_not(None) | (sessions.c.last_seen_us <= cutoff))
         rows = conn.execute(stmt.order_by(sessions.c.registered_us.desc()).limit(limit))
-        return [
-            AgentView(
-                session_id=r.session_id,
-                actor_key=r.actor_key,
-                identity_source=r.identity_source,
-                stable=r.stable,
-                kind=r.kind,
-                host=r.host,
-                working_on=r.working_on,
-                live=r.ended_us is None and r.last_seen_us > cutoff,
-                registered_at=format_time(r.registered_us),
-                last_heartbeat_at=format_time(r.last_seen_us),
-                ended_at=format_time(r.ended_us) if r.ended_us is not None else None,
-            )
-            for r in rows
-        ]
+        return [AgentView.of(r, cutoff) for r in rows]
 
     return json({"agents": await runtime(request).store.query(run)})
 
