@@ -7,8 +7,10 @@ partial unique index on unreleased leases is the backstop.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection, and_, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql import Executable
+from sqlalchemy.sql.elements import BindParameter
 
 from eventcoord.commands import ClaimIssue, Command, ReleaseIssue, VerifyHold
 from eventcoord.context import Context, Decision, Handler
@@ -17,79 +19,93 @@ from eventcoord.domain.sessions import SessionState
 from eventcoord.events import LeaseReleased, ReleaseReason
 from eventcoord.handlers.common import _SESSION_COLUMNS, load_session
 from eventcoord.projections.tables import issues, leases, projects, sessions
+from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import guards
+
+_WS: BindParameter[str] = bindparam("ws")
+_KEY: BindParameter[str] = bindparam("key")
+
+
+def _insert_guard(dialect: str) -> Executable:
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(guards)
+    return insert.values(workspace=_WS, key=_KEY).on_conflict_do_nothing()
+
+
+_INSERT_GUARD = Prepared(_insert_guard)
+_LOCK_GUARD = Prepared(lambda d: select(guards.c.key).where((guards.c.workspace == _WS) & (guards.c.key == _KEY)).with_for_update())
+_WIP_LIMIT = Prepared(
+    lambda d: select(projects.c.wip_limit).where((projects.c.workspace == _WS) & (projects.c.project == bindparam("project")))
+)
+_LIVE_LEASES = Prepared(
+    lambda d: select(func.count())
+    .select_from(leases.join(sessions, sessions.c.session_id == leases.c.session_id))
+    .where(
+        (leases.c.workspace == _WS)
+        & (leases.c.project == bindparam("project"))
+        & leases.c.released_us.is_(None)
+        & (leases.c.issue != bindparam("issue"))
+        & sessions.c.ended_us.is_(None)
+        & (sessions.c.last_seen_us > bindparam("cutoff"))
+    )
+)
+_LEASE = select(leases.c.issue, leases.c.project, leases.c.session_id, leases.c.actor_key, leases.c.fencing_token).where(
+    (leases.c.workspace == _WS) & (leases.c.issue == bindparam("issue")) & leases.c.released_us.is_(None)
+)
+_LEASE_PLAIN = Prepared(lambda d: _LEASE)
+_LEASE_FOR_UPDATE = Prepared(lambda d: _LEASE.with_for_update())
+_ISSUE = Prepared(
+    lambda d: select(issues.c.issue, issues.c.project, issues.c.last_fencing_token, issues.c.handoff_note, issues.c.handoff_session_id).where(
+        (issues.c.workspace == _WS) & (issues.c.issue == bindparam("issue"))
+    )
+)
+_DECLARERS = Prepared(
+    lambda d: select(*_SESSION_COLUMNS)
+    .where(
+        and_(
+            sessions.c.workspace == _WS,
+            sessions.c.working_on == bindparam("issue"),
+            sessions.c.ended_us.is_(None),
+            sessions.c.last_seen_us > bindparam("cutoff"),
+        )
+    )
+    .order_by(sessions.c.last_seen_us.desc())
+    .limit(5)
+)
 
 
 def lock_guard(conn: Connection, workspace: str, key: str) -> None:
     """Lock (creating it if missing) the guard row ``key`` of a workspace until commit."""
-    insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(guards)
-    conn.execute(insert.values(workspace=workspace, key=key).on_conflict_do_nothing())
-    conn.execute(select(guards.c.key).where((guards.c.workspace == workspace) & (guards.c.key == key)).with_for_update())
+    params = {"ws": workspace, "key": key}
+    _INSERT_GUARD.run(conn, params)
+    _LOCK_GUARD.first(conn, params)
 
 
 def lock_project(conn: Connection, ctx: Context, project: str) -> int:
     """Serialise decisions on a project's cap; returns its wip_limit (default 3)."""
     lock_guard(conn, ctx.workspace, f"project:{project}")
-    limit = conn.execute(
-        select(projects.c.wip_limit).where((projects.c.workspace == ctx.workspace) & (projects.c.project == project))
-    ).scalar_one_or_none()
+    limit = _WIP_LIMIT.scalar(conn, {"ws": ctx.workspace, "project": project})
     return domain.DEFAULT_WIP_LIMIT if limit is None else int(limit)
 
 
 def live_lease_count(conn: Connection, ctx: Context, project: str, except_issue: str) -> int:
     """Live leases of a project, not counting any lease on ``except_issue``."""
-    cutoff = ctx.now_us - ctx.ttl_us
-    return int(
-        conn.execute(
-            select(func.count())
-            .select_from(leases.join(sessions, sessions.c.session_id == leases.c.session_id))
-            .where(
-                (leases.c.workspace == ctx.workspace)
-                & (leases.c.project == project)
-                & leases.c.released_us.is_(None)
-                & (leases.c.issue != except_issue)
-                & sessions.c.ended_us.is_(None)
-                & (sessions.c.last_seen_us > cutoff)
-            )
-        ).scalar_one()
-    )
+    params = {"ws": ctx.workspace, "project": project, "issue": except_issue, "cutoff": ctx.now_us - ctx.ttl_us}
+    return int(_LIVE_LEASES.scalar(conn, params))
 
 
 def load_lease(conn: Connection, ctx: Context, issue: str, *, lock: bool = False) -> domain.LeaseState | None:
     """The unreleased lease of an issue."""
-    stmt = select(leases.c.issue, leases.c.project, leases.c.session_id, leases.c.actor_key, leases.c.fencing_token).where(
-        (leases.c.workspace == ctx.workspace) & (leases.c.issue == issue) & leases.c.released_us.is_(None)
-    )
-    row = conn.execute(stmt.with_for_update() if lock else stmt).one_or_none()
+    row = (_LEASE_FOR_UPDATE if lock else _LEASE_PLAIN).first(conn, {"ws": ctx.workspace, "issue": issue})
     return None if row is None else domain.LeaseState(*row)
 
 
 def load_issue_view(conn: Connection, ctx: Context, issue: str, *, lock: bool = False) -> domain.IssueView:
     """The issue's registry row, lease, holder and live declarers."""
-    reg = conn.execute(
-        select(issues.c.issue, issues.c.project, issues.c.last_fencing_token, issues.c.handoff_note, issues.c.handoff_session_id).where(
-            (issues.c.workspace == ctx.workspace) & (issues.c.issue == issue)
-        )
-    ).one_or_none()
+    reg = _ISSUE.first(conn, {"ws": ctx.workspace, "issue": issue})
     lease = load_lease(conn, ctx, issue, lock=lock)
     holder = load_session(conn, ctx, lease.session_id) if lease else None
-    cutoff = ctx.now_us - ctx.ttl_us
-    declarers = tuple(
-        SessionState(*r)
-        for r in conn.execute(
-            select(*_SESSION_COLUMNS)
-            .where(
-                and_(
-                    sessions.c.workspace == ctx.workspace,
-                    sessions.c.working_on == issue,
-                    sessions.c.ended_us.is_(None),
-                    sessions.c.last_seen_us > cutoff,
-                )
-            )
-            .order_by(sessions.c.last_seen_us.desc())
-            .limit(5)
-        )
-    )
+    rows = _DECLARERS.rows(conn, {"ws": ctx.workspace, "issue": issue, "cutoff": ctx.now_us - ctx.ttl_us})
+    declarers = tuple(SessionState(*r) for r in rows)
     return domain.IssueView(issue, None if reg is None else domain.IssueState(*reg), lease, holder, declarers)
 
 
