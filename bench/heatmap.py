@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from eventcoord.api.files_routes import HeatmapMode, heatmap_buckets
+from eventcoord.api.queries.files import HeatmapMode, heatmap_buckets
 from eventcoord.store import open_store
 
 DAY_US = 86_400 * 1_000_000

@@ -28,9 +28,9 @@ import time
 import uuid
 from typing import Any
 
-from eventcoord.broker import throwaway_broker
 from eventcoord.events import AgentHeartbeat
-from eventcoord.relay import Relay
+from eventcoord.outbox.broker import throwaway_broker
+from eventcoord.outbox.relay import Relay
 from eventcoord.store import open_store
 from eventcoord.store.base import EventStore
 from eventcoord.subscriber import subscribe

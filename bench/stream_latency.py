@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 
-from eventcoord.broker import throwaway_broker
+from eventcoord.outbox.broker import throwaway_broker
 from eventcoord.subscriber import subscribe
 
 TOKEN = "bench-token"

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from eventcoord import liveness
 from eventcoord.errors import DomainError
 from eventcoord.events import Event
 
@@ -51,9 +52,14 @@ class Context:
     def ttl_us(self) -> int:
         return self.ttl_seconds * 1_000_000
 
-    def is_live(self, last_seen_us: int, ended_us: int | None) -> bool:
-        """Liveness at read time: not ended and seen within the TTL (SPEC §1)."""
-        return ended_us is None and last_seen_us > self.now_us - self.ttl_us
+    @property
+    def cutoff_us(self) -> int:
+        """Sessions seen after this moment (and not ended) are live."""
+        return liveness.cutoff(self.now_us, self.ttl_seconds)
+
+    def is_live(self, last_seen_us: int | None, ended_us: int | None) -> bool:
+        """Liveness at decision time: not ended and seen within the TTL (SPEC §1)."""
+        return liveness.is_live(last_seen_us, ended_us, self.cutoff_us)
 
 
 #: A handler: loads state on a connection, returns a Decision (see eventcoord.handlers).

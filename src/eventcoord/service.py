@@ -84,7 +84,7 @@ class Service:
 
     def __init__(self, store: EventStore, on_commit: Callable[[int], None] | None = None) -> None:
         self.store = store
-        self.on_commit = on_commit
+        self._on_commit = on_commit
 
     async def execute(self, caller: Caller, cmd: AnyCommand, correlation_id: str | None = None) -> Answer:
         """Decide and commit one command; DomainErrors that write nothing are raised."""
@@ -123,8 +123,8 @@ class Service:
         if answer.appended:
             metrics.EVENTS.inc(answer.appended)
             metrics.HEAD.set(answer.position)
-            if self.on_commit is not None:
-                self.on_commit(answer.position)
+            if self._on_commit is not None:
+                self._on_commit(answer.position)
         return answer
 
 

@@ -20,10 +20,11 @@ import pytest
 from nats.js import api
 from sqlalchemy import select, update
 
-from eventcoord.broker import EmbeddedBroker, throwaway_broker
 from eventcoord.codec import WireEvent
 from eventcoord.events import AgentHeartbeat, MessagePosted
-from eventcoord.relay import STORE_ID_KEY, Relay
+from eventcoord.outbox.broker import EmbeddedBroker, throwaway_broker
+from eventcoord.outbox.jetstream import STORE_ID_KEY
+from eventcoord.outbox.relay import Relay
 from eventcoord.store.schema import relay_state, settings
 
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import msgspec
 
-from eventcoord.broker import throwaway_broker
 from eventcoord.codec import WireEvent
 from eventcoord.events import AgentHeartbeat, MessagePosted
-from eventcoord.relay import Relay
-from eventcoord.streaming import follow, pulse, sse_frame
+from eventcoord.outbox.broker import throwaway_broker
+from eventcoord.outbox.follow import follow, pulse, sse_frame
+from eventcoord.outbox.relay import Relay
 from eventcoord.subscriber import subscribe
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 from tests.conftest import BOOTSTRAP, Api, ServerProcess
 
-from eventcoord.broker import throwaway_broker
+from eventcoord.outbox.broker import throwaway_broker
 from eventcoord.subscriber import subscribe
 
 

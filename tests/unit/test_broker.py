@@ -8,7 +8,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from eventcoord.broker import BrokerError, EmbeddedBroker, find_nats_server, throwaway_broker
+from eventcoord.outbox.broker import BrokerError, EmbeddedBroker, find_nats_server, throwaway_broker
 
 
 def test_finds_the_binary_shipped_with_the_environment() -> None:

@@ -1,4 +1,4 @@
-"""File claims, releases and messages, decided without a database."""
+"""File claims and releases, decided without a database."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventcoord.commands import ClaimFiles, PostMessage, ReleaseFiles
+from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Caller, Context, Decision
 from eventcoord.domain import files as domain
 from eventcoord.domain.files import ClaimRow
@@ -259,7 +259,7 @@ def test_forced_messages_are_sanitised_and_capped() -> None:
     assert all(len(m.body) <= BODY_CAP for m in of(d, MessagePosted))
 
 
-# --- release and post -----------------------------------------------------------------
+# --- release -----------------------------------------------------------------
 
 
 def test_release_named_paths_or_all() -> None:
@@ -277,20 +277,6 @@ def test_release_validates_paths() -> None:
     with pytest.raises(DomainError) as e:
         domain.decide_release(ReleaseFiles(issue="I", session_id=ME, paths=["a", "/b"]), ctx(), SESSIONS[ME], [])
     assert e.value.details["field"] == "paths[1]"
-
-
-def test_post_message_sanitises_and_checks_agent_channels() -> None:
-    d = domain.decide_post(PostMessage(channel="issue:X-1", body="hi\x1b[31m\tthere\n", session_id=ME), ctx(), SESSIONS[ME], None)
-    (m,) = of(d, MessagePosted)
-    assert m.body == "hi[31m\tthere\n" and m.session_id == ME and m.actor_key == f"actor-{ME}"
-    with pytest.raises(DomainError) as e:
-        domain.decide_post(PostMessage(channel="agent:s-nobody", body="x"), ctx("admin"), None, None)
-    assert e.value.code == "NOT_FOUND"
-    ok = domain.decide_post(PostMessage(channel=f"agent:{BOB}", body="x"), ctx("admin"), None, SESSIONS[BOB])
-    assert of(ok, MessagePosted)[0].actor_key == "token:admin"
-    with pytest.raises(DomainError) as e:
-        domain.decide_post(PostMessage(channel="project:p", body="\x00\x01"), ctx(), None, None)
-    assert e.value.code == "VALIDATION"
 
 
 # --- the candidate prefilter ----------------------------------------------------------

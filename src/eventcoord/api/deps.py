@@ -2,41 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from litestar import Request
+from litestar import MediaType, Request, Response
 
-from eventcoord.auth import Authenticator
+from eventcoord.bootstrap import Runtime
+from eventcoord.codec import encode
 from eventcoord.context import Caller
-from eventcoord.errors import DomainError
-from eventcoord.service import Service
-from eventcoord.store.base import EventStore
-
-
-@dataclass
-class Runtime:
-    """What the lifespan builds and the controllers use."""
-
-    store: EventStore
-    service: Service
-    auth: Authenticator
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 def runtime(request: Request[Any, Any, Any]) -> Runtime:
-    """The app's runtime (store, service, authenticator)."""
+    """The app's runtime (store, outbox, service, authenticator), built by :mod:`eventcoord.bootstrap`."""
     rt: Runtime = request.app.state.runtime
     return rt
 
 
-async def caller(request: Request[Any, Any, Any], *, write: bool = False) -> Caller:
-    """Authenticate the request's bearer token."""
+async def caller(request: Request[Any, Any, Any]) -> Caller:
+    """Authenticate the request's bearer token (every role may read its own workspace)."""
     return await runtime(request).auth.authenticate(request.headers.get("authorization"))
 
 
-def require_reader(c: Caller) -> Caller:
-    """Every role may read its own workspace."""
-    if c.role not in ("admin", "human", "agent", "reader"):
-        raise DomainError("FORBIDDEN", "unknown role")
-    return c
+def json(value: Any, status: int = 200) -> Response[bytes]:
+    """A JSON response from any msgspec-encodable value."""
+    return Response(encode(value), status_code=status, media_type=MediaType.JSON)

@@ -1,4 +1,4 @@
-"""File claims and messages: pure decisions over the live claims a handler loaded.
+"""File claims: pure decisions over the live claims a handler loaded.
 
 Overlap is ``domain.paths.overlaps`` (exact, never string equality); liveness of a holder
 is judged at decision time; the order of events within a command is SPEC §5's.
@@ -10,13 +10,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventcoord.commands import ClaimFiles, PostMessage, ReleaseFiles
+from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context, Decision
+from eventcoord.domain.messages import post
 from eventcoord.domain.paths import PathError, normalise_path, overlaps
-from eventcoord.domain.sessions import SessionState, require_live, require_session
+from eventcoord.domain.sessions import Claimant, SessionState, acting, claimant
 from eventcoord.errors import DomainError
-from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed, MessagePosted
-from eventcoord.sanitize import clean_text
+from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,22 +32,9 @@ class ClaimRow:
     exclusive: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Claimant:
-    """Who claims, releases or posts: a session, or a human/admin token without one."""
-
-    session_id: str | None
-    actor_key: str
-
-
 def stream(issue: str) -> str:
     """The event stream of an issue's file claims (and of conflicts on its behalf)."""
     return f"files:{issue}"
-
-
-def channel_stream(channel: str) -> str:
-    """The event stream of one message channel."""
-    return f"channel:{channel}"
 
 
 def normalise_paths(raw: Sequence[str], field: str = "paths") -> list[str]:
@@ -64,29 +51,6 @@ def normalise_paths(raw: Sequence[str], field: str = "paths") -> list[str]:
         if norm not in out:
             out.append(norm)
     return out
-
-
-def token_actor(ctx: Context) -> str:
-    """The actor key of a command sent without a session (a human or admin token)."""
-    return f"token:{ctx.caller.role}"
-
-
-def claimant(session_id: str | None, session: SessionState | None, ctx: Context) -> Claimant:
-    """The claiming party; a claiming session must be live (SESSION_NOT_LIVE)."""
-    if session_id is None:
-        return Claimant(None, token_actor(ctx))
-    s = require_live(session, session_id, ctx)
-    return Claimant(s.session_id, s.actor_key)
-
-
-def _acting(session_id: str | None, session: SessionState | None, ctx: Context) -> Claimant:
-    """A releasing or posting party: it must exist and not have ended (stale is fine)."""
-    if session_id is None:
-        return Claimant(None, token_actor(ctx))
-    s = require_session(session, session_id)
-    if s.ended_us is not None:
-        raise DomainError("SESSION_NOT_LIVE", f"session {session_id!r} has ended", {"session_id": session_id, "ended": True})
-    return Claimant(s.session_id, s.actor_key)
 
 
 def holder_is_live(claim: ClaimRow, holders: dict[str, SessionState], ctx: Context) -> bool:
@@ -220,18 +184,14 @@ def _notify_displaced(
     """The audit record on the claiming issue, and the displaced session's own notice."""
     overlaps_text = "; ".join(f"{h.path} (overlaps {p})" for p, h in pairs)
     holder = f"session {sid} ({actor})" if sid else f"{actor} (no session)"
-    _post(d, f"issue:{claiming_issue}", me, f"Claimed with force for issue {claiming_issue} by {_who(me)}, displacing issue {issue} held by {holder}: {overlaps_text}")
+    post(d, f"issue:{claiming_issue}", me, f"Claimed with force for issue {claiming_issue} by {_who(me)}, displacing issue {issue} held by {holder}: {overlaps_text}")
     if sid is not None:
-        _post(
+        post(
             d,
             f"agent:{sid}",
             me,
             f"Your file claim for issue {issue} was overridden by {_who(me)}, which claimed with force for issue {claiming_issue}: {overlaps_text}",
         )
-
-
-def _post(d: Decision, channel: str, me: Claimant, body: str) -> None:
-    d.add(channel_stream(channel), MessagePosted(channel=channel, body=clean_text(body) or "", session_id=me.session_id, actor_key=me.actor_key))
 
 
 def decide_release(cmd: ReleaseFiles, ctx: Context, session: SessionState | None, own: Sequence[ClaimRow]) -> Decision:
@@ -241,29 +201,10 @@ def decide_release(cmd: ReleaseFiles, ctx: Context, session: SessionState | None
     session-less ones when it is omitted). Paths not held are ignored.
     """
     wanted = set(normalise_paths(cmd.paths)) if cmd.paths else None
-    me = _acting(cmd.session_id, session, ctx)
+    me = acting(cmd.session_id, session, ctx)
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
     released = _paths_of(h for h in own if wanted is None or h.path in wanted)
     if released:
         d.add(stream(cmd.issue), FileClaimReleased(issue=cmd.issue, session_id=me.session_id, paths=released, reason="released"))
     d.result = {"released": released}
-    return d
-
-
-def decide_post(cmd: PostMessage, ctx: Context, session: SessionState | None, target: SessionState | None) -> Decision:
-    """post_message: ``agent:<session_id>`` must name a session of this workspace.
-
-    ``target`` is that session (None when absent or for other channel kinds).
-    """
-    me = _acting(cmd.session_id, session, ctx)
-    kind, _, name = cmd.channel.partition(":")
-    if kind == "agent" and target is None:
-        raise DomainError("NOT_FOUND", f"no session {name!r} in this workspace", {"channel": cmd.channel, "session_id": name})
-    body = clean_text(cmd.body) or ""
-    if not body.strip():
-        raise DomainError("VALIDATION", "body is empty", {"field": "body"})
-    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
-    d.add(channel_stream(cmd.channel), MessagePosted(channel=cmd.channel, body=body, session_id=me.session_id, actor_key=me.actor_key))
-    d.result = {"channel": cmd.channel}
-    d.result_position = "position"
     return d

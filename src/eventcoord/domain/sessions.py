@@ -41,6 +41,14 @@ class Identity:
     runtime: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class Claimant:
+    """Who claims, releases or posts: a session, or a human/admin token without one."""
+
+    session_id: str | None
+    actor_key: str
+
+
 def stream(session_id: str) -> str:
     """The event stream of one session."""
     return f"session:{session_id}"
@@ -140,3 +148,26 @@ def decide_end(session: SessionState | None, cmd: EndAgent, ctx: Context) -> tup
 def ended_event(s: SessionState, cmd: EndAgent) -> AgentEnded:
     """The closing event of a session, carrying its sanitised handoff note."""
     return AgentEnded(session_id=s.session_id, handoff_note=clean_text(cmd.handoff_note))
+
+
+def token_actor(ctx: Context) -> str:
+    """The actor key of a command sent without a session (a human or admin token)."""
+    return f"token:{ctx.caller.role}"
+
+
+def claimant(session_id: str | None, session: SessionState | None, ctx: Context) -> Claimant:
+    """The claiming party; a claiming session must be live (SESSION_NOT_LIVE)."""
+    if session_id is None:
+        return Claimant(None, token_actor(ctx))
+    s = require_live(session, session_id, ctx)
+    return Claimant(s.session_id, s.actor_key)
+
+
+def acting(session_id: str | None, session: SessionState | None, ctx: Context) -> Claimant:
+    """A releasing or posting party: it must exist and not have ended (stale is fine)."""
+    if session_id is None:
+        return Claimant(None, token_actor(ctx))
+    s = require_session(session, session_id)
+    if s.ended_us is not None:
+        raise DomainError("SESSION_NOT_LIVE", f"session {session_id!r} has ended", {"session_id": session_id, "ended": True})
+    return Claimant(s.session_id, s.actor_key)

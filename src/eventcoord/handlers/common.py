@@ -7,11 +7,19 @@ SQLite the single writer already serialises everything and the clause renders to
 from __future__ import annotations
 
 from sqlalchemy import Connection, bindparam, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql import Executable
+from sqlalchemy.sql.elements import BindParameter
 
 from eventcoord.context import Context
-from eventcoord.domain.sessions import SessionState
+from eventcoord.domain.sessions import SessionState, require_session
+from eventcoord.errors import DomainError
 from eventcoord.projections.tables import sessions
 from eventcoord.store.prepared import Prepared
+from eventcoord.store.schema import guards
+
+_WS: BindParameter[str] = bindparam("ws")
+_KEY: BindParameter[str] = bindparam("key")
 
 _SESSION_COLUMNS = (
     sessions.c.session_id,
@@ -43,6 +51,14 @@ def load_session(conn: Connection, ctx: Context, session_id: str, *, lock: bool 
     return None if row is None else SessionState(*row)
 
 
+def require_present(conn: Connection, ctx: Context, session_id: str) -> SessionState:
+    """The session, locked; an ended session can do nothing more (a stale one revives)."""
+    s = require_session(load_session(conn, ctx, session_id, lock=True), session_id)
+    if s.ended_us is not None:
+        raise DomainError("SESSION_NOT_LIVE", f"session {session_id!r} has ended", {"session_id": session_id, "ended": True})
+    return s
+
+
 def load_sessions(conn: Connection, ctx: Context, session_ids: set[str]) -> dict[str, SessionState]:
     """Several sessions by id (holders of leases or claims), without locking them."""
     if not session_ids:
@@ -53,3 +69,19 @@ def load_sessions(conn: Connection, ctx: Context, session_ids: set[str]) -> dict
         )
     )
     return {r.session_id: SessionState(*r) for r in rows}
+
+
+def _insert_guard(dialect: str) -> Executable:
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(guards)
+    return insert.values(workspace=_WS, key=_KEY).on_conflict_do_nothing()
+
+
+_INSERT_GUARD = Prepared(_insert_guard)
+_LOCK_GUARD = Prepared(lambda d: select(guards.c.key).where((guards.c.workspace == _WS) & (guards.c.key == _KEY)).with_for_update())
+
+
+def lock_guard(conn: Connection, workspace: str, key: str) -> None:
+    """Lock (creating it if missing) the guard row ``key`` of a workspace until commit."""
+    params = {"ws": workspace, "key": key}
+    _INSERT_GUARD.run(conn, params)
+    _LOCK_GUARD.first(conn, params)

@@ -1,4 +1,4 @@
-"""Handlers of the files tier: lock the workspace, load the live claims that could overlap, decide.
+"""Handlers of file claims: lock the workspace, load the live claims that could overlap, decide.
 
 On PostgreSQL the workspace row is locked FOR UPDATE before the claims are read, so two
 claim_files of one workspace (on any replica) are decided one after the other and never
@@ -7,16 +7,17 @@ both grant overlapping exclusive claims. On SQLite the single writer already ser
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, or_, select
 
 from eventcoord.auth import ensure_workspace
-from eventcoord.commands import ClaimFiles, Command, PostMessage, ReleaseFiles
+from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context, Decision
 from eventcoord.domain import files as domain
 from eventcoord.domain.paths import literal_prefix
+from eventcoord.domain.sessions import claimant
 from eventcoord.handlers.common import load_session, load_sessions
 from eventcoord.projections.tables import file_claims
 from eventcoord.store.schema import workspaces
@@ -95,7 +96,7 @@ def overlap_candidates(conn: Connection, ctx: Context, paths: Iterable[str]) -> 
 def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
     paths = domain.normalise_paths(cmd.paths)  # 422 before anything is read or locked
     session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
-    domain.claimant(cmd.session_id, session, ctx)  # SESSION_NOT_LIVE before taking the lock
+    claimant(cmd.session_id, session, ctx)  # SESSION_NOT_LIVE before taking the lock
     lock_workspace(conn, ctx)
     held = overlap_candidates(conn, ctx, paths)
     holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
@@ -111,13 +112,3 @@ def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision
         .order_by(file_claims.c.position, file_claims.c.idx)
     )
     return domain.decide_release(cmd, ctx, session, [domain.ClaimRow(*r) for r in rows])
-
-
-def post_message(conn: Connection, ctx: Context, cmd: PostMessage) -> Decision:
-    session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
-    kind, _, name = cmd.channel.partition(":")
-    target = load_session(conn, ctx, name) if kind == "agent" else None
-    return domain.decide_post(cmd, ctx, session, target)
-
-
-HANDLERS: dict[type[Command], Callable[[Connection, Context, Any], Decision]] = {ClaimFiles: claim_files, ReleaseFiles: release_files, PostMessage: post_message}

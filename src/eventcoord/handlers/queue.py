@@ -1,4 +1,4 @@
-"""Handlers of the queue tier: enqueue, claim_next_work, start/finish, named leases.
+"""Handlers of the work queue: enqueue, claim_next_work, start/finish.
 
 Every queue command on a project first locks the project's guard row (the same lock the
 WIP cap uses), so its decisions are serialised by the database across replicas, then
@@ -16,24 +16,17 @@ from typing import Any
 import msgspec
 from sqlalchemy import Connection, func, select
 
-from eventcoord.commands import (
-    AcquireLease,
-    ClaimNextWork,
-    EnqueueWork,
-    FinishWork,
-    ReleaseLease,
-    RenewLease,
-    StartWork,
-)
+from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Context, Decision
-from eventcoord.domain import leases as lease_domain
+from eventcoord.domain import issues as lease_domain
 from eventcoord.domain import queue as domain
-from eventcoord.domain.sessions import SessionState, require_live, require_session
+from eventcoord.domain.sessions import SessionState, require_live
 from eventcoord.errors import DomainError
 from eventcoord.events import LeaseReleased, WorkEnqueued
-from eventcoord.handlers.common import load_session
-from eventcoord.handlers.leases import load_lease, lock_guard, lock_project, try_grant
-from eventcoord.projections.tables import file_claims, issues, named_leases, sessions, work_items
+from eventcoord.handlers.common import load_session, require_present
+from eventcoord.handlers.issues import load_lease, lock_project, try_grant
+from eventcoord.liveness import not_live_clause
+from eventcoord.projections.tables import file_claims, issues, sessions, work_items
 from eventcoord.store.schema import workspaces
 
 PAGE = 100
@@ -83,14 +76,6 @@ def _require_item(conn: Connection, ctx: Context, item_id: str) -> domain.ItemSt
     return item
 
 
-def _require_present(conn: Connection, ctx: Context, session_id: str) -> SessionState:
-    """The session, locked; an ended session can do nothing more (a stale one revives)."""
-    s = require_session(load_session(conn, ctx, session_id, lock=True), session_id)
-    if s.ended_us is not None:
-        raise DomainError("SESSION_NOT_LIVE", f"session {session_id!r} has ended", {"session_id": session_id, "ended": True})
-    return s
-
-
 # --- stale-worker recovery -------------------------------------------------------------
 
 
@@ -104,7 +89,6 @@ def requeue_stale(
     ``d.events`` of its release (a grant in the same decision reclaims it instead).
     Reads only the project's claimed/running items (index ``ix_work_items_queue``).
     """
-    cutoff = ctx.now_us - ctx.ttl_us
     suspects = conn.execute(
         select(work_items.c.session_id)
         .select_from(work_items.join(sessions, sessions.c.session_id == work_items.c.session_id))
@@ -113,7 +97,7 @@ def requeue_stale(
             & (work_items.c.project == project)
             & work_items.c.status.in_(domain.ACTIVE)
             & (sessions.c.kind != "human")
-            & (sessions.c.ended_us.is_not(None) | (sessions.c.last_seen_us <= cutoff))
+            & not_live_clause(sessions.c.last_seen_us, sessions.c.ended_us, ctx.cutoff_us)
         )
         .distinct()
     ).scalars().all()
@@ -243,7 +227,7 @@ def _exclusive_claims(conn: Connection, ctx: Context) -> list[domain.FileClaimVi
         .where((file_claims.c.workspace == ctx.workspace) & file_claims.c.released_us.is_(None) & file_claims.c.exclusive)
     )
     return [
-        domain.FileClaimView(r.path, r.session_id, r.last_seen_us is not None and ctx.is_live(r.last_seen_us, r.ended_us))
+        domain.FileClaimView(r.path, r.session_id, ctx.is_live(r.last_seen_us, r.ended_us))
         for r in rows
     ]
 
@@ -295,7 +279,7 @@ def claim_next_work(conn: Connection, ctx: Context, cmd: ClaimNextWork) -> Decis
 def start_work(conn: Connection, ctx: Context, cmd: StartWork) -> Decision:
     item = _require_item(conn, ctx, cmd.item_id)
     lock_project(conn, ctx, item.project)
-    me = _require_present(conn, ctx, cmd.session_id)
+    me = require_present(conn, ctx, cmd.session_id)
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
     recovered, _ = requeue_stale(conn, ctx, d, item.project, me.session_id)
     item = recovered.get(item.item_id) or load_item(conn, ctx, item.item_id, lock=True) or item
@@ -309,7 +293,7 @@ def finish_work(conn: Connection, ctx: Context, cmd: FinishWork) -> Decision:
         raise DomainError("FORBIDDEN", "only an admin may finish work without a session", {"item_id": cmd.item_id})
     item = _require_item(conn, ctx, cmd.item_id)
     lock_project(conn, ctx, item.project)
-    me = _require_present(conn, ctx, cmd.session_id) if cmd.session_id is not None else None
+    me = require_present(conn, ctx, cmd.session_id) if cmd.session_id is not None else None
     sid = me.session_id if me else None
     d = Decision(session_id=sid, actor_key=me.actor_key if me else None)
     recovered, _ = requeue_stale(conn, ctx, d, item.project, sid)
@@ -346,54 +330,3 @@ def _release_item_lease(conn: Connection, ctx: Context, d: Decision, item: domai
             by_session_id=by if by != lease.session_id else None,
         ),
     )
-
-
-# --- named leases ----------------------------------------------------------------------
-
-
-def load_named_lease(conn: Connection, ctx: Context, name: str) -> domain.NamedLeaseState | None:
-    """Lock a named lease (its guard row, then its row) and read its last grant.
-
-    The guard row exists even before the first grant, so two first acquisitions serialise
-    too; the read-model row itself is written only by the projection.
-    """
-    lock_guard(conn, ctx.workspace, f"lease:{name}")
-    row = conn.execute(
-        select(
-            named_leases.c.name,
-            named_leases.c.session_id,
-            named_leases.c.actor_key,
-            named_leases.c.fencing_token,
-            named_leases.c.ttl_seconds,
-            named_leases.c.expires_us,
-        )
-        .where((named_leases.c.workspace == ctx.workspace) & (named_leases.c.name == name))
-        .with_for_update()
-    ).one_or_none()
-    return None if row is None else domain.NamedLeaseState(*row)
-
-
-def acquire_lease(conn: Connection, ctx: Context, cmd: AcquireLease) -> Decision:
-    me = require_live(load_session(conn, ctx, cmd.session_id, lock=True), cmd.session_id, ctx)
-    return domain.decide_acquire(cmd.name, load_named_lease(conn, ctx, cmd.name), me, cmd.ttl_seconds, ctx)
-
-
-def renew_lease(conn: Connection, ctx: Context, cmd: RenewLease) -> Decision:
-    me = _require_present(conn, ctx, cmd.session_id)
-    return domain.decide_renew(cmd.name, load_named_lease(conn, ctx, cmd.name), me, cmd.ttl_seconds, ctx)
-
-
-def release_lease(conn: Connection, ctx: Context, cmd: ReleaseLease) -> Decision:
-    me = _require_present(conn, ctx, cmd.session_id)
-    return domain.decide_release(cmd.name, load_named_lease(conn, ctx, cmd.name), me, ctx)
-
-
-HANDLERS: dict[type, Any] = {
-    EnqueueWork: enqueue_work,
-    ClaimNextWork: claim_next_work,
-    StartWork: start_work,
-    FinishWork: finish_work,
-    AcquireLease: acquire_lease,
-    RenewLease: renew_lease,
-    ReleaseLease: release_lease,
-}

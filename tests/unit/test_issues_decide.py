@@ -17,7 +17,7 @@ import pytest
 
 from eventcoord.commands import ClaimIssue, ReleaseIssue, VerifyHold
 from eventcoord.context import Caller, Context, Decision
-from eventcoord.domain.leases import (
+from eventcoord.domain.issues import (
     IssueState,
     IssueView,
     LeaseState,

@@ -1,4 +1,4 @@
-"""Handlers of the issue tier: load leases, holders, declarers and the cap; decide.
+"""Handlers of issue leases: load leases, holders, declarers and the cap; decide.
 
 On PostgreSQL a project's guard row is locked FOR UPDATE before the cap is counted, so
 the count and the grant are one decision the database serialises across replicas; the
@@ -8,31 +8,17 @@ partial unique index on unreleased leases is the backstop.
 from __future__ import annotations
 
 from sqlalchemy import Connection, and_, bindparam, func, select
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.sql import Executable
-from sqlalchemy.sql.elements import BindParameter
 
-from eventcoord.commands import ClaimIssue, Command, ReleaseIssue, VerifyHold
-from eventcoord.context import Context, Decision, Handler
-from eventcoord.domain import leases as domain
+from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
+from eventcoord.context import Context, Decision
+from eventcoord.domain import issues as domain
 from eventcoord.domain.sessions import SessionState
-from eventcoord.events import LeaseReleased, ReleaseReason
-from eventcoord.handlers.common import _SESSION_COLUMNS, load_session
+from eventcoord.events import LeaseReleased, ProjectConfigured, ReleaseReason
+from eventcoord.handlers.common import _SESSION_COLUMNS, _WS, load_session, lock_guard
+from eventcoord.liveness import live_clause
 from eventcoord.projections.tables import issues, leases, projects, sessions
 from eventcoord.store.prepared import Prepared
-from eventcoord.store.schema import guards
 
-_WS: BindParameter[str] = bindparam("ws")
-_KEY: BindParameter[str] = bindparam("key")
-
-
-def _insert_guard(dialect: str) -> Executable:
-    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(guards)
-    return insert.values(workspace=_WS, key=_KEY).on_conflict_do_nothing()
-
-
-_INSERT_GUARD = Prepared(_insert_guard)
-_LOCK_GUARD = Prepared(lambda d: select(guards.c.key).where((guards.c.workspace == _WS) & (guards.c.key == _KEY)).with_for_update())
 _WIP_LIMIT = Prepared(
     lambda d: select(projects.c.wip_limit).where((projects.c.workspace == _WS) & (projects.c.project == bindparam("project")))
 )
@@ -44,8 +30,7 @@ _LIVE_LEASES = Prepared(
         & (leases.c.project == bindparam("project"))
         & leases.c.released_us.is_(None)
         & (leases.c.issue != bindparam("issue"))
-        & sessions.c.ended_us.is_(None)
-        & (sessions.c.last_seen_us > bindparam("cutoff"))
+        & live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff"))
     )
 )
 _LEASE = select(leases.c.issue, leases.c.project, leases.c.session_id, leases.c.actor_key, leases.c.fencing_token).where(
@@ -64,20 +49,12 @@ _DECLARERS = Prepared(
         and_(
             sessions.c.workspace == _WS,
             sessions.c.working_on == bindparam("issue"),
-            sessions.c.ended_us.is_(None),
-            sessions.c.last_seen_us > bindparam("cutoff"),
+            live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff")),
         )
     )
     .order_by(sessions.c.last_seen_us.desc())
     .limit(5)
 )
-
-
-def lock_guard(conn: Connection, workspace: str, key: str) -> None:
-    """Lock (creating it if missing) the guard row ``key`` of a workspace until commit."""
-    params = {"ws": workspace, "key": key}
-    _INSERT_GUARD.run(conn, params)
-    _LOCK_GUARD.first(conn, params)
 
 
 def lock_project(conn: Connection, ctx: Context, project: str) -> int:
@@ -89,7 +66,7 @@ def lock_project(conn: Connection, ctx: Context, project: str) -> int:
 
 def live_lease_count(conn: Connection, ctx: Context, project: str, except_issue: str) -> int:
     """Live leases of a project, not counting any lease on ``except_issue``."""
-    params = {"ws": ctx.workspace, "project": project, "issue": except_issue, "cutoff": ctx.now_us - ctx.ttl_us}
+    params = {"ws": ctx.workspace, "project": project, "issue": except_issue, "cutoff": ctx.cutoff_us}
     return int(_LIVE_LEASES.scalar(conn, params))
 
 
@@ -104,7 +81,7 @@ def load_issue_view(conn: Connection, ctx: Context, issue: str, *, lock: bool = 
     reg = _ISSUE.first(conn, {"ws": ctx.workspace, "issue": issue})
     lease = load_lease(conn, ctx, issue, lock=lock)
     holder = load_session(conn, ctx, lease.session_id) if lease else None
-    rows = _DECLARERS.rows(conn, {"ws": ctx.workspace, "issue": issue, "cutoff": ctx.now_us - ctx.ttl_us})
+    rows = _DECLARERS.rows(conn, {"ws": ctx.workspace, "issue": issue, "cutoff": ctx.cutoff_us})
     declarers = tuple(SessionState(*r) for r in rows)
     return domain.IssueView(issue, None if reg is None else domain.IssueState(*reg), lease, holder, declarers)
 
@@ -166,4 +143,8 @@ def verify_hold(conn: Connection, ctx: Context, cmd: VerifyHold) -> Decision:
     return domain.decide_verify_hold(cmd, ctx, load_session(conn, ctx, cmd.session_id), load_issue_view(conn, ctx, cmd.issue))
 
 
-HANDLERS: dict[type[Command], Handler] = {ClaimIssue: claim_issue, ReleaseIssue: release_issue, VerifyHold: verify_hold}
+def configure_project(conn: Connection, ctx: Context, cmd: ConfigureProject) -> Decision:
+    d = Decision()
+    d.add(f"project:{cmd.project}", ProjectConfigured(project=cmd.project, wip_limit=cmd.wip_limit))
+    d.result = {"project": cmd.project, "wip_limit": cmd.wip_limit}
+    return d

@@ -1,4 +1,4 @@
-"""The relay's leader lease and publish checkpoint: one row of ``relay_state`` per stream.
+"""Relay leadership: the relay's lease and publish checkpoint, one row of ``relay_state`` per stream.
 
 Renewing the lease and saving the checkpoint are one conditional UPDATE keyed on the
 holder and its fencing token, so a relay that lost the lease can never move the checkpoint.

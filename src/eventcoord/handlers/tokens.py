@@ -1,21 +1,13 @@
-"""Handlers of administrative commands: project configuration and token issue."""
+"""Handler of issue_token: a credential stored hashed, never an event."""
 
 from __future__ import annotations
 
 from sqlalchemy import Connection
 
 from eventcoord.auth import new_token, store_token
-from eventcoord.commands import ConfigureProject, IssueToken
+from eventcoord.commands import IssueToken
 from eventcoord.context import Context, Decision
 from eventcoord.errors import DomainError
-from eventcoord.events import ProjectConfigured
-
-
-def configure_project(conn: Connection, ctx: Context, cmd: ConfigureProject) -> Decision:
-    d = Decision()
-    d.add(f"project:{cmd.project}", ProjectConfigured(project=cmd.project, wip_limit=cmd.wip_limit))
-    d.result = {"project": cmd.project, "wip_limit": cmd.wip_limit}
-    return d
 
 
 def issue_token(conn: Connection, ctx: Context, cmd: IssueToken) -> Decision:

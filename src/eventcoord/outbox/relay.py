@@ -19,14 +19,14 @@ Guarantees, and what gives them:
 * at least once, without duplicates — ``Nats-Msg-Id`` = position (broker de-duplication
   inside ``duplicate_window``), and a (re)started relay resumes from
   max(checkpoint, the stream's last ``Nats-Msg-Id``);
-* a stream bound to another store (metadata ``eventcoord_store_id``) is never written to.
+* a stream bound to another store (metadata ``eventcoord_store_id``) is never written to
+  (:mod:`eventcoord.outbox.jetstream`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import random
@@ -35,7 +35,6 @@ import time
 import uuid
 from typing import Any, Literal
 
-import msgspec
 import nats
 import nats.errors
 import nats.js.errors
@@ -43,52 +42,28 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext, api
 from sqlalchemy import Connection, select
 
-from eventcoord import relay_lease
 from eventcoord.codec import WireEvent, encode
+from eventcoord.outbox import leadership
+from eventcoord.outbox.jetstream import (
+    DEFAULT_DUPLICATE_WINDOW,
+    DEFAULT_MAX_AGE,
+    DEFAULT_MAX_BYTES,
+    WRONG_LAST_SEQUENCE,
+    StreamRefused,
+    ensure_stream,
+    last_position,
+    stream_config,
+    subject_of,
+)
 from eventcoord.store.base import EventStore
 from eventcoord.store.schema import settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("eventcoord.outbox.relay")
 
 RelayState = Literal["publishing", "standby", "disconnected", "refused_foreign_stream", "off"]
 
-#: Stream metadata key naming the store a stream belongs to (SPEC §5 NATS).
-STORE_ID_KEY = "eventcoord_store_id"
-#: NATS is a delivery channel, not the archive: the store keeps every event forever and
-#: ``/v1/events`` replays any range, so the stream keeps a week, at most 1 GiB.
-DEFAULT_MAX_AGE = 7 * 24 * 3600.0
-DEFAULT_MAX_BYTES = 1 << 30
-#: Longer than any relay failover (lease expiry + reconnect), so a re-publish after a
-#: takeover is still recognised by the broker.
-DEFAULT_DUPLICATE_WINDOW = 300.0
-# JetStream error codes: "wrong last sequence" (a publish lost a race for the stream's tail)
-# and "stream name already in use" (another replica created the stream first).
-_WRONG_LAST_SEQUENCE = 10071
-_STREAM_NAME_IN_USE = 10058
 #: How often status()'s head is refreshed from the store, in seconds.
 HEAD_REFRESH = 0.5
-# How far back resync looks past messages without a position (foreign or deleted ones).
-_SCAN_BACK = 64
-
-
-class _Meta(msgspec.Struct):
-    workspace: str = "_"
-
-
-_meta_decoder = msgspec.json.Decoder(_Meta)
-_SUBJECT_UNSAFE = str.maketrans({c: "_" for c in ". *>\t\r\n"})
-
-
-def subject_of(ev: WireEvent) -> str:
-    """``eventcoord.<workspace>.<type>`` for an event (SPEC §3 NATS)."""
-    ws = _meta_decoder.decode(ev.metadata).workspace
-    # Workspace names are validated token-safe (SPEC §5); an unsafe one would make the
-    # subject invalid and stall the relay forever, so neutralise rather than fail.
-    return f"eventcoord.{ws.translate(_SUBJECT_UNSAFE)}.{ev.type.translate(_SUBJECT_UNSAFE)}"
-
-
-class _Refused(Exception):
-    """The stream belongs to another store (or is unbound and not empty)."""
 
 
 class _LostTail(Exception):
@@ -128,16 +103,7 @@ class Relay:
         self.poll_interval = poll_interval
         self.window = max(1, window)
         self.ack_timeout = ack_timeout
-        self.stream_config = api.StreamConfig(
-            name=stream_name,
-            subjects=["eventcoord.>"],
-            storage=api.StorageType.FILE,
-            retention=api.RetentionPolicy.LIMITS,
-            discard=api.DiscardPolicy.OLD,
-            max_age=max_age,
-            max_bytes=max_bytes,
-            duplicate_window=max(duplicate_window, 120.0),
-        )
+        self.stream_config = stream_config(stream_name, max_age, max_bytes, duplicate_window)
         #: Events this relay got a PubAck for (tests and metrics).
         self.published = 0
         self._task: asyncio.Task[None] | None = None
@@ -255,7 +221,7 @@ class Relay:
                 continue
             try:
                 position, seq = await self._resync(js)
-            except _Refused as e:
+            except StreamRefused as e:
                 if self._refused != str(e):
                     log.error("relay: refusing to publish into stream %s: %s", self.stream_name, e)
                 self._refused = str(e)
@@ -315,7 +281,7 @@ class Relay:
                         self._checkpoint = max(self._checkpoint, position)
                         self.published += 1
             except nats.js.errors.APIError as e:
-                if e.err_code == _WRONG_LAST_SEQUENCE:
+                if e.err_code == WRONG_LAST_SEQUENCE:
                     raise _LostTail(f"the stream moved past sequence {seq} (another publisher)") from e
                 raise
             except nats.js.errors.NoStreamResponseError as e:
@@ -333,9 +299,9 @@ class Relay:
 
     async def _resync(self, js: JetStreamContext) -> tuple[int, int]:
         """Make sure the stream exists and is ours; return (resume position, last sequence)."""
-        info = await self._ensure_stream(js)
+        info = await ensure_stream(js, self.stream_name, self.stream_config, self._store_id or "")
         last_seq = info.state.last_seq
-        in_stream = await self._last_position(js, info.state)
+        in_stream = await last_position(js, self.stream_name, info.state)
         position = max(self._persisted, self._checkpoint, in_stream)
         self._checkpoint = position
         if position > self._head and not self._warned_ahead:
@@ -346,48 +312,6 @@ class Relay:
                 log.error("relay: stream %s is at position %d, the store only at %d", self.stream_name, position, self._head)
                 self._warned_ahead = True
         return position, last_seq
-
-    async def _ensure_stream(self, js: JetStreamContext) -> api.StreamInfo:
-        try:
-            info = await js.stream_info(self.stream_name)
-        except nats.js.errors.NotFoundError:
-            config = dataclasses.replace(self.stream_config, metadata={STORE_ID_KEY: self._store_id or ""})
-            try:
-                info = await js.add_stream(config)
-                log.info("relay: created JetStream stream %s bound to store %s", self.stream_name, self._store_id)
-            except nats.js.errors.BadRequestError as e:
-                if e.err_code != _STREAM_NAME_IN_USE:
-                    raise
-                info = await js.stream_info(self.stream_name)
-        metadata = info.config.metadata or {}
-        bound = metadata.get(STORE_ID_KEY)
-        if bound == self._store_id:
-            return info
-        if bound is None and info.state.messages == 0 and info.state.last_seq == 0:
-            # Created empty by an operator (say, with cluster replicas): adopt it.
-            config = info.config
-            config.metadata = {k: v for k, v in metadata.items() if not k.startswith("_nats")}
-            config.metadata[STORE_ID_KEY] = self._store_id or ""
-            return await js.update_stream(config)
-        if bound is None:
-            raise _Refused(f"stream {self.stream_name} is not empty and not bound to any store")
-        raise _Refused(f"stream {self.stream_name} is bound to store {bound}, this store is {self._store_id}")
-
-    async def _last_position(self, js: JetStreamContext, state: api.StreamState) -> int:
-        """The ``Nats-Msg-Id`` (= position) of the newest message that carries one."""
-        seq = state.last_seq
-        floor = max(state.first_seq, seq - _SCAN_BACK)
-        while seq >= floor and seq > 0 and state.messages > 0:
-            try:
-                msg = await js.get_msg(self.stream_name, seq=seq)
-            except nats.js.errors.NotFoundError:  # deleted, or aged out meanwhile
-                seq -= 1
-                continue
-            msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
-            if msg_id.isdigit():
-                return int(msg_id)
-            seq -= 1
-        return 0
 
     # --- the lease and the checkpoint ---------------------------------------------------
 
@@ -419,10 +343,10 @@ class Relay:
         return True
 
     def _lease_txn(self, token: int | None, checkpoint: int) -> Any:
-        return relay_lease.lease_txn(self.stream_name, self.instance_id, int(self.lease_seconds * 1_000_000), token, checkpoint)
+        return leadership.lease_txn(self.stream_name, self.instance_id, int(self.lease_seconds * 1_000_000), token, checkpoint)
 
     def _release_txn(self, token: int | None, checkpoint: int) -> Any:
-        return relay_lease.release_txn(self.stream_name, self.instance_id, token, checkpoint)
+        return leadership.release_txn(self.stream_name, self.instance_id, token, checkpoint)
 
     # --- plumbing -----------------------------------------------------------------------
 

@@ -1,16 +1,28 @@
-"""GET /v1/events/stream: Server-Sent Events, catch-up from a position, then live."""
+"""Routes of the event log: a page of it (``/v1/events``), or Server-Sent Events from a position, then live."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from litestar import Request, get
+from litestar import Request, Response, get
 from litestar.params import Parameter
 from litestar.response import Stream
 
-from eventcoord.api.deps import caller, runtime
-from eventcoord.streaming import follow, sse_frame
+from eventcoord.api.deps import caller, json, runtime
+from eventcoord.outbox.follow import follow, sse_frame
+
+
+@get("/v1/events", operation_id="listEvents", summary="The event log, in position order")
+async def list_events(
+    request: Request[Any, Any, Any],
+    after: Annotated[int, Parameter(ge=0, le=2**63 - 1, description="exclusive lower bound")] = 0,
+    limit: Annotated[int, Parameter(ge=1, description="page size, clamped to 1000")] = 100,
+) -> Response[bytes]:
+    """``{"events": [...]}``: the workspace's events with position > ``after``."""
+    who = await caller(request)
+    events = await runtime(request).store.read(after, min(limit, 1000), who.workspace)
+    return json({"events": events})
 
 
 @get("/v1/events/stream", operation_id="streamEvents", summary="Server-Sent Events: the log from a position, then live")
@@ -31,10 +43,8 @@ async def stream_events(
 
     async def frames() -> AsyncIterator[bytes]:
         yield b": eventcoord stream\n\n"
-        async for ev in follow(rt.store, start, who.workspace, rt.extras.get("commit_signal")):
+        async for ev in follow(rt.store, start, who.workspace, rt.outbox.signal):
             yield sse_frame(ev)
 
     return Stream(frames(), media_type="text/event-stream", headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
-
-ROUTES = [stream_events]

@@ -1,0 +1,123 @@
+"""Reads of file claims: live claims, the conflict log, the heatmap."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Literal
+
+import msgspec
+from sqlalchemy import Connection, func, select
+
+from eventcoord.api.queries.common import read_clock, under
+from eventcoord.codec import format_time
+from eventcoord.liveness import is_live
+from eventcoord.projections.tables import conflicts, file_claims, sessions
+
+HeatmapMode = Literal["claims", "contention"]
+
+
+class Bucket(msgspec.Struct, frozen=True):
+    """One heatmap cell: a path prefix of ``depth`` segments and how often it was hit."""
+
+    prefix: str
+    count: int
+
+
+def bucket_of(path: str, depth: int) -> str:
+    """The first ``depth`` segments of a claimed path, verbatim (``src/`` is ``src``)."""
+    return "/".join([s for s in path.split("/") if s][:depth])
+
+
+def heatmap_buckets(
+    conn: Connection,
+    workspace: str,
+    mode: HeatmapMode,
+    since_us: int | None,
+    until_us: int | None,
+    prefix: str = "",
+    depth: int = 1,
+    limit: int | None = None,
+) -> list[Bucket]:
+    """Counts per path prefix in ``[since, until)``, most first (ties by prefix).
+
+    The database counts per distinct path inside the indexed time window; the few
+    distinct paths are folded into buckets here.
+    """
+    table, at = (file_claims, file_claims.c.claimed_us) if mode == "claims" else (conflicts, conflicts.c.occurred_us)
+    where = table.c.workspace == workspace
+    if since_us is not None:
+        where = where & (at >= since_us)
+    if until_us is not None:
+        where = where & (at < until_us)
+    if prefix:
+        where = where & under(conn, table.c.path, prefix)
+    counts: Counter[str] = Counter()
+    for path, n in conn.execute(select(table.c.path, func.count()).where(where).group_by(table.c.path)):
+        counts[bucket_of(path, depth)] += int(n)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [Bucket(p, n) for p, n in ranked[:limit]]
+
+
+def live_claims(
+    conn: Connection, workspace: str, issue: str | None, session_id: str | None, prefix: str, limit: int
+) -> list[dict[str, Any]]:
+    """Unreleased claims, oldest first, with the holder's liveness computed now."""
+    _, cutoff = read_clock(conn)
+    where = (file_claims.c.workspace == workspace) & file_claims.c.released_us.is_(None)
+    if issue is not None:
+        where = where & (file_claims.c.issue == issue)
+    if session_id is not None:
+        where = where & (file_claims.c.session_id == session_id)
+    if prefix:
+        where = where & under(conn, file_claims.c.path, prefix)
+    stmt = (
+        select(file_claims, sessions.c.last_seen_us, sessions.c.ended_us)
+        .select_from(file_claims.outerjoin(sessions, sessions.c.session_id == file_claims.c.session_id))
+        .where(where)
+        .order_by(file_claims.c.position, file_claims.c.idx)
+        .limit(limit)
+    )
+    return [
+        {
+            "path": r.path,
+            "issue": r.issue,
+            "session_id": r.session_id,
+            "actor_key": r.actor_key,
+            "exclusive": r.exclusive,
+            # A claim without a session has no liveness: it is held until forced.
+            "live": r.session_id is None or is_live(r.last_seen_us, r.ended_us, cutoff),
+            "claimed_at": format_time(r.claimed_us),
+            "position": r.position,
+        }
+        for r in conn.execute(stmt)
+    ]
+
+
+def conflict_log(
+    conn: Connection, workspace: str, since_us: int | None, until_us: int | None, prefix: str, after: int, limit: int
+) -> list[dict[str, Any]]:
+    """ClaimConflict rows in position order, within the window and under the prefix."""
+    where = (conflicts.c.workspace == workspace) & (conflicts.c.position > after)
+    if since_us is not None:
+        where = where & (conflicts.c.occurred_us >= since_us)
+    if until_us is not None:
+        where = where & (conflicts.c.occurred_us < until_us)
+    if prefix:
+        where = where & under(conn, conflicts.c.path, prefix)
+    rows = conn.execute(select(conflicts).where(where).order_by(conflicts.c.position).limit(limit))
+    return [
+        {
+            "position": r.position,
+            "path": r.path,
+            "issue": r.issue,
+            "session_id": r.session_id,
+            "holder_path": r.holder_path,
+            "holder_issue": r.holder_issue,
+            "holder_session_id": r.holder_session_id,
+            "forced": r.forced,
+            "actor_key": r.actor_key,
+            "holder_actor_key": r.holder_actor_key,
+            "occurred_at": format_time(r.occurred_us),
+        }
+        for r in rows
+    ]

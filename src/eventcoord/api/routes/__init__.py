@@ -1,0 +1,38 @@
+"""The table of contents of the HTTP API: every route, by concept.
+
+Writes go through one endpoint (``POST /v1/commands``); everything else reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventcoord.api.routes import (
+    commands,
+    events,
+    files,
+    health,
+    issues,
+    messages,
+    named_leases,
+    queue,
+    sessions,
+)
+
+ROUTES: list[Any] = [
+    commands.post_command,  # POST /v1/commands: every write
+    health.health,  # GET /health
+    health.prometheus_metrics,  # GET /metrics
+    events.list_events,  # GET /v1/events
+    events.stream_events,  # GET /v1/events/stream (SSE)
+    sessions.list_agents,  # GET /v1/agents
+    sessions.get_agent,  # GET /v1/agents/{session_id}
+    issues.issue_state,  # GET /v1/issues/{issue}/state
+    issues.list_leases,  # GET /v1/leases
+    files.list_file_claims,  # GET /v1/file-claims
+    files.list_conflicts,  # GET /v1/conflicts
+    files.heatmap,  # GET /v1/heatmap
+    messages.list_messages,  # GET /v1/messages
+    queue.list_queue,  # GET /v1/queue
+    named_leases.list_named_leases,  # GET /v1/named-leases
+]

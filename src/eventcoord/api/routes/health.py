@@ -1,0 +1,32 @@
+"""Routes for operators: readiness (``/health``) and Prometheus metrics (``/metrics``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response, get
+
+from eventcoord import metrics
+from eventcoord.api.deps import json, runtime
+
+
+@get("/health", operation_id="health", summary="Readiness", exclude_from_auth=True)
+async def health(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """200 when the service is ready; reports the head position and the relay's state."""
+    rt = runtime(request)
+    head = await rt.store.head()
+    body: dict[str, Any] = {"status": "ok", "head": head, "backend": rt.store.dialect}
+    relay = rt.outbox.relay
+    body["relay"] = {**relay.status(), "nats_url": relay.nats_url} if relay is not None else {"state": "off"}
+    return json(body)
+
+
+@get("/metrics", operation_id="metrics", summary="Prometheus metrics", exclude_from_auth=True)
+async def prometheus_metrics(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Prometheus exposition: commands by type and outcome, latency, log head, relay lag."""
+    relay = runtime(request).outbox.relay
+    if relay is not None:
+        metrics.RELAY_LAG.set(relay.status().get("lag", 0))
+    return Response(metrics.render(), media_type="text/plain; version=0.0.4")
+
+

@@ -1,0 +1,45 @@
+"""Routes of issue leases: the effective state of an issue, the unreleased leases."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from litestar import Request, Response, get
+from litestar.params import Parameter
+
+from eventcoord.api.deps import caller, json, runtime
+from eventcoord.api.queries import issues as queries
+from eventcoord.errors import DomainError, ValidationFailed
+from eventcoord.sanitize import KEY_PATTERN
+
+_KEY = re.compile(KEY_PATTERN)
+
+
+@get("/v1/issues/{issue_path:path}", operation_id="issueState", summary="Effective state of an issue: /v1/issues/{issue}/state")
+async def issue_state(
+    request: Request[Any, Any, Any],
+    issue_path: str,
+    as_: Annotated[str | None, Parameter(query="as", description="the session asking")] = None,
+) -> Response[bytes]:
+    """``{issue, state, reason, holder}``: assignment joined with liveness, as ``as`` sees it."""
+    who = await caller(request)
+    # Issue keys may hold "/", so the key is everything between /v1/issues/ and /state.
+    path = issue_path.lstrip("/")
+    if not path.endswith("/state"):
+        raise DomainError("NOT_FOUND", "use /v1/issues/{issue}/state")
+    issue = path[: -len("/state")]
+    if not _KEY.match(issue):
+        raise ValidationFailed("issue", "issue keys match [A-Za-z0-9][A-Za-z0-9._:/#-]{0,127}")
+    return json(await runtime(request).store.query(lambda c: queries.issue_state(c, who, issue, as_)))
+
+
+@get("/v1/leases", operation_id="listLeases", summary="Unreleased issue leases with their holders' liveness")
+async def list_leases(
+    request: Request[Any, Any, Any],
+    project: Annotated[str | None, Parameter(description="only this project")] = None,
+    session: Annotated[str | None, Parameter(description="only this holder session")] = None,
+) -> Response[bytes]:
+    """``{"leases": [{issue, project, session_id, actor_key, fencing_token, live, kind, granted_at}]}``."""
+    who = await caller(request)
+    return json({"leases": await runtime(request).store.query(lambda c: queries.list_leases(c, who.workspace, project, session))})

@@ -1,0 +1,69 @@
+"""One place that wires the service together: store, outbox, service, authenticator.
+
+:func:`start` opens and migrates the store, prepares it (the ``default`` workspace, the
+TTL given on the command line), starts the outbox and builds the command pipeline with
+its commit hook; :meth:`Runtime.stop` undoes it in reverse. The HTTP app's lifespan is
+its only caller in production; tests and tools may call it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, update
+
+from eventcoord.auth import Authenticator, ensure_workspace
+from eventcoord.config import Settings
+from eventcoord.outbox.setup import Outbox, start_outbox
+from eventcoord.service import Service
+from eventcoord.store import log, open_store
+from eventcoord.store.base import EventStore
+from eventcoord.store.schema import settings as settings_table
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """Everything a running service holds, typed: what the routes use."""
+
+    settings: Settings
+    store: EventStore
+    outbox: Outbox
+    service: Service
+    auth: Authenticator
+
+    async def stop(self) -> None:
+        """Stop the outbox (relay, then broker), then close the store."""
+        try:
+            await self.outbox.stop()
+        finally:
+            await self.store.close()
+
+
+async def start(settings: Settings) -> Runtime:
+    """Open, migrate and prepare the store; start the outbox; build the pipeline."""
+    store = open_store(settings.database_url)
+    await store.start()
+    await store.migrate()
+
+    def prepare(conn: Connection) -> None:
+        now_us, _ = log.clock(conn)
+        ensure_workspace(conn, "default", now_us)
+        if settings.ttl_seconds is not None:
+            conn.execute(
+                update(settings_table).where(settings_table.c.key == "ttl_seconds").values(value=str(settings.ttl_seconds))
+            )
+        log.forget_ttl()
+
+    try:
+        await store.transact(prepare)
+        outbox = await start_outbox(store, settings)
+    except BaseException:
+        await store.close()
+        raise
+    return Runtime(
+        settings=settings,
+        store=store,
+        outbox=outbox,
+        service=Service(store, on_commit=outbox.committed),
+        auth=Authenticator(store, settings.bootstrap_token),
+    )
