@@ -64,6 +64,8 @@ class Context:
 
 #: A handler: loads state on a connection, returns a Decision (see eventcoord.handlers).
 Handler = Callable[[Any, "Context", Any], "Decision"]
+#: An event and the stream it is appended to.
+StreamEvent = tuple[str, Event]
 
 
 @dataclass(slots=True)
@@ -74,7 +76,7 @@ class Decision:
     them and then answered as an error; any other refusal is raised as a DomainError.
     """
 
-    events: list[tuple[str, Event]] = field(default_factory=list)
+    events: list[StreamEvent] = field(default_factory=list)
     result: Any = None
     error: DomainError | None = None
     session_id: str | None = None

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from tests.conftest import BOOTSTRAP, Api, ServerProcess
 
 from eventcoord.commands import COMMAND_TYPES
-from eventcoord.errors import HTTP_STATUS
+from eventcoord.errors import ErrorCode
 from eventcoord.handlers import HANDLERS
 
-ERROR_STATUS = {**HTTP_STATUS, "METHOD_NOT_ALLOWED": 405}
+ERROR_STATUS = {code.value: code.status for code in ErrorCode}
 RAW_RUNTIME_ID = "runtime-thread-4c1f9e27-do-not-store"
 
 

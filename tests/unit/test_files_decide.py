@@ -51,7 +51,7 @@ def claim(*paths: str, held: list[ClaimRow] | None = None, role: str = "agent", 
     kw.setdefault("session_id", ME)
     cmd = ClaimFiles(issue="MINE-1", paths=list(paths), **kw)
     sid = kw["session_id"]
-    return domain.decide_claim(cmd, ctx(role), SESSIONS.get(sid) if sid else None, held or [], SESSIONS)
+    return domain.decide_claim_files(domain.ClaimFilesState(SESSIONS.get(sid) if sid else None, held or [], SESSIONS), cmd, ctx(role))
 
 
 def kinds(d: Decision) -> list[str]:
@@ -264,18 +264,18 @@ def test_forced_messages_are_sanitised_and_capped() -> None:
 
 def test_release_named_paths_or_all() -> None:
     own = [row("src/", issue="MINE-1", sid=ME), row("lib/a.py", issue="MINE-1", sid=ME)]
-    d = domain.decide_release(ReleaseFiles(issue="MINE-1", session_id=ME, paths=["./src//", "nope"]), ctx(), SESSIONS[ME], own)
+    d = domain.decide_release_files(domain.ReleaseFilesState(SESSIONS[ME], own), ReleaseFiles(issue="MINE-1", session_id=ME, paths=["./src//", "nope"]), ctx())
     (e,) = of(d, FileClaimReleased)
     assert (e.paths, e.reason, e.session_id) == (["src/"], "released", ME)
-    everything = domain.decide_release(ReleaseFiles(issue="MINE-1", session_id=ME), ctx(), SESSIONS[ME], own)
+    everything = domain.decide_release_files(domain.ReleaseFilesState(SESSIONS[ME], own), ReleaseFiles(issue="MINE-1", session_id=ME), ctx())
     assert of(everything, FileClaimReleased)[0].paths == ["src/", "lib/a.py"]
-    nothing = domain.decide_release(ReleaseFiles(issue="MINE-1", session_id=ME), ctx(), SESSIONS[ME], [])
+    nothing = domain.decide_release_files(domain.ReleaseFilesState(SESSIONS[ME], []), ReleaseFiles(issue="MINE-1", session_id=ME), ctx())
     assert nothing.events == [] and nothing.result == {"released": []}
 
 
 def test_release_validates_paths() -> None:
     with pytest.raises(DomainError) as e:
-        domain.decide_release(ReleaseFiles(issue="I", session_id=ME, paths=["a", "/b"]), ctx(), SESSIONS[ME], [])
+        domain.decide_release_files(domain.ReleaseFilesState(SESSIONS[ME], []), ReleaseFiles(issue="I", session_id=ME, paths=["a", "/b"]), ctx())
     assert e.value.details["field"] == "paths[1]"
 
 

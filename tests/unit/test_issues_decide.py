@@ -1,6 +1,6 @@
 """Unit tests of the issue tier's pure decisions (no database).
 
-``effective_state``, ``decide_claim``, ``decide_release`` and ``decide_verify_hold`` are
+``effective_state``, ``decide_claim_issue``, ``decide_release_issue`` and ``decide_verify_hold`` are
 fed SessionState / IssueView / LeaseState / IssueState values built by hand and a
 ``Context`` with a fixed clock, and checked against SPEC §1 (Issue lease, Effective
 state, Guard points, Takeover) and §5 (claim_issue / Effective state / verify_hold
@@ -15,20 +15,25 @@ from typing import Any
 
 import pytest
 
-from eventcoord.commands import ClaimIssue, ReleaseIssue, VerifyHold
+from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
 from eventcoord.context import Caller, Context, Decision
 from eventcoord.domain.issues import (
+    ClaimState,
     IssueState,
     IssueView,
     LeaseState,
-    decide_claim,
-    decide_release,
+    ReleaseState,
+    VerifyState,
+    decide_claim_issue,
+    decide_configure_project,
+    decide_release_issue,
     decide_verify_hold,
     effective_state,
+    grant_for_work,
 )
 from eventcoord.domain.sessions import SessionState
 from eventcoord.errors import DomainError
-from eventcoord.events import LeaseGranted, LeaseReleased, WipCapDenied
+from eventcoord.events import LeaseGranted, LeaseReleased, ProjectConfigured, WipCapDenied
 
 # ------------------------------------------------------------------------------ givens
 
@@ -334,9 +339,7 @@ class TestHolderSanitisedAtConstruction:
 
     def test_refusal_details_carry_the_sanitised_actor_key(self) -> None:
         hostile = session("s-alice", actor_key=self.HOSTILE)
-        err = refused(
-            decide_claim, claim(ME.session_id), ctx(), ME, view_held_by(hostile), LIMIT, 0
-        )
+        err = refused(decide_claim_issue, ClaimState(ME, view_held_by(hostile), LIMIT, 0), claim(ME.session_id), ctx())
         assert err.code == "ISSUE_HELD"
         assert err.details["actor_key"] == self.CLEAN
 
@@ -352,13 +355,13 @@ class TestClaimSessionNotLive:
         # given a caller that is not live, on an issue it even holds itself
         view = view_held_by(caller)
         # when it claims
-        err = refused(decide_claim, claim(caller.session_id), ctx(), caller, view, LIMIT, 0)
+        err = refused(decide_claim_issue, ClaimState(caller, view, LIMIT, 0), claim(caller.session_id), ctx())
         # then SESSION_NOT_LIVE, before anything else
         assert err.code == "SESSION_NOT_LIVE"
 
     def test_stale_caller_refused_even_on_a_free_issue(self) -> None:
         stale = session("s-me", live=False)
-        err = refused(decide_claim, claim(stale.session_id), ctx(), stale, free_view(), LIMIT, 0)
+        err = refused(decide_claim_issue, ClaimState(stale, free_view(), LIMIT, 0), claim(stale.session_id), ctx())
         assert err.code == "SESSION_NOT_LIVE"
 
 
@@ -367,7 +370,7 @@ class TestClaimOwnLease:
         # given ME holds the lease with token 5
         view = view_held_by(ME, 5)
         # when ME claims again
-        d = decide_claim(claim(ME.session_id), ctx(), ME, view, LIMIT, 1)
+        d = decide_claim_issue(ClaimState(ME, view, LIMIT, 1), claim(ME.session_id), ctx())
         # then the existing lease is answered, nothing appended, no error
         assert d.events == []
         assert d.error is None
@@ -378,7 +381,7 @@ class TestClaimOwnLease:
         # given the project is at (and over) its cap
         view = view_held_by(ME, 5)
         # when ME claims its own issue
-        d = decide_claim(claim(ME.session_id), ctx(), ME, view, LIMIT, LIMIT + 2)
+        d = decide_claim_issue(ClaimState(ME, view, LIMIT, LIMIT + 2), claim(ME.session_id), ctx())
         # then no cap check: same token, no WipCapDenied
         assert d.events == []
         assert d.error is None
@@ -386,7 +389,7 @@ class TestClaimOwnLease:
 
     def test_own_lease_with_force_is_still_a_no_op(self) -> None:
         view = view_held_by(ME, 5)
-        d = decide_claim(claim(ME.session_id, force=True), ctx("admin"), ME, view, LIMIT, 0)
+        d = decide_claim_issue(ClaimState(ME, view, LIMIT, 0), claim(ME.session_id, force=True), ctx("admin"))
         assert d.events == [] and d.result["fencing_token"] == 5
 
 
@@ -396,7 +399,7 @@ class TestClaimHumanHeld:
         # given a person holds the lease (live or stale)
         view = view_held_by(human, 2)
         # when ME claims
-        err = refused(decide_claim, claim(ME.session_id), ctx(), ME, view, LIMIT, 0)
+        err = refused(decide_claim_issue, ClaimState(ME, view, LIMIT, 0), claim(ME.session_id), ctx())
         # then HUMAN_HELD naming the holder
         assert err.code == "HUMAN_HELD"
         assert err.details == {
@@ -406,22 +409,12 @@ class TestClaimHumanHeld:
         }
 
     def test_human_held_comes_before_the_cap(self) -> None:
-        err = refused(
-            decide_claim, claim(ME.session_id), ctx(), ME, view_held_by(HUMAN_STALE), LIMIT, LIMIT
-        )
+        err = refused(decide_claim_issue, ClaimState(ME, view_held_by(HUMAN_STALE), LIMIT, LIMIT), claim(ME.session_id), ctx())
         assert err.code == "HUMAN_HELD"
 
     @pytest.mark.parametrize("human", [HUMAN_LIVE, HUMAN_STALE], ids=["live", "stale"])
     def test_agent_role_force_is_not_honoured_on_a_human_lease(self, human: SessionState) -> None:
-        err = refused(
-            decide_claim,
-            claim(ME.session_id, force=True),
-            ctx("agent"),
-            ME,
-            view_held_by(human),
-            LIMIT,
-            0,
-        )
+        err = refused(decide_claim_issue, ClaimState(ME, view_held_by(human), LIMIT, 0), claim(ME.session_id, force=True), ctx("agent"))
         assert err.code == "HUMAN_HELD"
 
 
@@ -430,7 +423,7 @@ class TestClaimIssueHeld:
         # given ALICE (live) holds the lease
         view = view_held_by(ALICE_LIVE, 3)
         # when ME claims
-        err = refused(decide_claim, claim(ME.session_id), ctx(), ME, view, LIMIT, 0)
+        err = refused(decide_claim_issue, ClaimState(ME, view, LIMIT, 0), claim(ME.session_id), ctx())
         # then ISSUE_HELD naming ALICE
         assert err.code == "ISSUE_HELD"
         assert err.details == {
@@ -443,15 +436,13 @@ class TestClaimIssueHeld:
         # given nobody leases the issue but DECLARER declares working_on it
         view = free_view(reg=registry(2), declarers=(DECLARER,))
         # when ME claims
-        err = refused(decide_claim, claim(ME.session_id), ctx(), ME, view, LIMIT, 0)
+        err = refused(decide_claim_issue, ClaimState(ME, view, LIMIT, 0), claim(ME.session_id), ctx())
         # then ISSUE_HELD naming the declarer
         assert err.code == "ISSUE_HELD"
         assert err.details == {"issue": ISSUE, "session_id": "s-decl", "actor_key": "actor-s-decl"}
 
     def test_issue_held_comes_before_the_cap(self) -> None:
-        err = refused(
-            decide_claim, claim(ME.session_id), ctx(), ME, view_held_by(ALICE_LIVE), LIMIT, LIMIT
-        )
+        err = refused(decide_claim_issue, ClaimState(ME, view_held_by(ALICE_LIVE), LIMIT, LIMIT), claim(ME.session_id), ctx())
         assert err.code == "ISSUE_HELD"
 
     @pytest.mark.parametrize(
@@ -461,23 +452,19 @@ class TestClaimIssueHeld:
     )
     def test_agent_role_force_is_not_honoured(self, view: IssueView) -> None:
         # given an agent-role token asks to force
-        err = refused(
-            decide_claim, claim(ME.session_id, force=True), ctx("agent"), ME, view, LIMIT, 0
-        )
+        err = refused(decide_claim_issue, ClaimState(ME, view, LIMIT, 0), claim(ME.session_id, force=True), ctx("agent"))
         # then the force is ignored: ISSUE_HELD
         assert err.code == "ISSUE_HELD"
 
     def test_a_declaring_caller_alone_gets_the_grant(self) -> None:
         me_declaring = session("s-me", working_on=ISSUE)
-        d = decide_claim(
-            claim("s-me"), ctx(), me_declaring, free_view(declarers=(me_declaring,)), LIMIT, 0
-        )
+        d = decide_claim_issue(ClaimState(me_declaring, free_view(declarers=(me_declaring,)), LIMIT, 0), claim("s-me"), ctx())
         assert types(d) == ["LeaseGranted"] and d.result["fencing_token"] == 1
 
     def test_declarers_never_block_a_declaring_caller(self) -> None:
         me_declaring = session("s-me", working_on=ISSUE)
         view = free_view(declarers=(DECLARER, me_declaring))
-        d = decide_claim(claim("s-me"), ctx(), me_declaring, view, LIMIT, 0)
+        d = decide_claim_issue(ClaimState(me_declaring, view, LIMIT, 0), claim("s-me"), ctx())
         assert types(d) == ["LeaseGranted"]
 
 
@@ -487,7 +474,7 @@ class TestClaimForce:
         # given ALICE (live) holds the lease with token 4
         view = view_held_by(ALICE_LIVE, 4)
         # when ME claims with force under a human/admin token
-        d = decide_claim(claim(ME.session_id, force=True), ctx(role), ME, view, LIMIT, 0)
+        d = decide_claim_issue(ClaimState(ME, view, LIMIT, 0), claim(ME.session_id, force=True), ctx(role))
         # then ALICE's lease is released as superseded, then ME is granted token 5
         assert d.error is None
         assert d.events == [
@@ -517,9 +504,7 @@ class TestClaimForce:
 
     @pytest.mark.parametrize("human", [HUMAN_LIVE, HUMAN_STALE], ids=["live", "stale"])
     def test_force_by_admin_supersedes_a_human_lease(self, human: SessionState) -> None:
-        d = decide_claim(
-            claim(ME.session_id, force=True), ctx("admin"), ME, view_held_by(human, 9), LIMIT, 0
-        )
+        d = decide_claim_issue(ClaimState(ME, view_held_by(human, 9), LIMIT, 0), claim(ME.session_id, force=True), ctx("admin"))
         assert types(d) == ["LeaseReleased", "LeaseGranted"]
         released = d.events[0][1]
         assert isinstance(released, LeaseReleased)
@@ -531,27 +516,13 @@ class TestClaimForce:
         assert d.result["fencing_token"] == 10
 
     def test_force_over_a_declarer_just_grants(self) -> None:
-        d = decide_claim(
-            claim(ME.session_id, force=True),
-            ctx("human"),
-            ME,
-            free_view(reg=registry(2), declarers=(DECLARER,)),
-            LIMIT,
-            0,
-        )
+        d = decide_claim_issue(ClaimState(ME, free_view(reg=registry(2), declarers=(DECLARER,)), LIMIT, 0), claim(ME.session_id, force=True), ctx("human"))
         assert types(d) == ["LeaseGranted"]
         assert d.result["fencing_token"] == 3
 
     def test_forced_supersede_still_respects_a_full_cap(self) -> None:
         # given the project is full elsewhere
-        d = decide_claim(
-            claim(ME.session_id, force=True),
-            ctx("admin"),
-            ME,
-            view_held_by(ALICE_LIVE, 4),
-            LIMIT,
-            LIMIT,
-        )
+        d = decide_claim_issue(ClaimState(ME, view_held_by(ALICE_LIVE, 4), LIMIT, LIMIT), claim(ME.session_id, force=True), ctx("admin"))
         # then the cap refuses and the live lease is left alone
         assert types(d) == ["WipCapDenied"]
         assert d.error is not None and d.error.code == "WIP_CAP_REACHED"
@@ -562,7 +533,7 @@ class TestClaimCap:
         # given a free issue and a project with LIMIT live leases elsewhere
         view = free_view(reg=registry(2))
         # when ME claims
-        d = decide_claim(claim(ME.session_id), ctx(), ME, view, LIMIT, LIMIT)
+        d = decide_claim_issue(ClaimState(ME, view, LIMIT, LIMIT), claim(ME.session_id), ctx())
         # then exactly one WipCapDenied is appended and the answer is WIP_CAP_REACHED
         assert d.events == [
             (
@@ -586,18 +557,18 @@ class TestClaimCap:
         # given ALICE's lease is stale (reclaimable) and the project is full elsewhere
         view = view_held_by(ALICE_STALE, 6)
         # when ME claims
-        d = decide_claim(claim(ME.session_id), ctx(), ME, view, LIMIT, LIMIT)
+        d = decide_claim_issue(ClaimState(ME, view, LIMIT, LIMIT), claim(ME.session_id), ctx())
         # then only the denial is written: no LeaseReleased(expired), no grant
         assert types(d) == ["WipCapDenied"]
         assert d.error is not None and d.error.code == "WIP_CAP_REACHED"
 
     def test_over_the_cap_is_refused_too(self) -> None:
-        d = decide_claim(claim(ME.session_id), ctx(), ME, free_view(), LIMIT, LIMIT + 1)
+        d = decide_claim_issue(ClaimState(ME, free_view(), LIMIT, LIMIT + 1), claim(ME.session_id), ctx())
         assert types(d) == ["WipCapDenied"]
         assert d.error is not None and d.error.details["live_count"] == LIMIT + 1
 
     def test_zero_limit_admits_nothing(self) -> None:
-        d = decide_claim(claim(ME.session_id), ctx(), ME, free_view(), 0, 0)
+        d = decide_claim_issue(ClaimState(ME, free_view(), 0, 0), claim(ME.session_id), ctx())
         assert types(d) == ["WipCapDenied"]
         assert d.error is not None and d.error.details == {
             "project": PROJECT,
@@ -606,14 +577,14 @@ class TestClaimCap:
         }
 
     def test_one_below_the_cap_is_granted(self) -> None:
-        d = decide_claim(claim(ME.session_id), ctx(), ME, free_view(), LIMIT, LIMIT - 1)
+        d = decide_claim_issue(ClaimState(ME, free_view(), LIMIT, LIMIT - 1), claim(ME.session_id), ctx())
         assert d.error is None and types(d) == ["LeaseGranted"]
 
 
 class TestClaimGrantAndReclaim:
     def test_free_issue_is_granted_token_one(self) -> None:
         # given an issue never claimed
-        d = decide_claim(claim(ME.session_id), ctx(), ME, free_view(), LIMIT, 0)
+        d = decide_claim_issue(ClaimState(ME, free_view(), LIMIT, 0), claim(ME.session_id), ctx())
         # then one LeaseGranted with token 1
         assert d.error is None
         assert d.events == [
@@ -635,7 +606,7 @@ class TestClaimGrantAndReclaim:
 
     def test_token_is_last_plus_one(self) -> None:
         # given the issue's last grant carried token 41 and it was released since
-        d = decide_claim(claim(ME.session_id), ctx(), ME, free_view(reg=registry(41)), LIMIT, 0)
+        d = decide_claim_issue(ClaimState(ME, free_view(reg=registry(41)), LIMIT, 0), claim(ME.session_id), ctx())
         assert d.result["fencing_token"] == 42
         granted = d.events[-1][1]
         assert isinstance(granted, LeaseGranted) and granted.fencing_token == 42
@@ -643,14 +614,14 @@ class TestClaimGrantAndReclaim:
     def test_grant_answers_the_pending_handoff_note(self) -> None:
         # given the previous holder left a note when it released
         view = free_view(reg=registry(3, note="resume at migration step 4", note_by="s-alice"))
-        d = decide_claim(claim(ME.session_id), ctx(), ME, view, LIMIT, 0)
+        d = decide_claim_issue(ClaimState(ME, view, LIMIT, 0), claim(ME.session_id), ctx())
         assert d.result["handoff_note"] == "resume at migration step 4"
 
     def test_stale_holder_is_reclaimed_in_one_command(self) -> None:
         # given ALICE holds the lease (token 6) but went stale, leaving a handoff note
         view = view_held_by(ALICE_STALE, 6, note="tests green, PR not opened")
         # when ME claims
-        d = decide_claim(claim(ME.session_id), ctx(), ME, view, LIMIT, 0)
+        d = decide_claim_issue(ClaimState(ME, view, LIMIT, 0), claim(ME.session_id), ctx())
         # then ALICE's lease is released as expired (both named), and ME is granted token 7
         assert d.error is None
         assert d.events == [
@@ -684,14 +655,7 @@ class TestClaimGrantAndReclaim:
         }
 
     def test_ended_holder_is_reclaimed_without_note(self) -> None:
-        d = decide_claim(
-            claim(ME.session_id),
-            ctx(),
-            ME,
-            view_held_by(session("s-alice", ended=True), 2),
-            LIMIT,
-            0,
-        )
+        d = decide_claim_issue(ClaimState(ME, view_held_by(session("s-alice", ended=True), 2), LIMIT, 0), claim(ME.session_id), ctx())
         assert types(d) == ["LeaseReleased", "LeaseGranted"]
         released = d.events[0][1]
         assert isinstance(released, LeaseReleased) and released.reason == "expired"
@@ -703,18 +667,14 @@ class TestClaimGrantAndReclaim:
 
     def test_reclaim_is_admitted_when_only_its_own_stale_lease_would_fill_the_cap(self) -> None:
         # given live_count excludes the stale lease on this same issue
-        d = decide_claim(
-            claim(ME.session_id), ctx(), ME, view_held_by(ALICE_STALE, 1), LIMIT, LIMIT - 1
-        )
+        d = decide_claim_issue(ClaimState(ME, view_held_by(ALICE_STALE, 1), LIMIT, LIMIT - 1), claim(ME.session_id), ctx())
         assert types(d) == ["LeaseReleased", "LeaseGranted"]
 
     def test_issue_of_another_project_is_a_validation_error(self) -> None:
         # given the issue was first claimed under project "other"
         view = free_view(reg=registry(1, project="other"))
         # when ME claims it naming PROJECT
-        err = refused(
-            decide_claim, claim(ME.session_id, project=PROJECT), ctx(), ME, view, LIMIT, 0
-        )
+        err = refused(decide_claim_issue, ClaimState(ME, view, LIMIT, 0), claim(ME.session_id, project=PROJECT), ctx())
         # then 422 VALIDATION naming the field
         assert err.code == "VALIDATION"
         assert err.status == 422
@@ -740,30 +700,14 @@ class TestClaimGrantAndReclaim:
             assert granted.fencing_token == d.result["fencing_token"]
             return granted.fencing_token
 
-        d1 = decide_claim(claim("s-me"), ctx(), ME, grant_view(None, None, None), LIMIT, 0)
+        d1 = decide_claim_issue(ClaimState(ME, grant_view(None, None, None), LIMIT, 0), claim("s-me"), ctx())
         tokens.append(token_of(d1))
         me_stale = session("s-me", live=False)
-        d2 = decide_claim(
-            claim("s-bob"),
-            ctx(),
-            bob,
-            grant_view(registry(tokens[-1]), me_stale, tokens[-1]),
-            LIMIT,
-            0,
-        )
+        d2 = decide_claim_issue(ClaimState(bob, grant_view(registry(tokens[-1]), me_stale, tokens[-1]), LIMIT, 0), claim("s-bob"), ctx())
         tokens.append(token_of(d2))
-        d3 = decide_claim(
-            claim("s-boss", force=True),
-            ctx("human"),
-            boss,
-            grant_view(registry(tokens[-1]), bob, tokens[-1]),
-            LIMIT,
-            0,
-        )
+        d3 = decide_claim_issue(ClaimState(boss, grant_view(registry(tokens[-1]), bob, tokens[-1]), LIMIT, 0), claim("s-boss", force=True), ctx("human"))
         tokens.append(token_of(d3))
-        d4 = decide_claim(
-            claim("s-me"), ctx(), ME, grant_view(registry(tokens[-1]), None, None), LIMIT, 0
-        )
+        d4 = decide_claim_issue(ClaimState(ME, grant_view(registry(tokens[-1]), None, None), LIMIT, 0), claim("s-me"), ctx())
         tokens.append(token_of(d4))
         # then every grant carries last + 1
         assert tokens == [1, 2, 3, 4]
@@ -779,9 +723,7 @@ class TestRelease:
         # given ME holds the lease with token 3
         lease = lease_of(ME, 3)
         # when ME releases
-        d = decide_release(
-            ReleaseIssue(session_id="s-me", issue=ISSUE, reason=reason), ctx(), ME, lease
-        )
+        d = decide_release_issue(ReleaseState(ME, lease), ReleaseIssue(session_id="s-me", issue=ISSUE, reason=reason), ctx())
         # then one LeaseReleased on the issue stream
         assert d.events == [
             (
@@ -793,18 +735,12 @@ class TestRelease:
 
     def test_non_holder_is_refused(self) -> None:
         # given ALICE holds the lease
-        err = refused(
-            decide_release,
-            ReleaseIssue(session_id="s-me", issue=ISSUE),
-            ctx(),
-            ME,
-            lease_of(ALICE_LIVE, 3),
-        )
+        err = refused(decide_release_issue, ReleaseState(ME, lease_of(ALICE_LIVE, 3)), ReleaseIssue(session_id="s-me", issue=ISSUE), ctx())
         # then NOT_HOLDER
         assert err.code == "NOT_HOLDER"
 
     def test_release_of_an_unleased_issue_is_not_holder(self) -> None:
-        err = refused(decide_release, ReleaseIssue(session_id="s-me", issue=ISSUE), ctx(), ME, None)
+        err = refused(decide_release_issue, ReleaseState(ME, None), ReleaseIssue(session_id="s-me", issue=ISSUE), ctx())
         assert err.code == "NOT_HOLDER"
 
 
@@ -819,9 +755,7 @@ class TestVerifyHoldOrder:
     def test_ended_session_is_not_live(self, source: str) -> None:
         # given ME holds the lease but has ended
         me_ended = session("s-me", ended=True, source=source)
-        err = refused(
-            decide_verify_hold, verify("s-me", 2), ctx(), me_ended, view_held_by(me_ended, 2)
-        )
+        err = refused(decide_verify_hold, VerifyState(me_ended, view_held_by(me_ended, 2)), verify("s-me", 2), ctx())
         assert err.code == "SESSION_NOT_LIVE"
 
     @pytest.mark.parametrize(
@@ -832,28 +766,26 @@ class TestVerifyHoldOrder:
         me = session("s-me", source=source)
         view = view_held_by(session("s-bob"), 2)
         # when ME presents its old token
-        err = refused(decide_verify_hold, verify("s-me", 1), ctx(), me, view)
+        err = refused(decide_verify_hold, VerifyState(me, view), verify("s-me", 1), ctx())
         # then NOT_FRESH_HOLDER, even for an unstable identity
         assert err.code == "NOT_FRESH_HOLDER"
 
     @pytest.mark.parametrize("source", ["explicit-override", *UNSTABLE_SOURCES])
     def test_someone_elses_current_token_is_not_fresh(self, source: str) -> None:
         me = session("s-me", source=source)
-        err = refused(
-            decide_verify_hold, verify("s-me", 2), ctx(), me, view_held_by(session("s-bob"), 2)
-        )
+        err = refused(decide_verify_hold, VerifyState(me, view_held_by(session("s-bob"), 2)), verify("s-me", 2), ctx())
         assert err.code == "NOT_FRESH_HOLDER"
 
     @pytest.mark.parametrize("source", ["explicit-override", *UNSTABLE_SOURCES])
     def test_wrong_token_on_own_lease_is_not_fresh(self, source: str) -> None:
         me = session("s-me", source=source)
-        err = refused(decide_verify_hold, verify("s-me", 4), ctx(), me, view_held_by(me, 5))
+        err = refused(decide_verify_hold, VerifyState(me, view_held_by(me, 5)), verify("s-me", 4), ctx())
         assert err.code == "NOT_FRESH_HOLDER"
 
     @pytest.mark.parametrize("source", UNSTABLE_SOURCES)
     def test_token_on_an_unleased_issue_is_not_fresh(self, source: str) -> None:
         me = session("s-me", source=source)
-        err = refused(decide_verify_hold, verify("s-me", 1), ctx(), me, free_view(reg=registry(1)))
+        err = refused(decide_verify_hold, VerifyState(me, free_view(reg=registry(1))), verify("s-me", 1), ctx())
         assert err.code == "NOT_FRESH_HOLDER"
 
 
@@ -886,7 +818,7 @@ class TestVerifyHoldUnstableIdentityIsAdvisory:
         me = session("s-me", source=source)
         assert me.stable is False
         # when ME verifies its hold without a token
-        d = decide_verify_hold(verify("s-me"), ctx(), me, view)
+        d = decide_verify_hold(VerifyState(me, view), verify("s-me"), ctx())
         # then it passes, advisory only, and appends nothing
         assert d.result == ADVISORY
         assert d.events == [] and d.error is None
@@ -894,7 +826,7 @@ class TestVerifyHoldUnstableIdentityIsAdvisory:
     @pytest.mark.parametrize("source", UNSTABLE_SOURCES)
     def test_unstable_identity_with_current_token_is_advisory(self, source: str) -> None:
         me = session("s-me", source=source)
-        d = decide_verify_hold(verify("s-me", 3), ctx(), me, view_held_by(me, 3))
+        d = decide_verify_hold(VerifyState(me, view_held_by(me, 3)), verify("s-me", 3), ctx())
         assert d.result == ADVISORY and d.events == []
 
 
@@ -905,7 +837,7 @@ class TestVerifyHoldStableIdentityEnforces:
         me = session("s-me", source=source)
         view = free_view(declarers=(DECLARER,))
         # when stable ME verifies
-        d = decide_verify_hold(verify("s-me"), ctx(), me, view)
+        d = decide_verify_hold(VerifyState(me, view), verify("s-me"), ctx())
         # then it passes, enforced (the second false-block case)
         assert d.result == {
             "ok": True,
@@ -919,7 +851,7 @@ class TestVerifyHoldStableIdentityEnforces:
         # given ME was superseded: BOB (live) now holds the lease
         view = view_held_by(session("s-bob"), 2)
         # when stable ME verifies without a token
-        err = refused(decide_verify_hold, verify("s-me"), ctx(), ME, view)
+        err = refused(decide_verify_hold, VerifyState(ME, view), verify("s-me"), ctx())
         # then NOT_FRESH_HOLDER naming the durable conflict
         assert err.code == "NOT_FRESH_HOLDER"
         assert err.details["effective_state"] == "held"
@@ -935,14 +867,14 @@ class TestVerifyHoldStableIdentityEnforces:
         ids=["reclaimable", "human-live", "human-stale"],
     )
     def test_reclaimable_or_human_held_is_not_fresh(self, view: IssueView, state: str) -> None:
-        err = refused(decide_verify_hold, verify("s-me"), ctx(), ME, view)
+        err = refused(decide_verify_hold, VerifyState(ME, view), verify("s-me"), ctx())
         assert err.code == "NOT_FRESH_HOLDER"
         assert err.details["effective_state"] == state
 
     @pytest.mark.parametrize("token", [None, 5])
     def test_own_lease_passes_enforced(self, token: int | None) -> None:
         # given ME holds the lease with token 5
-        d = decide_verify_hold(verify("s-me", token), ctx(), ME, view_held_by(ME, 5))
+        d = decide_verify_hold(VerifyState(ME, view_held_by(ME, 5)), verify("s-me", token), ctx())
         # then ok, enforced, self_is_holder
         assert d.result == {
             "ok": True,
@@ -955,11 +887,11 @@ class TestVerifyHoldStableIdentityEnforces:
     def test_stale_but_not_ended_holder_still_passes(self) -> None:
         # given ME holds the lease but is stale (not ended): only an ended session is refused
         me_stale = session("s-me", live=False)
-        d = decide_verify_hold(verify("s-me", 5), ctx(), me_stale, view_held_by(me_stale, 5))
+        d = decide_verify_hold(VerifyState(me_stale, view_held_by(me_stale, 5)), verify("s-me", 5), ctx())
         assert d.result["ok"] is True and d.result["effective_state"] == "self_is_holder"
 
     def test_free_issue_passes_enforced(self) -> None:
-        d = decide_verify_hold(verify("s-me"), ctx(), ME, free_view(reg=registry(3)))
+        d = decide_verify_hold(VerifyState(ME, free_view(reg=registry(3))), verify("s-me"), ctx())
         assert d.result == {
             "ok": True,
             "enforced": True,
@@ -967,3 +899,59 @@ class TestVerifyHoldStableIdentityEnforces:
             "reason": "no_assignment_no_liveness",
         }
         assert d.events == []
+
+
+# ================================================================= grant_for_work (the queue's pull)
+
+
+class TestGrantForWork:
+    def count(self, n: int) -> Any:
+        asked: list[int] = []
+
+        def live() -> int:
+            asked.append(n)
+            return n
+
+        live.asked = asked  # type: ignore[attr-defined]
+        return live
+
+    def test_a_free_issue_is_granted_with_the_next_token(self) -> None:
+        live = self.count(0)
+        grant = grant_for_work(free_view(reg=registry(4)), ME, PROJECT, LIMIT, live, ctx())
+        assert grant is not None and grant.fencing_token == 5
+        assert grant.events == [(f"issue:{ISSUE}", LeaseGranted(project=PROJECT, issue=ISSUE, session_id="s-me", actor_key=ME.actor_key, fencing_token=5))]
+
+    def test_a_stale_holder_is_released_as_expired_first(self) -> None:
+        stale = session("s-bob", live=False)
+        grant = grant_for_work(view_held_by(stale, 2), ME, PROJECT, LIMIT, self.count(0), ctx())
+        assert grant is not None and types_of(grant.events) == ["LeaseReleased", "LeaseGranted"]
+        released = grant.events[0][1]
+        assert released == LeaseReleased(issue=ISSUE, session_id="s-bob", reason="expired", fencing_token=2, by_session_id="s-me")
+
+    def test_the_callers_own_lease_is_kept_without_events_or_a_cap_count(self) -> None:
+        live = self.count(LIMIT)
+        grant = grant_for_work(view_held_by(ME, 3), ME, PROJECT, LIMIT, live, ctx())
+        assert grant is not None and (grant.fencing_token, grant.events) == (3, [])
+        assert live.asked == []
+
+    def test_held_human_held_declared_other_project_and_full_cap_are_skipped(self) -> None:
+        human = session("s-h", kind="human", live=False)
+        declared = free_view(declarers=(session("s-bob"),))
+        for view in (view_held_by(session("s-bob")), view_held_by(human), declared):
+            live = self.count(0)
+            assert grant_for_work(view, ME, PROJECT, LIMIT, live, ctx()) is None
+            assert live.asked == []  # the cap is not even counted
+        assert grant_for_work(free_view(reg=registry(1, project="other")), ME, PROJECT, LIMIT, self.count(0), ctx()) is None
+        full = self.count(LIMIT)
+        assert grant_for_work(free_view(), ME, PROJECT, LIMIT, full, ctx()) is None
+        assert full.asked == [LIMIT]
+
+
+def types_of(events: list[Any]) -> list[str]:
+    return [type(e).__name__ for _, e in events]
+
+
+def test_configure_project_records_the_limit() -> None:
+    d = decide_configure_project(None, ConfigureProject(project=PROJECT, wip_limit=7), ctx("admin"))
+    assert d.events == [(f"project:{PROJECT}", ProjectConfigured(project=PROJECT, wip_limit=7))]
+    assert d.result == {"project": PROJECT, "wip_limit": 7}

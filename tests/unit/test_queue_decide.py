@@ -1,18 +1,30 @@
-"""The work queue, decided without a database."""
+"""The work queue, decided without a database.
+
+Selection and transitions read through :class:`MemoryReads`, an in-memory implementation
+of :class:`eventcoord.domain.queue.WorkReads` (what the handler reads from the database).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import pytest
 
+from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Caller, Context, Decision
 from eventcoord.domain import queue as domain
-from eventcoord.domain.queue import FileClaimView, ItemState
+from eventcoord.domain.issues import IssueState, IssueView, LeaseState
+from eventcoord.domain.queue import FileClaimView, ItemState, StaleWork
 from eventcoord.domain.sessions import SessionState
 from eventcoord.errors import DomainError
 from eventcoord.events import (
+    LeaseGranted,
+    LeaseReleased,
     WorkClaimed,
+    WorkEnqueued,
     WorkFinished,
     WorkRequeued,
     WorkStarted,
@@ -51,14 +63,73 @@ def code_of(fn: Any, *args: Any) -> tuple[str, dict[str, Any]]:
     return e.value.code, e.value.details
 
 
+@dataclass
+class MemoryReads:
+    """WorkReads over plain values; records what was asked, in order."""
+
+    stale: StaleWork = field(default_factory=StaleWork)
+    queue: list[ItemState] = field(default_factory=list)
+    items: dict[str, ItemState] = field(default_factory=dict)
+    status: dict[str, str] = field(default_factory=dict)
+    claims: list[FileClaimView] = field(default_factory=list)
+    issues: dict[str, IssueView] = field(default_factory=dict)
+    live: dict[str, int] = field(default_factory=dict)
+    leases: dict[str, LeaseState] = field(default_factory=dict)
+    others: int = 0
+    asked: list[str] = field(default_factory=list)
+
+    def stale_work(self, caller: str | None) -> StaleWork:
+        self.asked.append(f"stale_work:{caller}")
+        return self.stale
+
+    def locked_item(self, item_id: str) -> ItemState | None:
+        return self.items.get(item_id)
+
+    def queued(self) -> Iterable[ItemState]:
+        return sorted(self.queue, key=lambda i: i.order)
+
+    def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
+        self.asked.append(f"statuses:{','.join(item_ids)}")
+        return {i: self.status[i] for i in item_ids if i in self.status}
+
+    def exclusive_claims(self) -> list[FileClaimView]:
+        self.asked.append("claims")
+        return self.claims
+
+    def issue(self, issue: str) -> IssueView:
+        self.asked.append(f"issue:{issue}")
+        return self.issues.get(issue, IssueView(issue, None, None, None, ()))
+
+    def live_leases(self, issue: str) -> int:
+        self.asked.append(f"live:{issue}")
+        return self.live.get(issue, 0)
+
+    def lease(self, issue: str) -> LeaseState | None:
+        return self.leases.get(issue)
+
+    def other_active_items(self, item: ItemState) -> int:
+        return self.others
+
+
+def start(it: ItemState, session_id: str, admin: bool, reads: MemoryReads | None = None) -> Decision:
+    state = domain.TransitionState(it, session(session_id), reads or MemoryReads())
+    return domain.decide_start_work(state, StartWork(session_id=session_id, item_id=it.item_id), ctx(role="admin" if admin else "agent"))
+
+
+def finish(it: ItemState, session_id: str | None, admin: bool, outcome: Any, reads: MemoryReads | None = None) -> Decision:
+    state = domain.TransitionState(it, session(session_id) if session_id else None, reads or MemoryReads())
+    cmd = FinishWork(session_id=session_id, item_id=it.item_id, outcome=outcome)
+    return domain.decide_finish_work(state, cmd, ctx(role="admin" if admin else "agent"))
+
+
 # --- enqueue ---------------------------------------------------------------------------
 
 
 def test_paths_are_normalised_deduplicated_and_refused_by_index() -> None:
     assert domain.normalise_paths(["./src//a.py", "src/a.py", "docs/"]) == ["src/a.py", "docs/"]
-    for bad, index in ((["a", "/abs"], 1), (["../x"], 0), (["ok", "ok2", ""], 2)):
+    for bad, index, reason in ((["a", "/abs"], 1, "absolute"), (["../x"], 0, "dotdot"), (["ok", "ok2", ""], 2, "empty")):
         code, details = code_of(domain.normalise_paths, bad)
-        assert (code, details) == ("VALIDATION", {"field": f"paths[{index}]"})
+        assert (code, details) == ("VALIDATION", {"field": f"paths[{index}]", "reason": reason})
 
 
 def test_blockers_must_exist_and_are_deduplicated() -> None:
@@ -136,15 +207,14 @@ def test_a_claim_names_the_session_actor_host_and_token() -> None:
 
 
 def test_start_moves_a_claimed_item_of_the_caller_to_running() -> None:
-    d = Decision()
-    domain.decide_start(item("claimed", "s-a"), d, "s-a", False)
+    d = start(item("claimed", "s-a"), "s-a", False)
     assert d.events == [("work:w-1", WorkStarted(item_id="w-1", session_id="s-a"))]
     for status in ("queued", "running", "done", "cancelled"):
-        code, details = code_of(domain.decide_start, item(status, "s-a"), Decision(), "s-a", False)
+        code, details = code_of(start, item(status, "s-a"), "s-a", False)
         assert (code, details) == ("INVALID_TRANSITION", {"item_id": "w-1", "status": status, "wanted": "running"})
-    code, details = code_of(domain.decide_start, item("claimed", "s-a"), Decision(), "s-b", False)
+    code, details = code_of(start, item("claimed", "s-a"), "s-b", False)
     assert code == "NOT_HOLDER" and details["holder_session_id"] == "s-a"
-    domain.decide_start(item("claimed", "s-a"), Decision(), "s-b", True)  # an admin may
+    start(item("claimed", "s-a"), "s-b", True)  # an admin may
 
 
 @pytest.mark.parametrize(
@@ -166,23 +236,213 @@ def test_start_moves_a_claimed_item_of_the_caller_to_running() -> None:
 )
 def test_finish_transitions_for_the_holder(status: str, outcome: Any, expected: str | None) -> None:
     it = item(status, "s-a" if status != "queued" else None)
-    d = Decision()
     if expected is None:
-        domain.decide_finish(it, d, "s-a", False, outcome)
+        d = finish(it, "s-a", False, outcome)
         assert d.events == [("work:w-1", WorkFinished(item_id="w-1", session_id="s-a", outcome=outcome))]
     else:
-        code, details = code_of(domain.decide_finish, it, d, "s-a", False, outcome)
+        code, details = code_of(finish, it, "s-a", False, outcome)
         assert code == expected
         if expected == "INVALID_TRANSITION":
             assert details == {"item_id": "w-1", "status": status, "wanted": outcome}
 
 
 def test_finish_by_another_session_or_an_admin() -> None:
-    assert code_of(domain.decide_finish, item("running", "s-a"), Decision(), "s-b", False, "done")[0] == "NOT_HOLDER"
-    assert code_of(domain.decide_finish, item("running", "s-a"), Decision(), None, False, "done")[0] == "NOT_HOLDER"
-    d = Decision()
-    domain.decide_finish(item("queued"), d, None, True, "cancelled")  # an admin cancels a queued item
-    domain.decide_finish(item("running", "s-a"), Decision(), None, True, "failed")
+    assert code_of(finish, item("running", "s-a"), "s-b", False, "done")[0] == "NOT_HOLDER"
+    # without a session only an admin may finish (the rule the handler used to check first)
+    assert code_of(finish, item("running", "s-a"), None, False, "done") == ("FORBIDDEN", {"item_id": "w-1"})
+    d = finish(item("queued"), None, True, "cancelled")  # an admin cancels a queued item
+    finish(item("running", "s-a"), None, True, "failed")
     assert d.result == {"item_id": "w-1", "status": "cancelled"}
     assert domain.finish_release_reason("done") == "completed"
     assert {domain.finish_release_reason(o) for o in ("failed", "oom_killed", "cancelled")} == {"released"}
+
+
+def test_start_or_finish_of_an_unknown_item_or_by_an_ended_session_is_refused_first() -> None:
+    unknown = domain.TransitionState(None, None)
+    assert code_of(domain.decide_start_work, unknown, StartWork(session_id="s-a", item_id="w-9"), ctx()) == ("NOT_FOUND", {"item_id": "w-9"})
+    assert code_of(domain.decide_finish_work, unknown, FinishWork(session_id="s-a", item_id="w-9", outcome="done"), ctx())[0] == "NOT_FOUND"
+    reads = MemoryReads()
+    ended = domain.TransitionState(item("claimed", "s-a"), session("s-a", ended_us=NOW - 1), reads)
+    assert code_of(domain.decide_start_work, ended, StartWork(session_id="s-a", item_id="w-1"), ctx())[0] == "SESSION_NOT_LIVE"
+    assert reads.asked == []  # refused before any stale work is recovered
+
+
+# --- stale-worker recovery (decided, not loaded) ----------------------------------------
+
+
+def gone(sid: str) -> SessionState:
+    return session(sid, last_seen_us=NOW - TTL * SECOND)
+
+
+def test_recovery_requeues_and_releases_each_lease_its_worker_still_holds_once() -> None:
+    a = item("running", "s-gone", item_id="a", issue="I-1", position=1)
+    b = item("claimed", "s-gone", item_id="b", issue="I-1", position=2)
+    c = item("claimed", "s-old", item_id="c", issue="I-2", position=3)
+    leases = {"I-1": LeaseState("I-1", "P", "s-gone", "actor-s-gone", 4), "I-2": LeaseState("I-2", "P", "s-new", "actor-s-new", 8)}
+    r = domain.recover(StaleWork([a, b, c], leases), "s-me")
+    assert r.events == [
+        ("work:a", WorkRequeued(item_id="a", session_id="s-gone", reason="worker_stale")),
+        ("issue:I-1", LeaseReleased(issue="I-1", session_id="s-gone", reason="expired", fencing_token=4, by_session_id="s-me")),
+        ("work:b", WorkRequeued(item_id="b", session_id="s-gone", reason="worker_stale")),
+        ("work:c", WorkRequeued(item_id="c", session_id="s-old", reason="worker_stale")),
+    ]
+    assert r.released == {"I-1": 1}
+    assert {i: (x.status, x.session_id) for i, x in r.items.items()} == {"a": ("queued", None), "b": ("queued", None), "c": ("queued", None)}
+    assert [e for _, e in r.reclaiming("I-1")] == [e for k, (_, e) in enumerate(r.events) if k != 1]
+    assert r.reclaiming("I-2") == r.events and r.reclaiming(None) == r.events
+
+
+def test_stale_items_are_listed_in_selection_order() -> None:
+    workers = {"s-gone": gone("s-gone")}
+    items = [item("claimed", "s-gone", item_id="low", priority=0, position=1), item("claimed", "s-gone", item_id="high", priority=9, position=5)]
+    assert [i.item_id for i in domain.stale_items(items, workers, ctx(), None)] == ["high", "low"]
+
+
+def test_enqueue_records_the_item_after_recovering_stale_work() -> None:
+    stale = StaleWork([item("running", "s-gone", item_id="old")], {})
+    cmd = EnqueueWork(project="P", issue="I-1", priority=2, payload={"k": 1}, blocked_by=["w-b", "w-b"], paths=["./src//x.py"])
+    ids = iter(["w-new"])
+    c = ctx()
+    c.make_id = lambda prefix: next(ids)
+    d = domain.decide_enqueue_work(domain.EnqueueState(["w-b"], None, MemoryReads(stale=stale)), cmd, c)
+    assert d.events == [
+        ("work:old", WorkRequeued(item_id="old", session_id="s-gone", reason="worker_stale")),
+        ("work:w-new", WorkEnqueued(item_id="w-new", project="P", issue="I-1", priority=2, payload={"k": 1}, blocked_by=["w-b"], paths=["src/x.py"])),
+    ]
+    assert d.result == {"item_id": "w-new"}
+    bad = EnqueueWork(project="P", issue="I-1")
+    assert code_of(domain.decide_enqueue_work, domain.EnqueueState([], "Q", MemoryReads()), bad, ctx())[1] == {"field": "issue"}
+
+
+# --- claim_next_work: selection (decided, reads supplied) --------------------------------
+
+
+def pull(reads: MemoryReads, *, me: SessionState | None = None, wip_limit: int = 3) -> Decision:
+    me = me or session("s-me")
+    state = domain.ClaimNextState(me, wip_limit, reads)
+    return domain.decide_claim_next_work(state, ClaimNextWork(session_id=me.session_id, project="P"), ctx())
+
+
+def picked(d: Decision) -> str | None:
+    got = d.result["item"]
+    return None if got is None else str(got["item_id"])
+
+
+def test_pull_takes_the_highest_priority_then_oldest_eligible_item() -> None:
+    reads = MemoryReads(queue=[item(item_id="old", position=1), item(item_id="urgent", priority=5, position=7)])
+    d = pull(reads)
+    assert picked(d) == "urgent"
+    assert d.events == [("work:urgent", WorkClaimed(item_id="urgent", project="P", issue=None, session_id="s-me", actor_key="actor-s-me", host="host-1", fencing_token=None))]
+    assert d.result["item"]["fencing_token"] is None and d.result["item"]["status"] == "claimed"
+
+
+def test_pull_skips_blocked_items_and_items_whose_paths_are_claimed() -> None:
+    reads = MemoryReads(
+        queue=[
+            item(item_id="blocked", position=1, blocked_by=("w-x",)),
+            item(item_id="pathed", position=2, paths=("src/a.py",)),
+            item(item_id="free", position=3),
+        ],
+        status={"w-x": "failed"},
+        claims=[FileClaimView("src/", "s-other", True)],
+    )
+    assert picked(pull(reads)) == "free"
+    assert reads.asked == ["stale_work:s-me", "statuses:w-x", "claims"]
+
+
+def test_pull_answers_no_item_when_nothing_is_eligible_keeping_the_recovery() -> None:
+    stale = StaleWork([item("running", "s-gone", item_id="r", blocked_by=("w-x",))], {})
+    d = pull(MemoryReads(stale=stale, status={"w-x": "queued"}))
+    assert d.result == {"item": None}
+    assert d.events == [("work:r", WorkRequeued(item_id="r", session_id="s-gone", reason="worker_stale"))]
+
+
+def test_pull_grants_the_issue_lease_with_the_next_token_and_the_payload() -> None:
+    queued = ItemState("w-1", "P", "I-1", 0, "queued", None, None, (), (), msgspec.json.encode({"a": [1]}).decode(), 1)
+    reads = MemoryReads(queue=[queued], issues={"I-1": IssueView("I-1", IssueState("I-1", "P", 6, None, None), None, None, ())})
+    d = pull(reads)
+    assert [type(e) for _, e in d.events] == [LeaseGranted, WorkClaimed]
+    assert d.events[0] == ("issue:I-1", LeaseGranted(project="P", issue="I-1", session_id="s-me", actor_key="actor-s-me", fencing_token=7))
+    assert d.result["item"]["fencing_token"] == 7 and d.result["item"]["payload"] == {"a": [1]}
+
+
+def test_pull_skips_issues_held_by_others_in_other_projects_or_over_the_cap() -> None:
+    alice = session("s-alice")
+    held = IssueView("I-held", IssueState("I-held", "P", 1, None, None), LeaseState("I-held", "P", "s-alice", "actor-s-alice", 1), alice, ())
+    elsewhere = IssueView("I-q", IssueState("I-q", "Q", 1, None, None), None, None, ())
+    reads = MemoryReads(
+        queue=[item(item_id="a", position=1, issue="I-held"), item(item_id="b", position=2, issue="I-q"), item(item_id="c", position=3, issue="I-cap")],
+        issues={"I-held": held, "I-q": elsewhere},
+        live={"I-cap": 3},
+    )
+    assert pull(reads).result == {"item": None}
+    # the cap is counted only for an issue that could be taken
+    assert reads.asked == ["stale_work:s-me", "issue:I-held", "issue:I-q", "issue:I-cap", "live:I-cap"]
+
+
+def test_pull_keeps_a_lease_the_caller_already_holds() -> None:
+    me = session("s-me")
+    mine = IssueView("I-1", IssueState("I-1", "P", 3, None, None), LeaseState("I-1", "P", "s-me", "actor-s-me", 3), me, ())
+    d = pull(MemoryReads(queue=[item(issue="I-1")], issues={"I-1": mine}, live={"I-1": 99}), me=me)
+    assert [type(e) for _, e in d.events] == [WorkClaimed] and d.result["item"]["fencing_token"] == 3
+
+
+def test_pull_reclaims_a_lease_the_recovery_released_in_one_step() -> None:
+    # the stale worker's item goes back to the queue and is pulled again by the caller
+    worker = gone("s-gone")
+    lease = LeaseState("I-1", "P", "s-gone", "actor-s-gone", 5)
+    stale = StaleWork([item("running", "s-gone", item_id="w-1", issue="I-1")], {"I-1": lease})
+    view = IssueView("I-1", IssueState("I-1", "P", 5, None, None), lease, worker, ())
+    d = pull(MemoryReads(stale=stale, issues={"I-1": view}))
+    expired = LeaseReleased(issue="I-1", session_id="s-gone", reason="expired", fencing_token=5, by_session_id="s-me")
+    assert d.events == [
+        ("work:w-1", WorkRequeued(item_id="w-1", session_id="s-gone", reason="worker_stale")),
+        ("issue:I-1", expired),
+        ("issue:I-1", LeaseGranted(project="P", issue="I-1", session_id="s-me", actor_key="actor-s-me", fencing_token=6)),
+        ("work:w-1", WorkClaimed(item_id="w-1", project="P", issue="I-1", session_id="s-me", actor_key="actor-s-me", host="host-1", fencing_token=6)),
+    ]
+
+
+def test_pull_that_cannot_reclaim_leaves_the_released_lease_where_the_recovery_put_it() -> None:
+    lease = LeaseState("I-1", "P", "s-gone", "actor-s-gone", 5)
+    stale = StaleWork([item("running", "s-gone", item_id="w-1", issue="I-1"), item("running", "s-gone", item_id="w-2", position=2)], {"I-1": lease})
+    view = IssueView("I-1", IssueState("I-1", "P", 5, None, None), lease, gone("s-gone"), ())
+    d = pull(MemoryReads(stale=stale, issues={"I-1": view}, live={"I-1": 3}))
+    assert [(s, type(e).__name__) for s, e in d.events] == [
+        ("work:w-1", "WorkRequeued"),
+        ("issue:I-1", "LeaseReleased"),
+        ("work:w-2", "WorkRequeued"),
+        ("work:w-2", "WorkClaimed"),
+    ]
+
+
+def test_only_a_live_session_pulls_and_a_refused_pull_recovers_nothing() -> None:
+    reads = MemoryReads(queue=[item()])
+    for me in (session("s-me", ended_us=NOW - 1), gone("s-me")):
+        with pytest.raises(DomainError) as e:
+            pull(reads, me=me)
+        assert e.value.code == "SESSION_NOT_LIVE"
+    assert reads.asked == []
+
+
+# --- finish_work releases the item's lease ------------------------------------------------
+
+
+def test_finishing_releases_the_workers_lease_unless_another_item_needs_it() -> None:
+    running = item("running", "s-a", issue="I-1")
+    lease = LeaseState("I-1", "P", "s-a", "actor-s-a", 4)
+    d = finish(running, "s-a", False, "done", MemoryReads(leases={"I-1": lease}))
+    assert d.events[-1] == ("issue:I-1", LeaseReleased(issue="I-1", session_id="s-a", reason="completed", fencing_token=4))
+    by_admin = finish(running, None, True, "failed", MemoryReads(leases={"I-1": lease}))
+    assert by_admin.events[-1] == ("issue:I-1", LeaseReleased(issue="I-1", session_id="s-a", reason="released", fencing_token=4, by_session_id=None))
+    kept = finish(running, "s-a", False, "done", MemoryReads(leases={"I-1": lease}, others=1))
+    assert [type(e) for _, e in kept.events] == [WorkFinished]
+    someone_elses = finish(running, "s-a", False, "done", MemoryReads(leases={"I-1": LeaseState("I-1", "P", "s-b", "x", 9)}))
+    assert [type(e) for _, e in someone_elses.events] == [WorkFinished]
+
+
+def test_finishing_an_item_the_recovery_requeued_is_a_transition_from_queued() -> None:
+    stale = StaleWork([item("running", "s-gone", issue=None)], {})
+    reads = MemoryReads(stale=stale)
+    code, details = code_of(finish, item("running", "s-gone"), "s-a", False, "done", reads)
+    assert (code, details["status"]) == ("INVALID_TRANSITION", "queued")

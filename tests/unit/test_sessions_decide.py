@@ -14,9 +14,18 @@ from eventcoord.codec import encode, encode_event_data
 from eventcoord.commands import EndAgent, HeartbeatAgent, RegisterAgent
 from eventcoord.context import Caller, Context
 from eventcoord.domain import sessions as domain
-from eventcoord.domain.sessions import SessionState
+from eventcoord.domain.sessions import EndState, HeartbeatState, Holdings, SessionState
 from eventcoord.errors import DomainError
-from eventcoord.events import AgentEnded, AgentHeartbeat, AgentRegistered, HandoffNoted
+from eventcoord.events import (
+    AgentEnded,
+    AgentHeartbeat,
+    AgentRegistered,
+    FileClaimReleased,
+    HandoffNoted,
+    LeaseReleased,
+    NamedLeaseReleased,
+    WorkRequeued,
+)
 from eventcoord.sanitize import ACTOR_CAP, BODY_CAP, HOST_CAP, REASON_CAP, clean_line, clean_text
 
 NOW = 1_800_000_000_000_000  # microseconds
@@ -48,7 +57,7 @@ def session(*, last_seen_us: int = NOW, ended_us: int | None = None, working_on:
 
 def registered(**fields: object) -> tuple[AgentRegistered, dict[str, object]]:
     """Decide a register_agent; return its one event and the result."""
-    d = domain.decide_register(RegisterAgent(**fields), ctx("admin"))  # type: ignore[arg-type]
+    d = domain.decide_register_agent(None, RegisterAgent(**fields), ctx("admin"))  # type: ignore[arg-type]
     assert d.error is None
     assert [stream for stream, _ in d.events] == [f"session:{SID}"]
     event = d.events[0][1]
@@ -156,13 +165,13 @@ def test_register_carries_kind_and_working_on() -> None:
 @pytest.mark.parametrize("role", ["agent", "reader"])
 def test_human_session_needs_a_human_or_admin_token(role: str) -> None:
     with pytest.raises(DomainError) as e:
-        domain.decide_register(RegisterAgent(kind="human"), ctx(role))
+        domain.decide_register_agent(None, RegisterAgent(kind="human"), ctx(role))
     assert e.value.code == "FORBIDDEN"
 
 
 @pytest.mark.parametrize("role", ["human", "admin"])
 def test_human_or_admin_may_register_a_human_session(role: str) -> None:
-    d = domain.decide_register(RegisterAgent(kind="human"), ctx(role))
+    d = domain.decide_register_agent(None, RegisterAgent(kind="human"), ctx(role))
     assert isinstance(d.events[0][1], AgentRegistered) and d.events[0][1].kind == "human"
 
 
@@ -170,7 +179,7 @@ def test_human_or_admin_may_register_a_human_session(role: str) -> None:
 
 
 def test_heartbeat_of_a_live_session_appends_one_heartbeat() -> None:
-    d = domain.decide_heartbeat(session(), [], HeartbeatAgent(session_id=SID), ctx())
+    d = domain.decide_heartbeat_agent(HeartbeatState(session(), []), HeartbeatAgent(session_id=SID), ctx())
     assert d.events == [(f"session:{SID}", AgentHeartbeat(session_id=SID))]
     assert d.session_id == SID and d.actor_key == "alice"
     assert set(d.result) == {"last_heartbeat_at"}
@@ -179,27 +188,27 @@ def test_heartbeat_of_a_live_session_appends_one_heartbeat() -> None:
 def test_heartbeat_of_a_stale_session_revives_it() -> None:
     stale = session(last_seen_us=NOW - (TTL + 60) * 1_000_000)
     assert not ctx().is_live(stale.last_seen_us, stale.ended_us)
-    d = domain.decide_heartbeat(stale, [], HeartbeatAgent(session_id=SID), ctx())
+    d = domain.decide_heartbeat_agent(HeartbeatState(stale, []), HeartbeatAgent(session_id=SID), ctx())
     assert [type(e) for _, e in d.events] == [AgentHeartbeat]
 
 
 def test_heartbeat_of_an_ended_session_is_refused() -> None:
     with pytest.raises(DomainError) as e:
-        domain.decide_heartbeat(session(ended_us=NOW - 1), [], HeartbeatAgent(session_id=SID), ctx())
+        domain.decide_heartbeat_agent(HeartbeatState(session(ended_us=NOW - 1), []), HeartbeatAgent(session_id=SID), ctx())
     assert e.value.code == "SESSION_NOT_LIVE"
     assert e.value.details["session_id"] == SID
 
 
 def test_heartbeat_of_an_unknown_session_is_not_found() -> None:
     with pytest.raises(DomainError) as e:
-        domain.decide_heartbeat(None, [], HeartbeatAgent(session_id=SID), ctx())
+        domain.decide_heartbeat_agent(HeartbeatState(None, []), HeartbeatAgent(session_id=SID), ctx())
     assert e.value.code == "NOT_FOUND"
 
 
 @pytest.mark.parametrize(("given", "expected"), [(UNSET, UNSET), (None, None), ("ISS-9", "ISS-9")])
 def test_heartbeat_working_on_keep_clear_or_declare(given: object, expected: object) -> None:
     cmd = HeartbeatAgent(session_id=SID, working_on=given)  # type: ignore[arg-type]
-    d = domain.decide_heartbeat(session(working_on="ISS-1"), [], cmd, ctx())
+    d = domain.decide_heartbeat_agent(HeartbeatState(session(working_on="ISS-1"), []), cmd, ctx())
     event = d.events[0][1]
     assert isinstance(event, AgentHeartbeat)
     if isinstance(expected, str):
@@ -217,7 +226,7 @@ def test_heartbeat_working_on_absent_or_null_differs_in_the_event_data() -> None
 
 def test_heartbeat_handoff_note_goes_to_every_held_issue_sanitised() -> None:
     cmd = HeartbeatAgent(session_id=SID, handoff_note="line1\n\tline2\r\x00\x9b" + "z" * 5000)
-    d = domain.decide_heartbeat(session(), ["ISS-1", "ISS-2"], cmd, ctx())
+    d = domain.decide_heartbeat_agent(HeartbeatState(session(), ["ISS-1", "ISS-2"]), cmd, ctx())
     notes = [(stream, e) for stream, e in d.events if isinstance(e, HandoffNoted)]
     assert [stream for stream, _ in notes] == ["issue:ISS-1", "issue:ISS-2"]
     for _, e in notes:
@@ -226,36 +235,71 @@ def test_heartbeat_handoff_note_goes_to_every_held_issue_sanitised() -> None:
 
 
 def test_heartbeat_handoff_note_without_leases_goes_to_the_declared_issue() -> None:
-    declared = domain.decide_heartbeat(session(working_on="ISS-4"), [], HeartbeatAgent(session_id=SID, handoff_note="n"), ctx())
+    declared = domain.decide_heartbeat_agent(HeartbeatState(session(working_on="ISS-4"), []), HeartbeatAgent(session_id=SID, handoff_note="n"), ctx())
     assert [(s, type(e)) for s, e in declared.events][1:] == [("issue:ISS-4", HandoffNoted)]
-    newly = domain.decide_heartbeat(session(), [], HeartbeatAgent(session_id=SID, working_on="ISS-5", handoff_note="n"), ctx())
+    newly = domain.decide_heartbeat_agent(HeartbeatState(session(), []), HeartbeatAgent(session_id=SID, working_on="ISS-5", handoff_note="n"), ctx())
     assert [s for s, _ in newly.events][1:] == ["issue:ISS-5"]
-    nowhere = domain.decide_heartbeat(session(), [], HeartbeatAgent(session_id=SID, handoff_note="n"), ctx())
+    nowhere = domain.decide_heartbeat_agent(HeartbeatState(session(), []), HeartbeatAgent(session_id=SID, handoff_note="n"), ctx())
     assert [type(e) for _, e in nowhere.events] == [AgentHeartbeat]
 
 
 # --- end ------------------------------------------------------------------------------
 
 
+NOTHING = Holdings([], {}, [], [])
+
+
 def test_end_of_a_live_or_stale_session_closes_it_with_a_sanitised_note() -> None:
     for s in (session(), session(last_seen_us=NOW - (TTL + 1) * 1_000_000)):
-        state, d = domain.decide_end(s, EndAgent(session_id=SID, handoff_note="done\n\x07ok"), ctx())
-        assert state == s and d.session_id == SID and d.actor_key == "alice"
-        assert domain.ended_event(state, EndAgent(session_id=SID, handoff_note="done\n\x07ok")) == AgentEnded(
-            session_id=SID, handoff_note="done\nok"
-        )
+        d = domain.decide_end_agent(EndState(s, NOTHING), EndAgent(session_id=SID, handoff_note="done\n\x07ok"), ctx())
+        assert d.session_id == SID and d.actor_key == "alice"
+        assert d.events == [(f"session:{SID}", AgentEnded(session_id=SID, handoff_note="done\nok"))]
 
 
 def test_end_of_an_ended_session_is_refused() -> None:
     with pytest.raises(DomainError) as e:
-        domain.decide_end(session(ended_us=NOW), EndAgent(session_id=SID), ctx())
+        domain.decide_end_agent(EndState(session(ended_us=NOW), NOTHING), EndAgent(session_id=SID), ctx())
     assert e.value.code == "SESSION_NOT_LIVE"
 
 
 def test_end_of_an_unknown_session_is_not_found() -> None:
     with pytest.raises(DomainError) as e:
-        domain.decide_end(None, EndAgent(session_id=SID), ctx())
+        domain.decide_end_agent(EndState(None, NOTHING), EndAgent(session_id=SID), ctx())
     assert e.value.code == "NOT_FOUND"
+
+
+def test_end_releases_everything_held_in_order_with_the_note_after_each_lease() -> None:
+    held = Holdings(
+        leases=[("ISS-1", 4), ("ISS-2", 9)],
+        file_claims={"ISS-1": ["src/a.py", "docs/"], "ISS-3": ["tests/"]},
+        items=["w-2", "w-1"],
+        named_leases=["dispatcher"],
+    )
+    d = domain.decide_end_agent(EndState(session(), held), EndAgent(session_id=SID, handoff_note="bye\x1b"), ctx())
+    assert d.events == [
+        ("issue:ISS-1", LeaseReleased(issue="ISS-1", session_id=SID, reason="agent_ended", fencing_token=4)),
+        ("issue:ISS-1", HandoffNoted(issue="ISS-1", session_id=SID, note="bye")),
+        ("issue:ISS-2", LeaseReleased(issue="ISS-2", session_id=SID, reason="agent_ended", fencing_token=9)),
+        ("issue:ISS-2", HandoffNoted(issue="ISS-2", session_id=SID, note="bye")),
+        ("files:ISS-1", FileClaimReleased(issue="ISS-1", session_id=SID, paths=["src/a.py", "docs/"], reason="agent_ended")),
+        ("files:ISS-3", FileClaimReleased(issue="ISS-3", session_id=SID, paths=["tests/"], reason="agent_ended")),
+        ("work:w-2", WorkRequeued(item_id="w-2", session_id=SID, reason="agent_ended")),
+        ("work:w-1", WorkRequeued(item_id="w-1", session_id=SID, reason="agent_ended")),
+        ("lease:dispatcher", NamedLeaseReleased(name="dispatcher", session_id=SID, reason="agent_ended")),
+        (f"session:{SID}", AgentEnded(session_id=SID, handoff_note="bye")),
+    ]
+    assert d.result == {
+        "released_leases": ["ISS-1", "ISS-2"],
+        "released_claims": ["src/a.py", "docs/", "tests/"],
+        "requeued_items": ["w-2", "w-1"],
+        "released_named_leases": ["dispatcher"],
+    }
+
+
+def test_end_without_a_note_records_no_handoff() -> None:
+    held = Holdings([("ISS-1", 1)], {}, [], [])
+    d = domain.decide_end_agent(EndState(session(), held), EndAgent(session_id=SID), ctx())
+    assert [type(e) for _, e in d.events] == [LeaseReleased, AgentEnded]
 
 
 # --- liveness ---------------------------------------------------------------------------
@@ -324,7 +368,7 @@ def test_registered_event_fields_are_always_clean(
     actor: str | None, host: str | None, runtime_session_id: str | None, process_ancestry: str | None
 ) -> None:
     cmd = RegisterAgent(actor=actor, host=host, runtime="rt", runtime_session_id=runtime_session_id, process_ancestry=process_ancestry)
-    d = domain.decide_register(cmd, ctx())
+    d = domain.decide_register_agent(None, cmd, ctx())
     event = d.events[0][1]
     assert isinstance(event, AgentRegistered)
     for value in (event.actor_key, event.host or ""):

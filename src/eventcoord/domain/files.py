@@ -10,12 +10,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eventcoord import errors
 from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context, Decision
-from eventcoord.domain.messages import post
+from eventcoord.domain import streams
+from eventcoord.domain.messages import agent_channel, issue_channel, post
 from eventcoord.domain.paths import PathError, normalise_path, overlaps
 from eventcoord.domain.sessions import Claimant, SessionState, acting, claimant
-from eventcoord.errors import DomainError
 from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed
 
 
@@ -32,9 +33,29 @@ class ClaimRow:
     exclusive: bool
 
 
-def stream(issue: str) -> str:
-    """The event stream of an issue's file claims (and of conflicts on its behalf)."""
-    return f"files:{issue}"
+@dataclass(frozen=True, slots=True)
+class ClaimFilesState:
+    """What claim_files decides on.
+
+    ``held`` must contain every unreleased claim that could overlap a requested path (a
+    superset is fine); ``holders`` the sessions of those claims.
+    """
+
+    session: SessionState | None
+    held: Sequence[ClaimRow]
+    holders: dict[str, SessionState]
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseFilesState:
+    """What release_files decides on: the caller and its unreleased claims of the issue.
+
+    ``own`` are the claims of ``cmd.issue`` held by ``cmd.session_id`` (or the
+    session-less ones when it is omitted).
+    """
+
+    session: SessionState | None
+    own: Sequence[ClaimRow]
 
 
 def normalise_paths(raw: Sequence[str], field: str = "paths") -> list[str]:
@@ -47,7 +68,7 @@ def normalise_paths(raw: Sequence[str], field: str = "paths") -> list[str]:
         try:
             norm = normalise_path(path)
         except PathError as e:
-            raise DomainError("VALIDATION", f"{field}[{i}]: {e}", {"field": f"{field}[{i}]", "reason": e.reason}) from None
+            raise errors.invalid(f"{field}[{i}]", f"{field}[{i}]: {e}", e.reason) from None
         if norm not in out:
             out.append(norm)
     return out
@@ -90,23 +111,16 @@ def _paths_of(claims: Iterable[ClaimRow]) -> list[str]:
     return list(dict.fromkeys(h.path for h in claims))
 
 
-def decide_claim(
-    cmd: ClaimFiles,
-    ctx: Context,
-    session: SessionState | None,
-    held: Sequence[ClaimRow],
-    holders: dict[str, SessionState],
-) -> Decision:
+def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) -> Decision:
     """claim_files: all-or-nothing, exclusive/shared, stale holders expire, force overrides.
 
-    ``held`` must contain every unreleased claim that could overlap a requested path (a
-    superset is fine); ``holders`` the sessions of those claims. The caller's own claims
-    (same issue and same session) never conflict; an identical own path in the same mode
-    is already held and is not recorded again; in the other mode it is released and
-    claimed anew.
+    The caller's own claims (same issue and same session) never conflict; an identical
+    own path in the same mode is already held and is not recorded again; in the other
+    mode it is released and claimed anew.
     """
+    held, holders = state.held, state.holders
     paths = normalise_paths(cmd.paths)
-    me = claimant(cmd.session_id, session, ctx)
+    me = claimant(cmd.session_id, state.session, ctx)
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
 
     def own(h: ClaimRow) -> bool:
@@ -144,27 +158,23 @@ def decide_claim(
         # All-or-nothing: the denials are kept as facts; nothing else is written
         # (not even the expiry of stale holders: a refused claim changes nothing).
         for path, h in contended:
-            d.add(stream(cmd.issue), conflict(path, h))
-        d.error = DomainError(
-            "FILES_CLAIMED",
-            f"{len(contended)} requested path(s) overlap claims held by others; nothing was claimed",
-            {"conflicts": [conflict_details(path, h) for path, h in contended]},
-        )
+            d.add(streams.files(cmd.issue), conflict(path, h))
+        d.error = errors.files_claimed([conflict_details(path, h) for path, h in contended])
         return d
 
     # 1. releases: stale holders (silently), displaced holders, own claims changing mode
     for (issue, sid), claims in _group(expired).items():
-        d.add(stream(issue), FileClaimReleased(issue=issue, session_id=sid, paths=_paths_of(claims), reason="expired", by_session_id=me.session_id))
+        d.add(streams.files(issue), FileClaimReleased(issue=issue, session_id=sid, paths=_paths_of(claims), reason="expired", by_session_id=me.session_id))
     displaced = _group(h for _, h in contended)
     for (issue, sid), claims in displaced.items():
-        d.add(stream(issue), FileClaimReleased(issue=issue, session_id=sid, paths=_paths_of(claims), reason="overridden", by_session_id=me.session_id))
+        d.add(streams.files(issue), FileClaimReleased(issue=issue, session_id=sid, paths=_paths_of(claims), reason="overridden", by_session_id=me.session_id))
     if remode:
-        d.add(stream(cmd.issue), FileClaimReleased(issue=cmd.issue, session_id=me.session_id, paths=_paths_of(remode), reason="released"))
+        d.add(streams.files(cmd.issue), FileClaimReleased(issue=cmd.issue, session_id=me.session_id, paths=_paths_of(remode), reason="released"))
     # 2. conflicts (forced), 3. the grant, 4. messages
     for path, h in contended:
-        d.add(stream(cmd.issue), conflict(path, h))
+        d.add(streams.files(cmd.issue), conflict(path, h))
     if new:
-        d.add(stream(cmd.issue), FilesClaimed(issue=cmd.issue, session_id=me.session_id, actor_key=me.actor_key, paths=new, exclusive=cmd.exclusive))
+        d.add(streams.files(cmd.issue), FilesClaimed(issue=cmd.issue, session_id=me.session_id, actor_key=me.actor_key, paths=new, exclusive=cmd.exclusive))
     for (issue, sid), claims in displaced.items():
         pairs = [(p, h) for p, h in contended if h in claims]
         _notify_displaced(d, cmd.issue, me, issue, sid, claims[0].actor_key, pairs)
@@ -184,27 +194,27 @@ def _notify_displaced(
     """The audit record on the claiming issue, and the displaced session's own notice."""
     overlaps_text = "; ".join(f"{h.path} (overlaps {p})" for p, h in pairs)
     holder = f"session {sid} ({actor})" if sid else f"{actor} (no session)"
-    post(d, f"issue:{claiming_issue}", me, f"Claimed with force for issue {claiming_issue} by {_who(me)}, displacing issue {issue} held by {holder}: {overlaps_text}")
+    post(d, issue_channel(claiming_issue), me, f"Claimed with force for issue {claiming_issue} by {_who(me)}, displacing issue {issue} held by {holder}: {overlaps_text}")
     if sid is not None:
         post(
             d,
-            f"agent:{sid}",
+            agent_channel(sid),
             me,
             f"Your file claim for issue {issue} was overridden by {_who(me)}, which claimed with force for issue {claiming_issue}: {overlaps_text}",
         )
 
 
-def decide_release(cmd: ReleaseFiles, ctx: Context, session: SessionState | None, own: Sequence[ClaimRow]) -> Decision:
+def decide_release_files(state: ReleaseFilesState, cmd: ReleaseFiles, ctx: Context) -> Decision:
     """release_files: the named paths (as normalised strings) or, with none, all of them.
 
-    ``own`` are the unreleased claims of ``cmd.issue`` held by ``cmd.session_id`` (or the
-    session-less ones when it is omitted). Paths not held are ignored.
+    Paths not held are ignored.
     """
+    own = state.own
     wanted = set(normalise_paths(cmd.paths)) if cmd.paths else None
-    me = acting(cmd.session_id, session, ctx)
+    me = acting(cmd.session_id, state.session, ctx)
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
     released = _paths_of(h for h in own if wanted is None or h.path in wanted)
     if released:
-        d.add(stream(cmd.issue), FileClaimReleased(issue=cmd.issue, session_id=me.session_id, paths=released, reason="released"))
+        d.add(streams.files(cmd.issue), FileClaimReleased(issue=cmd.issue, session_id=me.session_id, paths=released, reason="released"))
     d.result = {"released": released}
     return d

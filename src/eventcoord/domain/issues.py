@@ -1,18 +1,27 @@
 """Issue leases: effective state, claim (WIP cap, stale reclaim, force), release, verify_hold.
 
+Also the project configuration the WIP cap reads, and the grant a work-queue pull takes.
 Pure functions over the state a handler loaded; the orders of checks are SPEC §5's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from eventcoord.commands import ClaimIssue, ReleaseIssue, VerifyHold
-from eventcoord.context import Context, Decision
-from eventcoord.domain.sessions import SessionState, require_live, require_session
-from eventcoord.errors import DomainError, ValidationFailed
-from eventcoord.events import LeaseGranted, LeaseReleased, ReleaseReason, WipCapDenied
+from eventcoord import errors
+from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
+from eventcoord.context import Context, Decision, StreamEvent
+from eventcoord.domain import streams
+from eventcoord.domain.sessions import SessionState, require_live, require_not_ended
+from eventcoord.events import (
+    LeaseGranted,
+    LeaseReleased,
+    ProjectConfigured,
+    ReleaseReason,
+    WipCapDenied,
+)
 from eventcoord.sanitize import ACTOR_CAP, clean_line
 
 DEFAULT_WIP_LIMIT = 3
@@ -60,9 +69,41 @@ class EffectiveState:
     holder: dict[str, Any] | None
 
 
-def stream(issue: str) -> str:
-    """The event stream of one issue."""
-    return f"issue:{issue}"
+@dataclass(frozen=True, slots=True)
+class ClaimState:
+    """What claim_issue decides on: the caller, the issue, the project's cap and live count.
+
+    ``live_count`` counts the project's live leases, not counting any lease on this issue.
+    """
+
+    caller: SessionState | None
+    view: IssueView
+    wip_limit: int
+    live_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseState:
+    """What release_issue decides on: the caller and the issue's unreleased lease."""
+
+    caller: SessionState | None
+    lease: LeaseState | None
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyState:
+    """What verify_hold decides on: the caller and the issue as seen now."""
+
+    caller: SessionState | None
+    view: IssueView
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A lease a work-queue pull takes: its token and the events that take it (none if held)."""
+
+    fencing_token: int
+    events: list[StreamEvent] = field(default_factory=list)
 
 
 def holder_view(session: SessionState | None, session_id: str, actor_key: str, live: bool) -> dict[str, Any]:
@@ -104,40 +145,50 @@ def effective_state(
     return EffectiveState("free", "no_assignment_no_liveness", None)
 
 
+def decide_configure_project(state: None, cmd: ConfigureProject, ctx: Context) -> Decision:
+    """Set a project's WIP limit (admin; the role rule is checked before)."""
+    d = Decision()
+    d.add(streams.project(cmd.project), ProjectConfigured(project=cmd.project, wip_limit=cmd.wip_limit))
+    d.result = {"project": cmd.project, "wip_limit": cmd.wip_limit}
+    return d
+
+
 def _check_project(view: IssueView, project: str) -> None:
     if view.registry is not None and view.registry.project != project:
-        raise ValidationFailed("project", f"issue {view.issue!r} belongs to project {view.registry.project!r}, not {project!r}")
+        raise errors.invalid("project", f"issue {view.issue!r} belongs to project {view.registry.project!r}, not {project!r}")
 
 
-def _held_details(issue: str, holder: dict[str, Any] | None) -> dict[str, Any]:
-    return {"issue": issue, "session_id": (holder or {}).get("session_id"), "actor_key": (holder or {}).get("actor_key")}
+def _release(lease: LeaseState, reason: ReleaseReason, by: str | None = None) -> StreamEvent:
+    event = LeaseReleased(issue=lease.issue, session_id=lease.session_id, reason=reason, fencing_token=lease.fencing_token, by_session_id=by)
+    return streams.issue(lease.issue), event
 
 
-def decide_claim(
-    cmd: ClaimIssue,
-    ctx: Context,
-    caller: SessionState | None,
-    view: IssueView,
-    wip_limit: int,
-    live_count: int,
-) -> Decision:
-    """claim_issue in SPEC §5 order. ``live_count`` excludes any lease on this issue."""
-    me = require_live(caller, cmd.session_id, ctx)
+def _grant(view: IssueView, project: str, me: SessionState) -> tuple[int, StreamEvent]:
+    """The grant and its fencing token, which exceeds every earlier grant of the issue."""
+    token = (view.registry.last_fencing_token if view.registry else 0) + 1
+    event = LeaseGranted(project=project, issue=view.issue, session_id=me.session_id, actor_key=me.actor_key, fencing_token=token)
+    return token, (streams.issue(view.issue), event)
+
+
+def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Decision:
+    """claim_issue in SPEC §5 order."""
+    view, wip_limit, live_count = state.view, state.wip_limit, state.live_count
+    me = require_live(state.caller, cmd.session_id, ctx)
     _check_project(view, cmd.project)
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
-    state = effective_state(view, me.session_id, ctx, caller_declares=me.working_on == view.issue)
+    es = effective_state(view, me.session_id, ctx, caller_declares=me.working_on == view.issue)
     lease = view.lease
-    if state.state == "self_is_holder" and lease is not None:
+    if es.state == "self_is_holder" and lease is not None:
         d.result = {"issue": cmd.issue, "fencing_token": lease.fencing_token, "project": lease.project}
         return d
     forced = cmd.force and ctx.caller.role in ("human", "admin")
-    if state.state == "human_held" and not forced:
-        raise DomainError("HUMAN_HELD", f"issue {cmd.issue!r} is held by a person: ask first", _held_details(cmd.issue, state.holder))
-    if state.state == "held" and not forced:
-        raise DomainError("ISSUE_HELD", f"issue {cmd.issue!r} is being worked on by another session", _held_details(cmd.issue, state.holder))
+    if es.state == "human_held" and not forced:
+        raise errors.human_held(cmd.issue, es.holder)
+    if es.state == "held" and not forced:
+        raise errors.issue_held(cmd.issue, es.holder)
     if live_count >= wip_limit:
         d.add(
-            f"project:{cmd.project}",
+            streams.project(cmd.project),
             WipCapDenied(
                 project=cmd.project,
                 issue=cmd.issue,
@@ -147,29 +198,21 @@ def decide_claim(
                 live_count=live_count,
             ),
         )
-        d.error = DomainError(
-            "WIP_CAP_REACHED",
-            f"project {cmd.project!r} has {live_count} live leases (limit {wip_limit})",
-            {"project": cmd.project, "limit": wip_limit, "live_count": live_count},
-        )
+        d.error = errors.wip_cap_reached(cmd.project, wip_limit, live_count)
         return d
     reclaimed_from = None
     if lease is not None:
-        reason: ReleaseReason = "expired" if state.state == "reclaimable" else "superseded"
-        d.add(
-            stream(cmd.issue),
-            LeaseReleased(
-                issue=cmd.issue, session_id=lease.session_id, reason=reason, fencing_token=lease.fencing_token, by_session_id=me.session_id
-            ),
-        )
+        reason: ReleaseReason = "expired" if es.state == "reclaimable" else "superseded"
+        d.events.append(_release(lease, reason, by=me.session_id))
         if reason == "expired":
             reclaimed_from = {
                 "session_id": lease.session_id,
                 "actor_key": lease.actor_key,
                 "handoff_note": view.registry.handoff_note if view.registry else None,
             }
-        d.result = {"superseded": state.holder} if reason == "superseded" else {}
-    token = grant(d, view, cmd.project, me)
+        d.result = {"superseded": es.holder} if reason == "superseded" else {}
+    token, granted = _grant(view, cmd.project, me)
+    d.events.append(granted)
     d.result = {
         **(d.result or {}),
         "issue": cmd.issue,
@@ -182,65 +225,50 @@ def decide_claim(
     return d
 
 
-def grant(d: Decision, view: IssueView, project: str, me: SessionState) -> int:
-    """Append the grant; its fencing token exceeds every earlier grant of the issue."""
-    token = (view.registry.last_fencing_token if view.registry else 0) + 1
-    d.add(
-        stream(view.issue),
-        LeaseGranted(project=project, issue=view.issue, session_id=me.session_id, actor_key=me.actor_key, fencing_token=token),
-    )
-    return token
+def grant_for_work(view: IssueView, me: SessionState, project: str, wip_limit: int, live_count: Callable[[], int], ctx: Context) -> Grant | None:
+    """The lease a work-queue pull takes on the item's issue, if it is takeable now.
+
+    The caller's own lease is kept (no events); a free issue, or one whose holder is stale
+    (released first as ``expired``), is granted while the project is under its cap.
+    Otherwise None: a pull skips the item, never refuses and never records a WipCapDenied.
+    ``live_count`` counts the project's live leases (not this issue's), asked only if needed.
+    """
+    if view.registry is not None and view.registry.project != project:
+        return None
+    es = effective_state(view, me.session_id, ctx)
+    if es.state == "self_is_holder" and view.lease is not None:
+        return Grant(view.lease.fencing_token)
+    if es.state not in ("free", "reclaimable") or live_count() >= wip_limit:
+        return None
+    events = [] if view.lease is None else [_release(view.lease, "expired", by=me.session_id)]
+    token, granted = _grant(view, project, me)
+    return Grant(token, [*events, granted])
 
 
-def decide_release(cmd: ReleaseIssue, ctx: Context, caller: SessionState | None, lease: LeaseState | None) -> Decision:
+def decide_release_issue(state: ReleaseState, cmd: ReleaseIssue, ctx: Context) -> Decision:
     """release_issue: only the holder may release (NOT_HOLDER otherwise)."""
-    me = require_session(caller, cmd.session_id)
-    if me.ended_us is not None:
-        raise DomainError("SESSION_NOT_LIVE", f"session {cmd.session_id!r} has ended", {"session_id": cmd.session_id, "ended": True})
+    me = require_not_ended(state.caller, cmd.session_id)
+    lease = state.lease
     if lease is None or lease.session_id != me.session_id:
-        raise DomainError(
-            "NOT_HOLDER",
-            f"session {cmd.session_id!r} does not hold issue {cmd.issue!r}",
-            {"issue": cmd.issue, "session_id": cmd.session_id, "holder_session_id": lease.session_id if lease else None},
-        )
+        raise errors.not_issue_holder(cmd.issue, cmd.session_id, lease.session_id if lease else None)
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
-    d.add(stream(cmd.issue), LeaseReleased(issue=cmd.issue, session_id=me.session_id, reason=cmd.reason, fencing_token=lease.fencing_token))
+    d.events.append(_release(lease, cmd.reason))
     d.result = {"issue": cmd.issue, "reason": cmd.reason, "fencing_token": lease.fencing_token}
     return d
 
 
-def decide_verify_hold(cmd: VerifyHold, ctx: Context, caller: SessionState | None, view: IssueView) -> Decision:
+def decide_verify_hold(state: VerifyState, cmd: VerifyHold, ctx: Context) -> Decision:
     """The publish gate: refuse only on a high-confidence conflict; appends nothing."""
-    me = require_session(caller, cmd.session_id)
-    if me.ended_us is not None:
-        raise DomainError("SESSION_NOT_LIVE", f"session {cmd.session_id!r} has ended", {"session_id": cmd.session_id, "ended": True})
+    me = require_not_ended(state.caller, cmd.session_id)
+    view = state.view
     lease = view.lease
     mine = lease is not None and lease.session_id == me.session_id
     if cmd.fencing_token is not None and not (mine and lease is not None and lease.fencing_token == cmd.fencing_token):
-        raise DomainError(
-            "NOT_FRESH_HOLDER",
-            f"fencing token {cmd.fencing_token} is not the current token of your lease on {cmd.issue!r}",
-            {
-                "issue": cmd.issue,
-                "reason": "fencing-token-not-current",
-                "presented_fencing_token": cmd.fencing_token,
-                "current_fencing_token": lease.fencing_token if lease else None,
-            },
-        )
+        raise errors.token_not_current(cmd.issue, cmd.fencing_token, lease.fencing_token if lease else None)
     if not me.stable:
-        d = Decision()
-        d.result = {"ok": True, "enforced": False, "effective_state": "not_evaluated", "reason": "actor-identity-unstable-advisory-only"}
-        return d
-    state = effective_state(view, me.session_id, ctx, caller_declares=me.working_on == view.issue)
-    durable_conflict = state.state in ("reclaimable", "human_held") or (
-        state.state == "held" and state.reason == "assignment_fresh_other"
-    )
+        return Decision(result={"ok": True, "enforced": False, "effective_state": "not_evaluated", "reason": "actor-identity-unstable-advisory-only"})
+    es = effective_state(view, me.session_id, ctx, caller_declares=me.working_on == view.issue)
+    durable_conflict = es.state in ("reclaimable", "human_held") or (es.state == "held" and es.reason == "assignment_fresh_other")
     if durable_conflict:
-        raise DomainError(
-            "NOT_FRESH_HOLDER",
-            f"issue {cmd.issue!r} is durably held by another session ({state.reason})",
-            {"issue": cmd.issue, "effective_state": state.state, "reason": state.reason, "holder": state.holder},
-        )
-    d = Decision()
-    d.result = {"ok": True, "enforced": True, "effective_state": state.state, "reason": state.reason}
-    return d
+        raise errors.durably_held(cmd.issue, es.state, es.reason, es.holder)
+    return Decision(result={"ok": True, "enforced": True, "effective_state": es.state, "reason": es.reason})

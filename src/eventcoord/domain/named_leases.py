@@ -13,10 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from eventcoord import errors
 from eventcoord.codec import format_time
+from eventcoord.commands import AcquireLease, ReleaseLease, RenewLease
 from eventcoord.context import Context, Decision
-from eventcoord.domain.sessions import SessionState
-from eventcoord.errors import DomainError
+from eventcoord.domain import streams
+from eventcoord.domain.sessions import SessionState, require_live, require_not_ended
 from eventcoord.events import NamedLeaseAcquired, NamedLeaseReleased, NamedLeaseRenewed
 
 DEFAULT_LEASE_TTL_SECONDS = 30
@@ -34,9 +36,12 @@ class NamedLeaseState:
     expires_us: int | None
 
 
-def lease_stream(name: str) -> str:
-    """The event stream of one named lease."""
-    return f"lease:{name}"
+@dataclass(frozen=True, slots=True)
+class NamedLeaseCommandState:
+    """What acquire/renew/release_lease decide on: the caller (locked) and the lease (locked)."""
+
+    session: SessionState | None
+    lease: NamedLeaseState | None
 
 
 
@@ -50,40 +55,26 @@ def _lease_result(name: str, token: int, ttl_seconds: int, expires_us: int, rene
     }
 
 
-def _not_holder(name: str, me: SessionState, lease: NamedLeaseState | None) -> DomainError:
-    return DomainError(
-        "NOT_HOLDER",
-        f"session {me.session_id!r} does not hold lease {name!r}",
-        {"name": name, "session_id": me.session_id, "holder_session_id": lease.session_id if lease else None},
-    )
+def _not_holder(name: str, me: SessionState, lease: NamedLeaseState | None) -> errors.DomainError:
+    return errors.not_lease_holder(name, me.session_id, lease.session_id if lease else None)
 
 
-def decide_acquire(name: str, lease: NamedLeaseState | None, me: SessionState, ttl_seconds: int | None, ctx: Context) -> Decision:
-    """Grant ``name`` if it is free, expired or already ours (a renewal); else LEASE_HELD.
-
-    The caller has checked that ``me`` is live.
-    """
+def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: Context) -> Decision:
+    """Grant the name if it is free, expired or already ours (a renewal); else LEASE_HELD."""
+    me = require_live(state.session, cmd.session_id, ctx)
+    name, lease = cmd.name, state.lease
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
     if lease is not None and lease.session_id == me.session_id:
-        return _renew(name, lease, me, ttl_seconds, ctx, d)
+        return _renew(name, lease, me, cmd.ttl_seconds, ctx, d)
     if lease is not None and lease.session_id is not None and (lease.expires_us or 0) > ctx.now_us:
-        raise DomainError(
-            "LEASE_HELD",
-            f"lease {name!r} is held by session {lease.session_id!r}",
-            {
-                "name": name,
-                "session_id": lease.session_id,
-                "actor_key": lease.actor_key,
-                "expires_at": format_time(lease.expires_us or 0),
-            },
-        )
+        raise errors.lease_held(name, lease.session_id, lease.actor_key, format_time(lease.expires_us or 0))
     if lease is not None and lease.session_id is not None:
-        d.add(lease_stream(name), NamedLeaseReleased(name=name, session_id=lease.session_id, reason="expired"))
-    ttl = ttl_seconds or DEFAULT_LEASE_TTL_SECONDS
+        d.add(streams.named_lease(name), NamedLeaseReleased(name=name, session_id=lease.session_id, reason="expired"))
+    ttl = cmd.ttl_seconds or DEFAULT_LEASE_TTL_SECONDS
     token = (lease.fencing_token if lease else 0) + 1
     expires = ctx.now_us + ttl * 1_000_000
     d.add(
-        lease_stream(name),
+        streams.named_lease(name),
         NamedLeaseAcquired(
             name=name, session_id=me.session_id, actor_key=me.actor_key, fencing_token=token, ttl_seconds=ttl, expires_at_us=expires
         ),
@@ -96,26 +87,30 @@ def _renew(name: str, lease: NamedLeaseState, me: SessionState, ttl_seconds: int
     ttl = ttl_seconds or lease.ttl_seconds or DEFAULT_LEASE_TTL_SECONDS
     expires = ctx.now_us + ttl * 1_000_000
     d.add(
-        lease_stream(name),
+        streams.named_lease(name),
         NamedLeaseRenewed(name=name, session_id=me.session_id, fencing_token=lease.fencing_token, ttl_seconds=ttl, expires_at_us=expires),
     )
     d.result = _lease_result(name, lease.fencing_token, ttl, expires, renewed=True)
     return d
 
 
-def decide_renew(name: str, lease: NamedLeaseState | None, me: SessionState, ttl_seconds: int | None, ctx: Context) -> Decision:
+def decide_renew_lease(state: NamedLeaseCommandState, cmd: RenewLease, ctx: Context) -> Decision:
     """Extend our lease from now (same token); NOT_HOLDER if it is not ours."""
+    me = require_not_ended(state.session, cmd.session_id)
+    name, lease = cmd.name, state.lease
     if lease is None or lease.session_id != me.session_id:
         raise _not_holder(name, me, lease)
-    return _renew(name, lease, me, ttl_seconds, ctx, Decision(session_id=me.session_id, actor_key=me.actor_key))
+    return _renew(name, lease, me, cmd.ttl_seconds, ctx, Decision(session_id=me.session_id, actor_key=me.actor_key))
 
 
-def decide_release(name: str, lease: NamedLeaseState | None, me: SessionState, ctx: Context) -> Decision:
+def decide_release_lease(state: NamedLeaseCommandState, cmd: ReleaseLease, ctx: Context) -> Decision:
     """Give our lease up; the token stays as the last one granted."""
+    me = require_not_ended(state.session, cmd.session_id)
+    name, lease = cmd.name, state.lease
     if lease is None or lease.session_id != me.session_id:
         raise _not_holder(name, me, lease)
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
-    d.add(lease_stream(name), NamedLeaseReleased(name=name, session_id=me.session_id, reason="released"))
+    d.add(streams.named_lease(name), NamedLeaseReleased(name=name, session_id=me.session_id, reason="released"))
     d.result = {
         "name": name,
         "fencing_token": lease.fencing_token,

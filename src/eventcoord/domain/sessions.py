@@ -1,4 +1,4 @@
-"""Agent sessions: identity resolution, register, heartbeat, end. Pure, no I/O."""
+"""Agent sessions: identity, register, heartbeat, end; who acts. Pure, no I/O."""
 
 from __future__ import annotations
 
@@ -6,11 +6,21 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from eventcoord import errors
 from eventcoord.codec import format_time
 from eventcoord.commands import EndAgent, HeartbeatAgent, RegisterAgent
 from eventcoord.context import Context, Decision
-from eventcoord.errors import DomainError
-from eventcoord.events import AgentEnded, AgentHeartbeat, AgentRegistered, HandoffNoted
+from eventcoord.domain import streams
+from eventcoord.events import (
+    AgentEnded,
+    AgentHeartbeat,
+    AgentRegistered,
+    FileClaimReleased,
+    HandoffNoted,
+    LeaseReleased,
+    NamedLeaseReleased,
+    WorkRequeued,
+)
 from eventcoord.sanitize import ACTOR_CAP, HOST_CAP, clean_line, clean_text
 
 _TOKEN_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -49,9 +59,30 @@ class Claimant:
     actor_key: str
 
 
-def stream(session_id: str) -> str:
-    """The event stream of one session."""
-    return f"session:{session_id}"
+@dataclass(frozen=True, slots=True)
+class HeartbeatState:
+    """What heartbeat_agent decides on: the session and, with a note, the issues it holds."""
+
+    session: SessionState | None
+    held_issues: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Holdings:
+    """Everything a session holds when it ends, as the read models hold it."""
+
+    leases: list[tuple[str, int]]  # (issue, fencing token), by issue
+    file_claims: dict[str, list[str]]  # issue -> paths, in claim order
+    items: list[str]  # its claimed or running work items, in enqueue order
+    named_leases: list[str]  # by name
+
+
+@dataclass(frozen=True, slots=True)
+class EndState:
+    """What end_agent decides on: the session and everything it holds."""
+
+    session: SessionState | None
+    holdings: Holdings
 
 
 def resolve_identity(cmd: RegisterAgent, session_id: str) -> Identity:
@@ -72,15 +103,15 @@ def resolve_identity(cmd: RegisterAgent, session_id: str) -> Identity:
     return Identity(f"unresolved:{session_id}", "unresolved", False, None)
 
 
-def decide_register(cmd: RegisterAgent, ctx: Context) -> Decision:
+def decide_register_agent(state: None, cmd: RegisterAgent, ctx: Context) -> Decision:
     """Start a session; a ``human`` session needs a human or admin token."""
     if cmd.kind == "human" and ctx.caller.role not in ("human", "admin"):
-        raise DomainError("FORBIDDEN", "only a human or admin token may register a human session")
+        raise errors.forbidden("only a human or admin token may register a human session")
     session_id = ctx.make_id("s")
     identity = resolve_identity(cmd, session_id)
     d = Decision(session_id=session_id, actor_key=identity.actor_key)
     d.add(
-        stream(session_id),
+        streams.session(session_id),
         AgentRegistered(
             session_id=session_id,
             actor_key=identity.actor_key,
@@ -105,49 +136,71 @@ def decide_register(cmd: RegisterAgent, ctx: Context) -> Decision:
 def require_session(session: SessionState | None, session_id: str) -> SessionState:
     """The session, or 404 when it does not exist in this workspace."""
     if session is None:
-        raise DomainError("NOT_FOUND", f"no session {session_id!r} in this workspace", {"session_id": session_id})
+        raise errors.session_not_found(session_id)
     return session
+
+
+def require_not_ended(session: SessionState | None, session_id: str, *, already: bool = False) -> SessionState:
+    """The session if it has not ended (a stale one may still act: its command revives it)."""
+    s = require_session(session, session_id)
+    if s.ended_us is not None:
+        raise errors.session_ended(session_id, already=already)
+    return s
 
 
 def require_live(session: SessionState | None, session_id: str, ctx: Context) -> SessionState:
     """The session if it is live; ended or stale sessions may not claim (SESSION_NOT_LIVE)."""
     s = require_session(session, session_id)
     if not ctx.is_live(s.last_seen_us, s.ended_us):
-        raise DomainError(
-            "SESSION_NOT_LIVE",
-            f"session {session_id!r} has {'ended' if s.ended_us is not None else 'gone stale'}",
-            {"session_id": session_id, "ended": s.ended_us is not None},
-        )
+        raise errors.session_not_live(session_id, ended=s.ended_us is not None)
     return s
 
 
-def decide_heartbeat(session: SessionState | None, held_issues: list[str], cmd: HeartbeatAgent, ctx: Context) -> Decision:
-    """Refresh liveness (reviving a stale session); an ended session can do nothing more."""
-    s = require_session(session, cmd.session_id)
-    if s.ended_us is not None:
-        raise DomainError("SESSION_NOT_LIVE", f"session {cmd.session_id!r} has ended", {"session_id": cmd.session_id, "ended": True})
+def decide_heartbeat_agent(state: HeartbeatState, cmd: HeartbeatAgent, ctx: Context) -> Decision:
+    """Refresh liveness (reviving a stale session); an ended session can do nothing more.
+
+    A handoff note goes to every issue the session holds, else to the one it declares.
+    """
+    s = require_not_ended(state.session, cmd.session_id)
     d = Decision(session_id=s.session_id, actor_key=s.actor_key)
-    d.add(stream(s.session_id), AgentHeartbeat(session_id=s.session_id, working_on=cmd.working_on))
+    d.add(streams.session(s.session_id), AgentHeartbeat(session_id=s.session_id, working_on=cmd.working_on))
     note = clean_text(cmd.handoff_note)
     if note:
         declared = cmd.working_on if isinstance(cmd.working_on, str) else s.working_on
-        for issue in held_issues or ([declared] if declared else []):
-            d.add(f"issue:{issue}", HandoffNoted(issue=issue, session_id=s.session_id, note=note))
+        for issue in state.held_issues or ([declared] if declared else []):
+            d.add(streams.issue(issue), HandoffNoted(issue=issue, session_id=s.session_id, note=note))
     d.result = {"last_heartbeat_at": format_time(ctx.now_us)}
     return d
 
 
-def decide_end(session: SessionState | None, cmd: EndAgent, ctx: Context) -> tuple[SessionState, Decision]:
-    """Begin ending a session; the caller adds the releases of everything it held."""
-    s = require_session(session, cmd.session_id)
-    if s.ended_us is not None:
-        raise DomainError("SESSION_NOT_LIVE", f"session {cmd.session_id!r} has already ended", {"session_id": cmd.session_id, "ended": True})
-    return s, Decision(session_id=s.session_id, actor_key=s.actor_key)
+def decide_end_agent(state: EndState, cmd: EndAgent, ctx: Context) -> Decision:
+    """End a session and release everything it held, eagerly, with reason ``agent_ended``.
 
-
-def ended_event(s: SessionState, cmd: EndAgent) -> AgentEnded:
-    """The closing event of a session, carrying its sanitised handoff note."""
-    return AgentEnded(session_id=s.session_id, handoff_note=clean_text(cmd.handoff_note))
+    In order: each lease (followed by the handoff note on that issue), the file claims per
+    issue, the re-queue of its unfinished work, its named leases, then ``AgentEnded``.
+    """
+    s = require_not_ended(state.session, cmd.session_id, already=True)
+    sid, held = s.session_id, state.holdings
+    ended = AgentEnded(session_id=sid, handoff_note=clean_text(cmd.handoff_note))
+    d = Decision(session_id=sid, actor_key=s.actor_key)
+    for issue, token in held.leases:
+        d.add(streams.issue(issue), LeaseReleased(issue=issue, session_id=sid, reason="agent_ended", fencing_token=token))
+        if ended.handoff_note:
+            d.add(streams.issue(issue), HandoffNoted(issue=issue, session_id=sid, note=ended.handoff_note))
+    for issue, paths in held.file_claims.items():
+        d.add(streams.files(issue), FileClaimReleased(issue=issue, session_id=sid, paths=paths, reason="agent_ended"))
+    for item_id in held.items:
+        d.add(streams.work(item_id), WorkRequeued(item_id=item_id, session_id=sid, reason="agent_ended"))
+    for name in held.named_leases:
+        d.add(streams.named_lease(name), NamedLeaseReleased(name=name, session_id=sid, reason="agent_ended"))
+    d.add(streams.session(sid), ended)
+    d.result = {
+        "released_leases": [issue for issue, _ in held.leases],
+        "released_claims": [p for paths in held.file_claims.values() for p in paths],
+        "requeued_items": list(held.items),
+        "released_named_leases": list(held.named_leases),
+    }
+    return d
 
 
 def token_actor(ctx: Context) -> str:
@@ -167,7 +220,5 @@ def acting(session_id: str | None, session: SessionState | None, ctx: Context) -
     """A releasing or posting party: it must exist and not have ended (stale is fine)."""
     if session_id is None:
         return Claimant(None, token_actor(ctx))
-    s = require_session(session, session_id)
-    if s.ended_us is not None:
-        raise DomainError("SESSION_NOT_LIVE", f"session {session_id!r} has ended", {"session_id": session_id, "ended": True})
+    s = require_not_ended(session, session_id)
     return Claimant(s.session_id, s.actor_key)

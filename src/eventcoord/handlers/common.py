@@ -12,8 +12,7 @@ from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
 
 from eventcoord.context import Context
-from eventcoord.domain.sessions import SessionState, require_session
-from eventcoord.errors import DomainError
+from eventcoord.domain.sessions import SessionState
 from eventcoord.projections.tables import sessions
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import guards
@@ -49,14 +48,6 @@ def load_session(conn: Connection, ctx: Context, session_id: str, *, lock: bool 
     """One session of the caller's workspace (None if absent or in another workspace)."""
     row = (_SESSION_FOR_UPDATE if lock else _SESSION).first(conn, {"sid": session_id, "ws": ctx.workspace})
     return None if row is None else SessionState(*row)
-
-
-def require_present(conn: Connection, ctx: Context, session_id: str) -> SessionState:
-    """The session, locked; an ended session can do nothing more (a stale one revives)."""
-    s = require_session(load_session(conn, ctx, session_id, lock=True), session_id)
-    if s.ended_us is not None:
-        raise DomainError("SESSION_NOT_LIVE", f"session {session_id!r} has ended", {"session_id": session_id, "ended": True})
-    return s
 
 
 def load_sessions(conn: Connection, ctx: Context, session_ids: set[str]) -> dict[str, SessionState]:

@@ -100,7 +100,7 @@ def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
     lock_workspace(conn, ctx)
     held = overlap_candidates(conn, ctx, paths)
     holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
-    return domain.decide_claim(cmd, ctx, session, held, holders)
+    return domain.decide_claim_files(domain.ClaimFilesState(session, held, holders), cmd, ctx)
 
 
 def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision:
@@ -111,4 +111,4 @@ def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision
         .where((file_claims.c.workspace == ctx.workspace) & (file_claims.c.issue == cmd.issue) & holder & file_claims.c.released_us.is_(None))
         .order_by(file_claims.c.position, file_claims.c.idx)
     )
-    return domain.decide_release(cmd, ctx, session, [domain.ClaimRow(*r) for r in rows])
+    return domain.decide_release_files(domain.ReleaseFilesState(session, [domain.ClaimRow(*r) for r in rows]), cmd, ctx)

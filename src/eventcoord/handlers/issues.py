@@ -12,8 +12,8 @@ from sqlalchemy import Connection, and_, bindparam, func, select
 from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
 from eventcoord.context import Context, Decision
 from eventcoord.domain import issues as domain
+from eventcoord.domain import streams
 from eventcoord.domain.sessions import SessionState
-from eventcoord.events import LeaseReleased, ProjectConfigured, ReleaseReason
 from eventcoord.handlers.common import _SESSION_COLUMNS, _WS, load_session, lock_guard
 from eventcoord.liveness import live_clause
 from eventcoord.projections.tables import issues, leases, projects, sessions
@@ -59,7 +59,7 @@ _DECLARERS = Prepared(
 
 def lock_project(conn: Connection, ctx: Context, project: str) -> int:
     """Serialise decisions on a project's cap; returns its wip_limit (default 3)."""
-    lock_guard(conn, ctx.workspace, f"project:{project}")
+    lock_guard(conn, ctx.workspace, streams.project(project))
     limit = _WIP_LIMIT.scalar(conn, {"ws": ctx.workspace, "project": project})
     return domain.DEFAULT_WIP_LIMIT if limit is None else int(limit)
 
@@ -91,60 +91,18 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
     wip_limit = lock_project(conn, ctx, cmd.project)
     view = load_issue_view(conn, ctx, cmd.issue, lock=True)
     live = live_lease_count(conn, ctx, cmd.project, cmd.issue)
-    return domain.decide_claim(cmd, ctx, caller, view, wip_limit, live)
-
-
-def try_grant(conn: Connection, ctx: Context, d: Decision, session: SessionState, project: str, issue: str) -> int | None:
-    """For selection (the queue): grant ``issue`` to ``session`` if it is takeable now.
-
-    Appends the grant (after an ``expired`` release of a stale non-human holder) to ``d``
-    and returns the fencing token; returns the existing token when ``session`` already
-    holds it; returns None when the issue is not free or the cap is full. Never refuses
-    and never records a WipCapDenied. The caller must hold the project lock.
-    """
-    view = load_issue_view(conn, ctx, issue, lock=True)
-    if view.registry is not None and view.registry.project != project:
-        return None
-    state = domain.effective_state(view, session.session_id, ctx)
-    if state.state == "self_is_holder" and view.lease is not None:
-        return view.lease.fencing_token
-    if state.state not in ("free", "reclaimable"):
-        return None
-    limit = lock_project(conn, ctx, project)
-    if live_lease_count(conn, ctx, project, issue) >= limit:
-        return None
-    if view.lease is not None:
-        d.add(
-            domain.stream(issue),
-            LeaseReleased(
-                issue=issue, session_id=view.lease.session_id, reason="expired", fencing_token=view.lease.fencing_token, by_session_id=session.session_id
-            ),
-        )
-    return domain.grant(d, view, project, session)
-
-
-def release_events(conn: Connection, ctx: Context, d: Decision, issue: str, reason: ReleaseReason) -> bool:
-    """Append the release of an issue's unreleased lease (if any) to ``d``."""
-    lease = load_lease(conn, ctx, issue, lock=True)
-    if lease is None:
-        return False
-    d.add(
-        domain.stream(issue),
-        LeaseReleased(issue=issue, session_id=lease.session_id, reason=reason, fencing_token=lease.fencing_token),
-    )
-    return True
+    return domain.decide_claim_issue(domain.ClaimState(caller, view, wip_limit, live), cmd, ctx)
 
 
 def release_issue(conn: Connection, ctx: Context, cmd: ReleaseIssue) -> Decision:
-    return domain.decide_release(cmd, ctx, load_session(conn, ctx, cmd.session_id), load_lease(conn, ctx, cmd.issue, lock=True))
+    state = domain.ReleaseState(load_session(conn, ctx, cmd.session_id), load_lease(conn, ctx, cmd.issue, lock=True))
+    return domain.decide_release_issue(state, cmd, ctx)
 
 
 def verify_hold(conn: Connection, ctx: Context, cmd: VerifyHold) -> Decision:
-    return domain.decide_verify_hold(cmd, ctx, load_session(conn, ctx, cmd.session_id), load_issue_view(conn, ctx, cmd.issue))
+    state = domain.VerifyState(load_session(conn, ctx, cmd.session_id), load_issue_view(conn, ctx, cmd.issue))
+    return domain.decide_verify_hold(state, cmd, ctx)
 
 
 def configure_project(conn: Connection, ctx: Context, cmd: ConfigureProject) -> Decision:
-    d = Decision()
-    d.add(f"project:{cmd.project}", ProjectConfigured(project=cmd.project, wip_limit=cmd.wip_limit))
-    d.result = {"project": cmd.project, "wip_limit": cmd.wip_limit}
-    return d
+    return domain.decide_configure_project(None, cmd, ctx)

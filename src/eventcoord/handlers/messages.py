@@ -14,4 +14,4 @@ def post_message(conn: Connection, ctx: Context, cmd: PostMessage) -> Decision:
     session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
     kind, _, name = cmd.channel.partition(":")
     target = load_session(conn, ctx, name) if kind == "agent" else None
-    return domain.decide_post(cmd, ctx, session, target)
+    return domain.decide_post_message(domain.PostState(session, target), cmd, ctx)

@@ -7,8 +7,8 @@ from sqlalchemy import Connection, select
 from eventcoord.commands import AcquireLease, ReleaseLease, RenewLease
 from eventcoord.context import Context, Decision
 from eventcoord.domain import named_leases as domain
-from eventcoord.domain.sessions import require_live
-from eventcoord.handlers.common import load_session, lock_guard, require_present
+from eventcoord.domain import streams
+from eventcoord.handlers.common import load_session, lock_guard
 from eventcoord.projections.tables import named_leases
 
 
@@ -18,7 +18,7 @@ def load_named_lease(conn: Connection, ctx: Context, name: str) -> domain.NamedL
     The guard row exists even before the first grant, so two first acquisitions serialise
     too; the read-model row itself is written only by the projection.
     """
-    lock_guard(conn, ctx.workspace, f"lease:{name}")
+    lock_guard(conn, ctx.workspace, streams.named_lease(name))
     row = conn.execute(
         select(
             named_leases.c.name,
@@ -34,18 +34,19 @@ def load_named_lease(conn: Connection, ctx: Context, name: str) -> domain.NamedL
     return None if row is None else domain.NamedLeaseState(*row)
 
 
+def _state(conn: Connection, ctx: Context, session_id: str, name: str) -> domain.NamedLeaseCommandState:
+    """The caller's session, then the lease (sessions before guards: the usual lock order)."""
+    session = load_session(conn, ctx, session_id, lock=True)
+    return domain.NamedLeaseCommandState(session, load_named_lease(conn, ctx, name))
+
+
 def acquire_lease(conn: Connection, ctx: Context, cmd: AcquireLease) -> Decision:
-    me = require_live(load_session(conn, ctx, cmd.session_id, lock=True), cmd.session_id, ctx)
-    return domain.decide_acquire(cmd.name, load_named_lease(conn, ctx, cmd.name), me, cmd.ttl_seconds, ctx)
+    return domain.decide_acquire_lease(_state(conn, ctx, cmd.session_id, cmd.name), cmd, ctx)
 
 
 def renew_lease(conn: Connection, ctx: Context, cmd: RenewLease) -> Decision:
-    me = require_present(conn, ctx, cmd.session_id)
-    return domain.decide_renew(cmd.name, load_named_lease(conn, ctx, cmd.name), me, cmd.ttl_seconds, ctx)
+    return domain.decide_renew_lease(_state(conn, ctx, cmd.session_id, cmd.name), cmd, ctx)
 
 
 def release_lease(conn: Connection, ctx: Context, cmd: ReleaseLease) -> Decision:
-    me = require_present(conn, ctx, cmd.session_id)
-    return domain.decide_release(cmd.name, load_named_lease(conn, ctx, cmd.name), me, ctx)
-
-
+    return domain.decide_release_lease(_state(conn, ctx, cmd.session_id, cmd.name), cmd, ctx)

@@ -1,4 +1,4 @@
-"""Handlers of the work queue: enqueue, claim_next_work, start/finish.
+"""Handlers of the work queue: load (and lock) what enqueue, claim_next_work, start/finish read.
 
 Every queue command on a project first locks the project's guard row (the same lock the
 WIP cap uses), so its decisions are serialised by the database across replicas, then
@@ -9,8 +9,7 @@ same item. Lock order: project guard → sessions → work items → issue lease
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import msgspec
@@ -18,13 +17,11 @@ from sqlalchemy import Connection, func, select
 
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Context, Decision
-from eventcoord.domain import issues as lease_domain
 from eventcoord.domain import queue as domain
-from eventcoord.domain.sessions import SessionState, require_live
-from eventcoord.errors import DomainError
-from eventcoord.events import LeaseReleased, WorkEnqueued
-from eventcoord.handlers.common import load_session, require_present
-from eventcoord.handlers.issues import load_lease, lock_project, try_grant
+from eventcoord.domain.issues import IssueView, LeaseState
+from eventcoord.domain.sessions import SessionState
+from eventcoord.handlers.common import load_session
+from eventcoord.handlers.issues import live_lease_count, load_issue_view, load_lease, lock_project
 from eventcoord.liveness import not_live_clause
 from eventcoord.projections.tables import file_claims, issues, sessions, work_items
 from eventcoord.store.schema import workspaces
@@ -69,25 +66,11 @@ def load_item(conn: Connection, ctx: Context, item_id: str, *, lock: bool = Fals
     return None if row is None else _item(row)
 
 
-def _require_item(conn: Connection, ctx: Context, item_id: str) -> domain.ItemState:
-    item = load_item(conn, ctx, item_id)
-    if item is None:
-        raise DomainError("NOT_FOUND", f"no work item {item_id!r} in this workspace", {"item_id": item_id})
-    return item
+def load_stale_work(conn: Connection, ctx: Context, project: str, caller: str | None) -> domain.StaleWork:
+    """The project's items whose non-human worker is stale, locked, with their issues' leases.
 
-
-# --- stale-worker recovery -------------------------------------------------------------
-
-
-def requeue_stale(
-    conn: Connection, ctx: Context, d: Decision, project: str, caller: str | None
-) -> tuple[dict[str, domain.ItemState], dict[str, int]]:
-    """Re-queue the project's items whose non-human worker is stale (``worker_stale``).
-
-    Their issue leases, if the worker still holds them, are released with ``expired``.
-    Returns the re-queued items as they now stand and, per released issue, the index in
-    ``d.events`` of its release (a grant in the same decision reclaims it instead).
-    Reads only the project's claimed/running items (index ``ix_work_items_queue``).
+    Reads only the project's claimed/running items (index ``ix_work_items_queue``). Lock
+    order: the workers' sessions (sorted), their items, then the leases of their issues.
     """
     suspects = conn.execute(
         select(work_items.c.session_id)
@@ -103,7 +86,7 @@ def requeue_stale(
     ).scalars().all()
     worker_ids = sorted(s for s in suspects if s is not None and s != caller)
     if not worker_ids:
-        return {}, {}
+        return domain.StaleWork()
     workers: dict[str, SessionState] = {}
     for sid in worker_ids:  # sorted: concurrent recoveries lock in one order
         s = load_session(conn, ctx, sid, lock=True)
@@ -120,213 +103,126 @@ def requeue_stale(
         .order_by(work_items.c.item_id)
         .with_for_update()
     ).all()
-    stale = sorted(domain.stale_items((_item(r) for r in rows), workers, ctx, caller), key=lambda i: i.order)
-    recovered: dict[str, domain.ItemState] = {}
-    released: dict[str, int] = {}
-    for item in stale:
-        event, after = domain.requeued(item, "worker_stale")
-        d.add(domain.stream(item.item_id), event)
-        recovered[item.item_id] = after
-        if item.issue is None or item.issue in released:
-            continue
-        lease = load_lease(conn, ctx, item.issue, lock=True)
-        if lease is not None and lease.session_id == item.session_id:
-            released[item.issue] = len(d.events)
-            d.add(
-                lease_domain.stream(item.issue),
-                LeaseReleased(
-                    issue=item.issue, session_id=lease.session_id, reason="expired", fencing_token=lease.fencing_token, by_session_id=caller
-                ),
+    stale = domain.stale_items((_item(r) for r in rows), workers, ctx, caller)
+    issues_of = dict.fromkeys(i.issue for i in stale if i.issue is not None)
+    return domain.StaleWork(stale, {issue: load_lease(conn, ctx, issue, lock=True) for issue in issues_of})
+
+
+class WorkReads:
+    """:class:`eventcoord.domain.queue.WorkReads` on a connection, for one (locked) project."""
+
+    def __init__(self, conn: Connection, ctx: Context, project: str) -> None:
+        self.conn, self.ctx, self.project = conn, ctx, project
+
+    def stale_work(self, caller: str | None) -> domain.StaleWork:
+        return load_stale_work(self.conn, self.ctx, self.project, caller)
+
+    def locked_item(self, item_id: str) -> domain.ItemState | None:
+        return load_item(self.conn, self.ctx, item_id, lock=True)
+
+    def queued(self) -> Iterator[domain.ItemState]:
+        """Queued items in selection order, a page at a time, skipping rows others lock."""
+        last: domain.ItemState | None = None
+        while True:
+            stmt = select(*_ITEM_COLUMNS).where(
+                (work_items.c.workspace == self.ctx.workspace) & (work_items.c.project == self.project) & (work_items.c.status == "queued")
             )
-    return recovered, released
+            if last is not None:
+                stmt = stmt.where(
+                    (work_items.c.priority < last.priority)
+                    | ((work_items.c.priority == last.priority) & (work_items.c.enqueued_position > last.enqueued_position))
+                )
+            stmt = stmt.order_by(work_items.c.priority.desc(), work_items.c.enqueued_position).limit(PAGE)
+            page = [_item(r) for r in self.conn.execute(stmt.with_for_update(skip_locked=True))]
+            yield from page
+            if len(page) < PAGE:
+                return
+            last = page[-1]
 
+    def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
+        rows = self.conn.execute(
+            select(work_items.c.item_id, work_items.c.status).where(
+                (work_items.c.workspace == self.ctx.workspace) & work_items.c.item_id.in_(item_ids)
+            )
+        )
+        return {r.item_id: r.status for r in rows}
 
-# --- enqueue ---------------------------------------------------------------------------
+    def exclusive_claims(self) -> list[domain.FileClaimView]:
+        """Unreleased exclusive file claims of the workspace, with their holders' liveness.
+
+        A share lock on the workspace row (claim_files locks it FOR UPDATE) keeps the claims
+        from changing under this decision on PostgreSQL.
+        """
+        ws = self.ctx.workspace
+        self.conn.execute(select(workspaces.c.name).where(workspaces.c.name == ws).with_for_update(read=True))
+        rows = self.conn.execute(
+            select(file_claims.c.path, file_claims.c.session_id, sessions.c.last_seen_us, sessions.c.ended_us)
+            .select_from(file_claims.outerjoin(sessions, sessions.c.session_id == file_claims.c.session_id))
+            .where((file_claims.c.workspace == ws) & file_claims.c.released_us.is_(None) & file_claims.c.exclusive)
+        )
+        return [domain.FileClaimView(r.path, r.session_id, self.ctx.is_live(r.last_seen_us, r.ended_us)) for r in rows]
+
+    def issue(self, issue: str) -> IssueView:
+        return load_issue_view(self.conn, self.ctx, issue, lock=True)
+
+    def live_leases(self, issue: str) -> int:
+        return live_lease_count(self.conn, self.ctx, self.project, issue)
+
+    def lease(self, issue: str) -> LeaseState | None:
+        return load_lease(self.conn, self.ctx, issue, lock=True)
+
+    def other_active_items(self, item: domain.ItemState) -> int:
+        count = self.conn.execute(
+            select(func.count()).where(
+                (work_items.c.session_id == item.session_id)
+                & work_items.c.status.in_(domain.ACTIVE)
+                & (work_items.c.issue == item.issue)
+                & (work_items.c.item_id != item.item_id)
+            )
+        ).scalar_one()
+        return int(count)
 
 
 def enqueue_work(conn: Connection, ctx: Context, cmd: EnqueueWork) -> Decision:
-    paths = domain.normalise_paths(cmd.paths)
-    existing: list[str] = (
-        list(conn.execute(
-            select(work_items.c.item_id).where(
-                (work_items.c.workspace == ctx.workspace) & work_items.c.item_id.in_(sorted(set(cmd.blocked_by)))
-            )
-        ).scalars())
-        if cmd.blocked_by
-        else []
-    )
-    blockers = domain.check_blockers(cmd.blocked_by, existing)
+    existing: list[str] = []
+    if cmd.blocked_by:
+        existing = list(
+            conn.execute(
+                select(work_items.c.item_id).where(
+                    (work_items.c.workspace == ctx.workspace) & work_items.c.item_id.in_(sorted(set(cmd.blocked_by)))
+                )
+            ).scalars()
+        )
     issue_project = None
     if cmd.issue is not None:
         issue_project = conn.execute(
             select(issues.c.project).where((issues.c.workspace == ctx.workspace) & (issues.c.issue == cmd.issue))
         ).scalar_one_or_none()
-    domain.check_issue_project(cmd.issue, cmd.project, issue_project)
     lock_project(conn, ctx, cmd.project)
-    d = Decision()
-    requeue_stale(conn, ctx, d, cmd.project, None)
-    item_id = ctx.make_id("w")
-    d.add(
-        domain.stream(item_id),
-        WorkEnqueued(
-            item_id=item_id,
-            project=cmd.project,
-            issue=cmd.issue,
-            priority=cmd.priority,
-            payload=cmd.payload,
-            blocked_by=blockers,
-            paths=paths,
-        ),
-    )
-    d.result = {"item_id": item_id}
-    return d
-
-
-# --- selection -------------------------------------------------------------------------
-
-
-def _queued(conn: Connection, ctx: Context, project: str) -> Iterator[domain.ItemState]:
-    """Queued items in selection order, a page at a time, skipping rows others lock."""
-    last: domain.ItemState | None = None
-    while True:
-        stmt = select(*_ITEM_COLUMNS).where(
-            (work_items.c.workspace == ctx.workspace) & (work_items.c.project == project) & (work_items.c.status == "queued")
-        )
-        if last is not None:
-            stmt = stmt.where(
-                (work_items.c.priority < last.priority)
-                | ((work_items.c.priority == last.priority) & (work_items.c.enqueued_position > last.enqueued_position))
-            )
-        stmt = stmt.order_by(work_items.c.priority.desc(), work_items.c.enqueued_position).limit(PAGE)
-        page = [_item(r) for r in conn.execute(stmt.with_for_update(skip_locked=True))]
-        yield from page
-        if len(page) < PAGE:
-            return
-        last = page[-1]
-
-
-def _statuses(conn: Connection, ctx: Context, item_ids: list[str]) -> dict[str, str]:
-    rows = conn.execute(
-        select(work_items.c.item_id, work_items.c.status).where(
-            (work_items.c.workspace == ctx.workspace) & work_items.c.item_id.in_(item_ids)
-        )
-    )
-    return {r.item_id: r.status for r in rows}
-
-
-def _exclusive_claims(conn: Connection, ctx: Context) -> list[domain.FileClaimView]:
-    """Unreleased exclusive file claims of the workspace, with their holders' liveness.
-
-    A share lock on the workspace row (claim_files locks it FOR UPDATE) keeps the claims
-    from changing under this decision on PostgreSQL.
-    """
-    conn.execute(select(workspaces.c.name).where(workspaces.c.name == ctx.workspace).with_for_update(read=True))
-    rows = conn.execute(
-        select(file_claims.c.path, file_claims.c.session_id, sessions.c.last_seen_us, sessions.c.ended_us)
-        .select_from(file_claims.outerjoin(sessions, sessions.c.session_id == file_claims.c.session_id))
-        .where((file_claims.c.workspace == ctx.workspace) & file_claims.c.released_us.is_(None) & file_claims.c.exclusive)
-    )
-    return [
-        domain.FileClaimView(r.path, r.session_id, ctx.is_live(r.last_seen_us, r.ended_us))
-        for r in rows
-    ]
-
-
-def _grant(conn: Connection, ctx: Context, d: Decision, me: SessionState, item: domain.ItemState, released: dict[str, int]) -> int | None:
-    """Take the item's issue lease; a lease this decision released is reclaimed instead."""
-    assert item.issue is not None
-    index = released.get(item.issue)
-    withdrawn = d.events.pop(index) if index is not None else None
-    token = try_grant(conn, ctx, d, me, item.project, item.issue)
-    if token is None and index is not None and withdrawn is not None:
-        d.events.insert(index, withdrawn)
-    return token
+    state = domain.EnqueueState(existing, issue_project, WorkReads(conn, ctx, cmd.project))
+    return domain.decide_enqueue_work(state, cmd, ctx)
 
 
 def claim_next_work(conn: Connection, ctx: Context, cmd: ClaimNextWork) -> Decision:
-    lock_project(conn, ctx, cmd.project)
-    me = require_live(load_session(conn, ctx, cmd.session_id, lock=True), cmd.session_id, ctx)
-    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
-    recovered, released = requeue_stale(conn, ctx, d, cmd.project, me.session_id)
-    statuses: dict[str, str] = {}
-    claims: list[domain.FileClaimView] | None = None
-    for item in heapq.merge(sorted(recovered.values(), key=lambda i: i.order), _queued(conn, ctx, cmd.project), key=lambda i: i.order):
-        unknown = [b for b in item.blocked_by if b not in statuses]
-        if unknown:
-            statuses.update(_statuses(conn, ctx, unknown))
-        if not domain.blockers_done(item, statuses):
-            continue
-        if item.paths:
-            claims = _exclusive_claims(conn, ctx) if claims is None else claims
-            if domain.blocking_path(item, claims, me.session_id) is not None:
-                continue
-        token = None
-        if item.issue is not None:
-            token = _grant(conn, ctx, d, me, item, released)
-            if token is None:
-                continue
-        d.add(domain.stream(item.item_id), domain.claimed(item, me, token))
-        payload = None if item.payload is None else msgspec.json.decode(item.payload)
-        d.result = {"item": domain.item_view(item, payload, "claimed", me.session_id, token)}
-        return d
-    d.result = {"item": None}
-    return d
+    wip_limit = lock_project(conn, ctx, cmd.project)
+    session = load_session(conn, ctx, cmd.session_id, lock=True)
+    state = domain.ClaimNextState(session, wip_limit, WorkReads(conn, ctx, cmd.project))
+    return domain.decide_claim_next_work(state, cmd, ctx)
 
 
-# --- transitions -----------------------------------------------------------------------
+def _transition_state(conn: Connection, ctx: Context, item_id: str, session_id: str | None) -> domain.TransitionState:
+    """The item (nothing else when it is missing), its project locked, the caller's session locked."""
+    item = load_item(conn, ctx, item_id)
+    if item is None:
+        return domain.TransitionState(None, None)
+    lock_project(conn, ctx, item.project)
+    session = load_session(conn, ctx, session_id, lock=True) if session_id is not None else None
+    return domain.TransitionState(item, session, WorkReads(conn, ctx, item.project))
 
 
 def start_work(conn: Connection, ctx: Context, cmd: StartWork) -> Decision:
-    item = _require_item(conn, ctx, cmd.item_id)
-    lock_project(conn, ctx, item.project)
-    me = require_present(conn, ctx, cmd.session_id)
-    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
-    recovered, _ = requeue_stale(conn, ctx, d, item.project, me.session_id)
-    item = recovered.get(item.item_id) or load_item(conn, ctx, item.item_id, lock=True) or item
-    domain.decide_start(item, d, me.session_id, ctx.caller.role == "admin")
-    return d
+    return domain.decide_start_work(_transition_state(conn, ctx, cmd.item_id, cmd.session_id), cmd, ctx)
 
 
 def finish_work(conn: Connection, ctx: Context, cmd: FinishWork) -> Decision:
-    admin = ctx.caller.role == "admin"
-    if cmd.session_id is None and not admin:
-        raise DomainError("FORBIDDEN", "only an admin may finish work without a session", {"item_id": cmd.item_id})
-    item = _require_item(conn, ctx, cmd.item_id)
-    lock_project(conn, ctx, item.project)
-    me = require_present(conn, ctx, cmd.session_id) if cmd.session_id is not None else None
-    sid = me.session_id if me else None
-    d = Decision(session_id=sid, actor_key=me.actor_key if me else None)
-    recovered, _ = requeue_stale(conn, ctx, d, item.project, sid)
-    item = recovered.get(item.item_id) or load_item(conn, ctx, item.item_id, lock=True) or item
-    domain.decide_finish(item, d, sid, admin, cmd.outcome)
-    if item.issue is not None and item.status in domain.ACTIVE and item.session_id is not None:
-        _release_item_lease(conn, ctx, d, item, cmd.outcome, sid)
-    return d
-
-
-def _release_item_lease(conn: Connection, ctx: Context, d: Decision, item: domain.ItemState, outcome: str, by: str | None) -> None:
-    """Release the worker's lease on the item's issue, unless another of its items needs it."""
-    assert item.issue is not None
-    lease = load_lease(conn, ctx, item.issue, lock=True)
-    if lease is None or lease.session_id != item.session_id:
-        return
-    others = conn.execute(
-        select(func.count()).where(
-            (work_items.c.session_id == item.session_id)
-            & work_items.c.status.in_(domain.ACTIVE)
-            & (work_items.c.issue == item.issue)
-            & (work_items.c.item_id != item.item_id)
-        )
-    ).scalar_one()
-    if others:
-        return
-    d.add(
-        lease_domain.stream(item.issue),
-        LeaseReleased(
-            issue=item.issue,
-            session_id=lease.session_id,
-            reason=domain.finish_release_reason(outcome),
-            fencing_token=lease.fencing_token,
-            by_session_id=by if by != lease.session_id else None,
-        ),
-    )
+    return domain.decide_finish_work(_transition_state(conn, ctx, cmd.item_id, cmd.session_id), cmd, ctx)

@@ -1,4 +1,4 @@
-"""Handler of issue_token: a credential stored hashed, never an event."""
+"""Handler of issue_token: mint a token, decide, store it hashed (never an event)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,12 @@ from sqlalchemy import Connection
 from eventcoord.auth import new_token, store_token
 from eventcoord.commands import IssueToken
 from eventcoord.context import Context, Decision
-from eventcoord.errors import DomainError
+from eventcoord.domain import tokens as domain
 
 
 def issue_token(conn: Connection, ctx: Context, cmd: IssueToken) -> Decision:
-    """Tokens are credentials, not coordination facts: stored hashed, never in the log."""
-    workspace = cmd.workspace or ctx.workspace
-    if workspace != ctx.workspace and not ctx.caller.operator:
-        raise DomainError("FORBIDDEN", "only the operator's token may issue tokens for another workspace")
     token = new_token()
-    store_token(conn, token, workspace, cmd.role, ctx.now_us)
-    result = {"token": token, "workspace": workspace, "role": cmd.role}
-    # A retry under the same command_id must not mint a second credential, and the stored
-    # answer must not hold one in clear: replays answer without the token.
-    return Decision(result=result, replay_result={**result, "token": None, "replayed": True})
+    d = domain.decide_issue_token(domain.TokenState(token), cmd, ctx)
+    # The one write a handler makes itself: a credential belongs in the tokens table only.
+    store_token(conn, token, d.result["workspace"], cmd.role, ctx.now_us)
+    return d
