@@ -298,8 +298,8 @@ async def in_process(stores: dict[str, Path], sessions: dict[str, list[str]], n:
                             t = time.perf_counter()
                             answer = await service.execute(caller, decode_command(json.dumps(body).encode()))
                             elapsed = (time.perf_counter() - t) * 1e6
-                            if answer.status != 200:
-                                raise RuntimeError(f"{body} answered {answer.status}: {answer.body!r}")
+                            if answer.refusal is not None:
+                                raise RuntimeError(f"{body} answered {answer.status}: {answer.refusal.code} {answer.refusal.message}")
                             if offset >= 0:
                                 lat[label].setdefault(body["type"], []).append(elapsed)
                                 lat[label].setdefault(body["type"] + " (in transaction)", []).append(sum(timer.inner))

@@ -14,6 +14,7 @@ from typing import cast
 from sqlalchemy import Connection, select
 from sqlalchemy.exc import IntegrityError
 
+from eventcoord import errors
 from eventcoord.commands import (
     AnyCommand,
     ClaimFiles,
@@ -24,7 +25,6 @@ from eventcoord.commands import (
     ReleaseFiles,
 )
 from eventcoord.context import Caller, Role
-from eventcoord.errors import DomainError
 from eventcoord.store.base import EventStore
 from eventcoord.store.schema import tokens, workspaces
 
@@ -70,7 +70,7 @@ class Authenticator:
         """The caller of a request; 401 UNAUTHENTICATED for a missing or unknown token."""
         # The auth scheme is case-insensitive (RFC 9110 §11.1).
         if not header or header[:7].lower() != "bearer ":
-            raise DomainError("UNAUTHENTICATED", "missing bearer token")
+            raise errors.unauthenticated("missing bearer token")
         now = time.monotonic()
         # Keyed by the header itself: a hit costs no hashing at all.
         hit = self._cache.get(header)
@@ -85,7 +85,7 @@ class Authenticator:
             lambda c: c.execute(select(tokens.c.workspace, tokens.c.role).where(tokens.c.token_hash == digest)).first()
         )
         if row is None:
-            raise DomainError("UNAUTHENTICATED", "unknown token")
+            raise errors.unauthenticated("unknown token")
         caller = Caller(row.workspace, cast(Role, row.role))
         if len(self._cache) > 10_000:
             self._cache.clear()
@@ -99,13 +99,13 @@ def authorize(caller: Caller, cmd: AnyCommand) -> None:
     if role == "admin":
         return
     if role == "reader":
-        raise DomainError("FORBIDDEN", "a reader token may not send commands")
+        raise errors.forbidden("a reader token may not send commands")
     if isinstance(cmd, IssueToken | ConfigureProject):
-        raise DomainError("FORBIDDEN", f"only an admin token may send {type(cmd).__struct_config__.tag}")
+        raise errors.forbidden(f"only an admin token may send {type(cmd).__struct_config__.tag}")
     if role == "agent":
         if isinstance(cmd, ClaimIssue) and cmd.force:
-            raise DomainError("FORBIDDEN", "only a human or admin may force a claim")
+            raise errors.forbidden("only a human or admin may force a claim")
         if isinstance(cmd, RegisterAgent) and cmd.kind == "human":
-            raise DomainError("FORBIDDEN", "only a human or admin token may register a human session")
+            raise errors.forbidden("only a human or admin token may register a human session")
         if isinstance(cmd, ClaimFiles | ReleaseFiles) and cmd.session_id is None:
-            raise DomainError("FORBIDDEN", "only a human or admin may hold file claims without a session")
+            raise errors.forbidden("only a human or admin may hold file claims without a session")

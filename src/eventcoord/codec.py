@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 
+from eventcoord import errors
 from eventcoord.commands import AnyCommand
-from eventcoord.errors import ValidationFailed
 from eventcoord.events import EVENT_TYPES, Event
 
 _command_decoder = msgspec.json.Decoder(AnyCommand)
@@ -52,11 +52,11 @@ def decode_command(body: bytes) -> AnyCommand:
     try:
         return _command_decoder.decode(body)
     except msgspec.ValidationError as e:
-        raise ValidationFailed(_field_of(str(e)), str(e)) from None
+        raise errors.invalid(_field_of(str(e)), str(e)) from None
     except msgspec.DecodeError as e:
-        raise ValidationFailed("body", f"malformed JSON: {e}") from None
+        raise errors.invalid("body", f"malformed JSON: {e}") from None
     except RecursionError:
-        raise ValidationFailed("body", "JSON nested too deeply") from None
+        raise errors.invalid("body", "JSON nested too deeply") from None
 
 
 def _field_of(message: str) -> str:

@@ -1,7 +1,8 @@
-"""handle(command): authorise, load state, decide, append + inline read models, answer.
+"""The command pipeline: authorise, load state, decide, append + inline read models.
 
-Everything between loading state and answering happens in ONE database transaction, so
-the decision's reads, its events and the read models it updates commit together.
+Everything between loading state and the outcome happens in ONE database transaction, so
+the decision's reads, its events and the read models it updates commit together. The
+service returns an :class:`Outcome`; encoding it as the HTTP envelope is the API's job.
 """
 
 from __future__ import annotations
@@ -9,19 +10,19 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 from sqlalchemy import Connection, select
 
 import eventcoord.projections as projections
-from eventcoord import metrics
+from eventcoord import errors, metrics
 from eventcoord.auth import authorize
 from eventcoord.codec import EventMetadata, encode, event_type
 from eventcoord.commands import AnyCommand
 from eventcoord.context import Caller, Context, Decision
-from eventcoord.errors import DomainError
+from eventcoord.errors import DomainError, ErrorCode
 from eventcoord.handlers import HANDLERS
 from eventcoord.projections.tables import sessions
 from eventcoord.store import log
@@ -37,41 +38,57 @@ class EventRef(msgspec.Struct, frozen=True):
     type: str
 
 
-class _Ok(msgspec.Struct, frozen=True, kw_only=True):
-    ok: bool = True
-    result: Any
-    events: list[EventRef]
-    position: int
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one command came to: its result, or a refusal recorded together with its events.
+
+    ``position`` is the last appended position, or the head when nothing was appended;
+    ``appended`` counts the events this call appended (0 for a replay); ``replayed`` says
+    this is the stored first outcome of the same ``command_id``.
+    """
+
+    result: Any = None
+    refusal: DomainError | None = None
+    events: list[EventRef] = field(default_factory=list)
+    position: int = 0
+    appended: int = 0
+    replayed: bool = False
+
+    @property
+    def status(self) -> int:
+        """200, or the HTTP status of the refusal."""
+        return 200 if self.refusal is None else self.refusal.status
 
 
-class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
-    """The error member of the error envelope."""
-
+class _StoredError(msgspec.Struct, frozen=True):
     code: str
     message: str
     details: dict[str, Any] = {}
 
 
-class _Err(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    ok: bool  # no default, so it is always written
-    error: ErrorBody
+class _Stored(msgspec.Struct, frozen=True, kw_only=True):
+    """An outcome as the idempotency table keeps it (the fields of the answer envelope)."""
+
+    result: Any = None
+    error: _StoredError | None = None
     events: list[EventRef] = []
-    position: int | None = None
+    position: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """An encoded answer: HTTP status, JSON body, and the head position after it."""
-
-    status: int
-    body: bytes
-    position: int
-    appended: int
+_stored_decoder = msgspec.json.Decoder(_Stored)
 
 
-def error_body(e: DomainError, refs: list[EventRef] | None = None, position: int | None = None) -> bytes:
-    """The error envelope of SPEC §3."""
-    return encode(_Err(ok=False, error=ErrorBody(code=e.code, message=e.message, details=e.details), events=refs or [], position=position))
+def _store(outcome: Outcome) -> bytes:
+    e = outcome.refusal
+    error = None if e is None else _StoredError(str(e.code), e.message, e.details)
+    return encode(_Stored(result=outcome.result, error=error, events=outcome.events, position=outcome.position))
+
+
+def _replay(answer: str) -> Outcome:
+    stored = _stored_decoder.decode(answer)
+    e = stored.error
+    refusal = None if e is None else DomainError(ErrorCode.lookup(e.code) or e.code, e.message, e.details)
+    return Outcome(stored.result, refusal, stored.events, stored.position, replayed=True)
 
 
 def command_digest(cmd: AnyCommand) -> str:
@@ -86,27 +103,23 @@ class Service:
         self.store = store
         self._on_commit = on_commit
 
-    async def execute(self, caller: Caller, cmd: AnyCommand, correlation_id: str | None = None) -> Answer:
+    async def execute(self, caller: Caller, cmd: AnyCommand, correlation_id: str | None = None) -> Outcome:
         """Decide and commit one command; DomainErrors that write nothing are raised."""
         authorize(caller, cmd)
         handler = HANDLERS[type(cmd)]
         digest = command_digest(cmd) if cmd.command_id else ""
 
-        def run(conn: Connection) -> Answer:
+        def run(conn: Connection) -> Outcome:
             if cmd.command_id:
                 row = conn.execute(
-                    select(idempotency.c.body_hash, idempotency.c.status, idempotency.c.answer).where(
+                    select(idempotency.c.body_hash, idempotency.c.answer).where(
                         (idempotency.c.workspace == caller.workspace) & (idempotency.c.command_id == cmd.command_id)
                     )
                 ).first()
                 if row is not None:
                     if row.body_hash != digest:
-                        raise DomainError(
-                            "IDEMPOTENCY_MISMATCH",
-                            "this command_id was used with a different command",
-                            {"command_id": cmd.command_id},
-                        )
-                    return Answer(row.status, row.answer.encode(), log.head(conn), 0)
+                        raise errors.idempotency_mismatch(cmd.command_id)
+                    return _replay(row.answer)
             now_us, ttl = log.clock(conn)
             ctx = Context(caller, now_us, ttl, cmd.command_id, correlation_id)
             decision = handler(conn, ctx, cmd)
@@ -115,20 +128,20 @@ class Service:
         kind = str(cmd.__struct_config__.tag)
         started = time.perf_counter()
         try:
-            answer = await self.store.transact(run)
+            outcome = await self.store.transact(run)
         except DomainError as e:
             metrics.COMMANDS.labels(kind, e.code).inc()
             raise
-        metrics.observe_command(kind, "ok" if answer.status == 200 else "refused_recorded", time.perf_counter() - started)
-        if answer.appended:
-            metrics.EVENTS.inc(answer.appended)
-            metrics.HEAD.set(answer.position)
+        metrics.observe_command(kind, "ok" if outcome.refusal is None else "refused_recorded", time.perf_counter() - started)
+        if outcome.appended:
+            metrics.EVENTS.inc(outcome.appended)
+            metrics.HEAD.set(outcome.position)
             if self._on_commit is not None:
-                self._on_commit(answer.position)
-        return answer
+                self._on_commit(outcome.position)
+        return outcome
 
 
-def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision, digest: str) -> Answer:
+def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision, digest: str) -> Outcome:
     meta = EventMetadata(
         workspace=ctx.workspace,
         actor_key=decision.actor_key,
@@ -148,25 +161,20 @@ def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision,
     projections.apply(conn, recorded)
     refs = [EventRef(r.position, event_type(r.event)) for r in recorded]
     position = recorded[-1].position if recorded else log.head(conn)
-    if decision.error is not None:
-        status, body = decision.error.status, error_body(decision.error, refs, position)
-    else:
-        if decision.result_position and isinstance(decision.result, dict) and recorded:
-            decision.result[decision.result_position] = position
-        status, body = 200, encode(_Ok(result=decision.result, events=refs, position=position))
+    if decision.error is None and decision.result_position and isinstance(decision.result, dict) and recorded:
+        decision.result[decision.result_position] = position
+    outcome = Outcome(decision.result, decision.error, refs, position, len(recorded))
     if cmd.command_id and (recorded or decision.replay_result is not None):
-        if not recorded:
-            body = encode(_Ok(result=decision.replay_result, events=refs, position=position))
+        # The first outcome carries any secret; a replay answers with replay_result instead.
+        stored = outcome if recorded else Outcome(decision.replay_result, None, refs, position)
         conn.execute(
             idempotency.insert().values(
                 workspace=ctx.workspace,
                 command_id=cmd.command_id,
                 body_hash=digest,
-                status=status,
-                answer=body.decode(),
+                status=stored.status,
+                answer=_store(stored).decode(),
                 recorded_us=ctx.now_us,
             )
         )
-        if not recorded:  # the first answer carries the secret; only replays omit it
-            body = encode(_Ok(result=decision.result, events=refs, position=position))
-    return Answer(status, body, position, len(recorded))
+    return outcome

@@ -50,17 +50,16 @@ class Driver:
         if type(cmd) not in HANDLERS:
             return None
         try:
-            answer = await self.service.execute(caller, cmd)
+            outcome = await self.service.execute(caller, cmd)
         except DomainError as e:
             self.refused[e.code] = self.refused.get(e.code, 0) + 1
             return None
-        payload = json.loads(answer.body)
-        if not payload["ok"]:  # a denial that is also a fact (WipCapDenied, ClaimConflict)
-            code = payload["error"]["code"]
+        if outcome.refusal is not None:  # a denial that is also a fact (WipCapDenied, ClaimConflict)
+            code = outcome.refusal.code
             self.refused[code] = self.refused.get(code, 0) + 1
             return None
         self.sent[body["type"]] = self.sent.get(body["type"], 0) + 1
-        result: dict[str, Any] = payload["result"] or {}
+        result: dict[str, Any] = outcome.result or {}
         return result
 
     async def register(self, caller: Caller = OPERATOR, **fields: Any) -> str:

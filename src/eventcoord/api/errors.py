@@ -1,66 +1,74 @@
-"""One mapping from exceptions to the error envelope: a stable code, never a stack trace."""
+"""One mapping from exceptions to the error envelope: a stable code, never a stack trace.
+
+Refusals carry their code; the HTTP layer's own exceptions (unknown route, wrong method,
+a body over 1 MiB, a bad query parameter) are given the code of their status; a lost
+race is CONCURRENCY; a failing database is STORE_UNAVAILABLE; anything else is INTERNAL,
+logged in full here and nowhere else.
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from litestar import MediaType, Request, Response
+from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
+from eventcoord import errors
+from eventcoord.api.answers import error_response
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.service import error_body
 
 log = logging.getLogger("eventcoord.api")
 
-_HTTP_CODES = {
-    400: "VALIDATION",
-    401: "UNAUTHENTICATED",
-    403: "FORBIDDEN",
-    404: "NOT_FOUND",
-    405: "METHOD_NOT_ALLOWED",
-    413: "PAYLOAD_TOO_LARGE",
-    415: "VALIDATION",
-    429: "TOO_MANY_REQUESTS",
-}
+Req = Request[Any, Any, Any]
 
 
-def envelope(e: DomainError) -> Response[bytes]:
-    """The error envelope for a DomainError."""
-    return Response(error_body(e), status_code=e.status, media_type=MediaType.JSON)
+def _from_http(e: HTTPException) -> DomainError:
+    """The refusal an exception of the HTTP layer stands for, by its status."""
+    detail = str(e.detail)
+    match e.status_code:
+        case 401:
+            return errors.unauthenticated(detail)
+        case 403:
+            return errors.forbidden(detail)
+        case 404:
+            return errors.not_found(detail)
+        case 405:
+            return errors.method_not_allowed(detail)
+        case 413:
+            return errors.payload_too_large()
+        case 429:
+            return errors.rate_limited(detail)
+        case status if status >= 500:
+            return errors.internal()
+        case _:  # 400 and any other client error: the request is not acceptable as sent
+            return DomainError(errors.ErrorCode.VALIDATION, detail)
 
 
-def domain_error(_: Request[Any, Any, Any], e: DomainError) -> Response[bytes]:
-    return envelope(e)
+def domain_error(_: Req, e: DomainError) -> Response[bytes]:
+    return error_response(e)
 
 
-def concurrency_error(_: Request[Any, Any, Any], e: ConcurrencyError) -> Response[bytes]:
-    return envelope(DomainError("CONCURRENCY", "the command lost a race too many times; it is safe to retry"))
+def concurrency_error(_: Req, e: ConcurrencyError) -> Response[bytes]:
+    return error_response(errors.concurrency())
 
 
-def validation_error(_: Request[Any, Any, Any], e: ValidationException) -> Response[bytes]:
+def validation_error(_: Req, e: ValidationException) -> Response[bytes]:
     field = "query"
     extra: Any = e.extra
     if isinstance(extra, list) and extra and isinstance(extra[0], dict):
         field = str(extra[0].get("key") or field)
-    return envelope(DomainError("VALIDATION", f"invalid {field}: {e.detail}", {"field": field}))
+    return error_response(errors.invalid(field, f"invalid {field}: {e.detail}"))
 
 
-def http_error(_: Request[Any, Any, Any], e: HTTPException) -> Response[bytes]:
-    code = _HTTP_CODES.get(e.status_code, "ERROR" if e.status_code < 500 else "INTERNAL")
-    status = 422 if code == "VALIDATION" else e.status_code
-    if e.status_code == 413:
-        return envelope(DomainError("PAYLOAD_TOO_LARGE", "request body exceeds 1 MiB"))
-    return Response(
-        error_body(DomainError(code, str(e.detail))), status_code=status, media_type=MediaType.JSON
-    )
+def http_error(_: Req, e: HTTPException) -> Response[bytes]:
+    return error_response(_from_http(e))
 
 
-def internal_error(request: Request[Any, Any, Any], e: Exception) -> Response[bytes]:
+def internal_error(request: Req, e: Exception) -> Response[bytes]:
     # The one place a surprise is logged in full; the client gets no stack trace.
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    code = "STORE_UNAVAILABLE" if isinstance(e, StoreError) else "INTERNAL"
-    return Response(error_body(DomainError(code, "internal error")), status_code=503 if code == "STORE_UNAVAILABLE" else 500, media_type=MediaType.JSON)
+    return error_response(errors.store_unavailable() if isinstance(e, StoreError) else errors.internal())
 
 
 EXCEPTION_HANDLERS: dict[Any, Any] = {

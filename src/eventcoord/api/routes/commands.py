@@ -6,6 +6,7 @@ from typing import Any
 
 from litestar import MediaType, Request, Response, post
 
+from eventcoord.api.answers import outcome_response
 from eventcoord.api.deps import runtime
 from eventcoord.codec import decode_command
 
@@ -35,5 +36,4 @@ async def post_command(request: Request[Any, Any, Any]) -> Response[bytes]:
     rt = runtime(request)
     who = await rt.auth.authenticate(authorization)
     cmd = decode_command(await request.body())
-    answer = await rt.service.execute(who, cmd, correlation_id)
-    return Response(answer.body, status_code=answer.status, media_type=MediaType.JSON)
+    return outcome_response(await rt.service.execute(who, cmd, correlation_id))

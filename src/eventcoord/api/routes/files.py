@@ -11,11 +11,11 @@ from typing import Annotated, Any
 from litestar import Request, Response, get
 from litestar.params import Parameter
 
+from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
 from eventcoord.api.queries.files import HeatmapMode, conflict_log, heatmap_buckets, live_claims
 from eventcoord.codec import parse_time
 from eventcoord.domain.paths import PathError, normalise_path
-from eventcoord.errors import DomainError, ValidationFailed
 
 Req = Request[Any, Any, Any]
 
@@ -30,7 +30,7 @@ def parse_window(since: str | None, until: str | None) -> tuple[int | None, int 
         try:
             out.append(parse_time(value))
         except (ValueError, OverflowError):
-            raise ValidationFailed(name, f"{name} must be an RFC 3339 time, got {value!r}") from None
+            raise errors.invalid(name, f"{name} must be an RFC 3339 time, got {value!r}") from None
     return out[0], out[1]
 
 
@@ -41,7 +41,7 @@ def parse_prefix(value: str | None) -> str:
     try:
         return normalise_path(value).rstrip("/")
     except PathError as e:
-        raise DomainError("VALIDATION", f"prefix: {e}", {"field": "prefix", "reason": e.reason}) from None
+        raise errors.invalid("prefix", f"prefix: {e}", e.reason) from None
 
 
 @get("/v1/file-claims", operation_id="listFileClaims", summary="Unreleased file claims")
@@ -101,7 +101,7 @@ async def heatmap(
     """
     who = await caller(request)
     if mode not in ("claims", "contention"):
-        raise ValidationFailed("mode", f"mode must be 'claims' or 'contention', got {mode!r}")
+        raise errors.invalid("mode", f"mode must be 'claims' or 'contention', got {mode!r}")
     since_us, until_us = parse_window(since, until)
     pre = parse_prefix(prefix)
     m: HeatmapMode = "claims" if mode == "claims" else "contention"

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 from litestar import Request, Response, get
 from litestar.params import Parameter
 
+from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
 from eventcoord.api.queries import issues as queries
-from eventcoord.errors import DomainError, ValidationFailed
 from eventcoord.sanitize import KEY_PATTERN
 
 _KEY = re.compile(KEY_PATTERN)
@@ -27,10 +27,10 @@ async def issue_state(
     # Issue keys may hold "/", so the key is everything between /v1/issues/ and /state.
     path = issue_path.lstrip("/")
     if not path.endswith("/state"):
-        raise DomainError("NOT_FOUND", "use /v1/issues/{issue}/state")
+        raise errors.not_found("use /v1/issues/{issue}/state")
     issue = path[: -len("/state")]
     if not _KEY.match(issue):
-        raise ValidationFailed("issue", "issue keys match [A-Za-z0-9][A-Za-z0-9._:/#-]{0,127}")
+        raise errors.invalid("issue", "issue keys match [A-Za-z0-9][A-Za-z0-9._:/#-]{0,127}")
     return json(await runtime(request).store.query(lambda c: queries.issue_state(c, who, issue, as_)))
 
 

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 from litestar import Request, Response, get
 from litestar.params import Parameter
 
+from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
 from eventcoord.api.queries.messages import channel_messages
-from eventcoord.errors import ValidationFailed
 from eventcoord.sanitize import CHANNEL_PATTERN
 
 _CHANNEL = re.compile(CHANNEL_PATTERN)
@@ -26,7 +26,7 @@ async def list_messages(
     """``{"messages": [{position, channel, body, session_id, actor_key, recorded_at}]}``."""
     who = await caller(request)
     if channel is None or not _CHANNEL.match(channel):
-        raise ValidationFailed("channel", "channel must be issue:<key>, agent:<session_id> or project:<key>")
+        raise errors.invalid("channel", "channel must be issue:<key>, agent:<session_id> or project:<key>")
     rows = await runtime(request).store.query(
         lambda c: channel_messages(c, who.workspace, channel, after, min(limit, 1000))
     )

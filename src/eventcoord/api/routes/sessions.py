@@ -7,10 +7,10 @@ from typing import Annotated, Any
 from litestar import Request, Response, get
 from litestar.params import Parameter
 
+from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
 from eventcoord.api.queries.sessions import agent_detail
 from eventcoord.api.queries.sessions import list_agents as query_agents
-from eventcoord.errors import DomainError
 
 
 @get("/v1/agents", operation_id="listAgents", summary="Agent sessions with liveness")
@@ -33,5 +33,5 @@ async def get_agent(request: Request[Any, Any, Any], session_id: str) -> Respons
     who = await caller(request)
     body = await runtime(request).store.query(lambda c: agent_detail(c, who.workspace, session_id))
     if body is None:
-        raise DomainError("NOT_FOUND", f"no session {session_id!r} in this workspace", {"session_id": session_id})
+        raise errors.session_not_found(session_id)
     return json(body)
