@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.unit.givens import NOW, SECOND, TTL, code_of, ctx, session
 
 from eventcoord.codec import format_time
 from eventcoord.commands import AcquireLease, ReleaseLease, RenewLease
-from eventcoord.context import Caller, Context, Decision
+from eventcoord.context import Context, Decision
 from eventcoord.domain import named_leases as domain
 from eventcoord.domain.named_leases import NamedLeaseCommandState, NamedLeaseState
 from eventcoord.domain.sessions import SessionState
 from eventcoord.errors import DomainError
 from eventcoord.events import NamedLeaseAcquired, NamedLeaseReleased, NamedLeaseRenewed
-
-NOW = 1_800_000_000_000_000
-TTL = 10
-SECOND = 1_000_000
-
-
-def ctx(now_us: int = NOW, role: str = "agent") -> Context:
-    return Context(Caller("default", role), now_us, TTL)  # type: ignore[arg-type]
-
-
-def session(sid: str = "s-a", *, kind: str = "agent", last_seen_us: int = NOW, ended_us: int | None = None) -> SessionState:
-    return SessionState(sid, f"actor-{sid}", kind, True, "explicit-override", "host-1", last_seen_us, ended_us, None)
 
 
 def acquire(name: str, lease: NamedLeaseState | None, me: SessionState, ttl: int | None, c: Context) -> Decision:
@@ -42,12 +28,6 @@ def renew(name: str, lease: NamedLeaseState | None, me: SessionState, ttl: int |
 
 def release(name: str, lease: NamedLeaseState | None, me: SessionState, c: Context) -> Decision:
     return domain.decide_release_lease(NamedLeaseCommandState(me, lease), ReleaseLease(session_id=me.session_id, name=name), c)
-
-
-def code_of(fn: Any, *args: Any) -> tuple[str, dict[str, Any]]:
-    with pytest.raises(DomainError) as e:
-        fn(*args)
-    return e.value.code, e.value.details
 
 
 def lease(holder: str | None, token: int, expires_us: int | None, ttl: int = 30) -> NamedLeaseState:

@@ -12,9 +12,10 @@ from typing import Any
 
 import msgspec
 import pytest
+from tests.unit.givens import NOW, SECOND, TTL, code_of, ctx, session
 
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
-from eventcoord.context import Caller, Context, Decision
+from eventcoord.context import Decision
 from eventcoord.domain import queue as domain
 from eventcoord.domain.issues import IssueState, IssueView, LeaseState
 from eventcoord.domain.queue import FileClaimView, ItemState, StaleWork
@@ -30,18 +31,6 @@ from eventcoord.events import (
     WorkStarted,
 )
 
-NOW = 1_800_000_000_000_000
-TTL = 10
-SECOND = 1_000_000
-
-
-def ctx(now_us: int = NOW, role: str = "agent") -> Context:
-    return Context(Caller("default", role), now_us, TTL)  # type: ignore[arg-type]
-
-
-def session(sid: str = "s-a", *, kind: str = "agent", last_seen_us: int = NOW, ended_us: int | None = None) -> SessionState:
-    return SessionState(sid, f"actor-{sid}", kind, True, "explicit-override", "host-1", last_seen_us, ended_us, None)
-
 
 def item(
     status: str = "queued",
@@ -55,12 +44,6 @@ def item(
     paths: tuple[str, ...] = (),
 ) -> ItemState:
     return ItemState(item_id, "P", issue, priority, status, session_id, None, blocked_by, paths, None, position)
-
-
-def code_of(fn: Any, *args: Any) -> tuple[str, dict[str, Any]]:
-    with pytest.raises(DomainError) as e:
-        fn(*args)
-    return e.value.code, e.value.details
 
 
 @dataclass
