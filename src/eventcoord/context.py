@@ -49,10 +49,6 @@ class Context:
         return self.caller.workspace
 
     @property
-    def ttl_us(self) -> int:
-        return self.ttl_seconds * 1_000_000
-
-    @property
     def cutoff_us(self) -> int:
         """Sessions seen after this moment (and not ended) are live."""
         return liveness.cutoff(self.now_us, self.ttl_seconds)

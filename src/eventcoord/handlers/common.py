@@ -17,10 +17,11 @@ from eventcoord.projections.tables import sessions
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import guards
 
-_WS: BindParameter[str] = bindparam("ws")
+#: The workspace parameter, named the same way by every prepared statement of the handlers.
+WS: BindParameter[str] = bindparam("ws")
 _KEY: BindParameter[str] = bindparam("key")
 
-_SESSION_COLUMNS = (
+SESSION_COLUMNS = (
     sessions.c.session_id,
     sessions.c.actor_key,
     sessions.c.kind,
@@ -34,7 +35,7 @@ _SESSION_COLUMNS = (
 
 
 def _session_by_id(lock: bool) -> Prepared:
-    stmt = select(*_SESSION_COLUMNS).where(
+    stmt = select(*SESSION_COLUMNS).where(
         (sessions.c.session_id == bindparam("sid")) & (sessions.c.workspace == bindparam("ws"))
     )
     return Prepared(lambda d: stmt.with_for_update() if lock else stmt)
@@ -55,7 +56,7 @@ def load_sessions(conn: Connection, ctx: Context, session_ids: set[str]) -> dict
     if not session_ids:
         return {}
     rows = conn.execute(
-        select(*_SESSION_COLUMNS).where(
+        select(*SESSION_COLUMNS).where(
             sessions.c.session_id.in_(sorted(session_ids)) & (sessions.c.workspace == ctx.workspace)
         )
     )
@@ -64,11 +65,11 @@ def load_sessions(conn: Connection, ctx: Context, session_ids: set[str]) -> dict
 
 def _insert_guard(dialect: str) -> Executable:
     insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(guards)
-    return insert.values(workspace=_WS, key=_KEY).on_conflict_do_nothing()
+    return insert.values(workspace=WS, key=_KEY).on_conflict_do_nothing()
 
 
 _INSERT_GUARD = Prepared(_insert_guard)
-_LOCK_GUARD = Prepared(lambda d: select(guards.c.key).where((guards.c.workspace == _WS) & (guards.c.key == _KEY)).with_for_update())
+_LOCK_GUARD = Prepared(lambda d: select(guards.c.key).where((guards.c.workspace == WS) & (guards.c.key == _KEY)).with_for_update())
 
 
 def lock_guard(conn: Connection, workspace: str, key: str) -> None:

@@ -14,19 +14,19 @@ from eventcoord.context import Context, Decision
 from eventcoord.domain import issues as domain
 from eventcoord.domain import streams
 from eventcoord.domain.sessions import SessionState
-from eventcoord.handlers.common import _SESSION_COLUMNS, _WS, load_session, lock_guard
+from eventcoord.handlers.common import SESSION_COLUMNS, WS, load_session, lock_guard
 from eventcoord.liveness import live_clause
 from eventcoord.projections.tables import issues, leases, projects, sessions
 from eventcoord.store.prepared import Prepared
 
 _WIP_LIMIT = Prepared(
-    lambda d: select(projects.c.wip_limit).where((projects.c.workspace == _WS) & (projects.c.project == bindparam("project")))
+    lambda d: select(projects.c.wip_limit).where((projects.c.workspace == WS) & (projects.c.project == bindparam("project")))
 )
 _LIVE_LEASES = Prepared(
     lambda d: select(func.count())
     .select_from(leases.join(sessions, sessions.c.session_id == leases.c.session_id))
     .where(
-        (leases.c.workspace == _WS)
+        (leases.c.workspace == WS)
         & (leases.c.project == bindparam("project"))
         & leases.c.released_us.is_(None)
         & (leases.c.issue != bindparam("issue"))
@@ -34,20 +34,20 @@ _LIVE_LEASES = Prepared(
     )
 )
 _LEASE = select(leases.c.issue, leases.c.project, leases.c.session_id, leases.c.actor_key, leases.c.fencing_token).where(
-    (leases.c.workspace == _WS) & (leases.c.issue == bindparam("issue")) & leases.c.released_us.is_(None)
+    (leases.c.workspace == WS) & (leases.c.issue == bindparam("issue")) & leases.c.released_us.is_(None)
 )
 _LEASE_PLAIN = Prepared(lambda d: _LEASE)
 _LEASE_FOR_UPDATE = Prepared(lambda d: _LEASE.with_for_update())
 _ISSUE = Prepared(
     lambda d: select(issues.c.issue, issues.c.project, issues.c.last_fencing_token, issues.c.handoff_note, issues.c.handoff_session_id).where(
-        (issues.c.workspace == _WS) & (issues.c.issue == bindparam("issue"))
+        (issues.c.workspace == WS) & (issues.c.issue == bindparam("issue"))
     )
 )
 _DECLARERS = Prepared(
-    lambda d: select(*_SESSION_COLUMNS)
+    lambda d: select(*SESSION_COLUMNS)
     .where(
         and_(
-            sessions.c.workspace == _WS,
+            sessions.c.workspace == WS,
             sessions.c.working_on == bindparam("issue"),
             live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff")),
         )
