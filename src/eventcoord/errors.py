@@ -113,6 +113,11 @@ def invalid(field: str, message: str, reason: str | None = None) -> ValidationFa
     return ValidationFailed(field, message, reason)
 
 
+def invalid_request(message: str) -> DomainError:
+    """422 VALIDATION for a request the HTTP layer could not take as sent (no one field)."""
+    return DomainError(ErrorCode.VALIDATION, message)
+
+
 def idempotency_mismatch(command_id: str) -> DomainError:
     """422: ``command_id`` was used before with a different command."""
     return DomainError(ErrorCode.IDEMPOTENCY_MISMATCH, "this command_id was used with a different command", {"command_id": command_id})

@@ -42,7 +42,7 @@ def _from_http(e: HTTPException) -> DomainError:
         case status if status >= 500:
             return errors.internal()
         case _:  # 400 and any other client error: the request is not acceptable as sent
-            return DomainError(errors.ErrorCode.VALIDATION, detail)
+            return errors.invalid_request(detail)
 
 
 def domain_error(_: Req, e: DomainError) -> Response[bytes]:
