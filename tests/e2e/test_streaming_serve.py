@@ -15,7 +15,7 @@ import httpx
 from tests.conftest import BOOTSTRAP, Api, ServerProcess
 
 from eventcoord.broker import throwaway_broker
-from eventcoord.subscriber import subscribe
+from eventcoord.client.subscriber import subscribe
 
 
 def wait_health(server: ServerProcess, predicate: Callable[[dict[str, object]], bool], timeout: float = 15.0) -> dict[str, object]:
