@@ -29,11 +29,11 @@ import uuid
 from typing import Any
 
 from eventcoord.broker import throwaway_broker
+from eventcoord.client.subscriber import subscribe
 from eventcoord.events import AgentHeartbeat
 from eventcoord.relay import Relay
 from eventcoord.store import open_store
 from eventcoord.store.base import EventStore
-from eventcoord.client.subscriber import subscribe
 
 
 def pct(values: list[float], p: float) -> float:

@@ -8,11 +8,11 @@ from typing import Any
 import msgspec
 
 from eventcoord.broker import throwaway_broker
+from eventcoord.client.subscriber import subscribe
 from eventcoord.codec import WireEvent
 from eventcoord.events import AgentHeartbeat, MessagePosted
 from eventcoord.relay import Relay
 from eventcoord.streaming import follow, pulse, sse_frame
-from eventcoord.client.subscriber import subscribe
 
 
 async def test_follow_catches_up_then_goes_live_in_one_workspace(store: Any) -> None:

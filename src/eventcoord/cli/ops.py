@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             after = getattr(args, "_after", None)
             if code == EXIT_OK and after is not None:
                 code = after(args, values, reply)
-            return code
+            return int(code)
     except Unreachable as e:
         output.fail("UNREACHABLE", f"cannot reach the eventcoord server: {e}")
         return EXIT_UNREACHABLE
