@@ -24,7 +24,7 @@ from eventcoord.mcp.sessions import Remembered
 
 SESSION_HELP = "your session; omit it to use the one this connection registered (register_agent)"
 _AT = re.compile(r"at `\$\.?(?P<path>[^`]*)`")
-_MISSING = re.compile(r"missing required field `(?P<name>[^`]+)`")
+_NAMED = re.compile(r"(?:missing required|unknown) field `(?P<name>[^`]+)`")
 
 
 def input_schema(op: Operation) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def _validation(message: str) -> types.CallToolResult:
     field = ""
     if m := _AT.search(message):
         field = m.group("path")
-    if n := _MISSING.search(message):
+    if n := _NAMED.search(message):
         field = f"{field}.{n.group('name')}" if field else n.group("name")
     return tool_error("VALIDATION", message, {"field": field or "arguments"})
 
