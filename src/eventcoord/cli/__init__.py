@@ -34,14 +34,16 @@ def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(fn=run)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser; with ``argv``, only its subcommand gets its options (start-up time)."""
     from eventcoord.cli import hook, ops, server
+
+    chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
 
     parser = argparse.ArgumentParser(prog="eventcoord", description="Event-sourced coordination for fleets of agents")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     server.add_parsers(sub)
-    ops.add_parsers(sub)
+    ops.add_parsers(sub, chosen)
     hook.add_parsers(sub)
     _add_mcp(sub)
     return parser
@@ -51,7 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``eventcoord`` script; the exit code."""
     from eventcoord.config import ConfigError
 
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.fn(args))
     except ConfigError as e:

@@ -10,8 +10,6 @@ the current holder); no recorded hold, or no server, passes with a warning.
 from __future__ import annotations
 
 import argparse
-import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from eventcoord.cli.ops import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXTRAS
 
 if TYPE_CHECKING:
+    import subprocess
+
     from eventcoord.client import Client, Refused, Reply
 
 MARKER = "# eventcoord pre-push hook"
@@ -27,6 +27,8 @@ KEYS = ("eventcoord.session", "eventcoord.issue", "eventcoord.fencingToken")
 
 def git(*args: str, cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run git, capturing its output."""
+    import subprocess
+
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
 
 
@@ -90,6 +92,8 @@ EXTRAS["verify_hold"] = _name_holder
 
 def hook_script() -> str:
     """The pre-push hook: this installation's eventcoord, else the one on PATH."""
+    import shlex
+
     python = shlex.quote(sys.executable)
     return (
         "#!/bin/sh\n"

@@ -82,8 +82,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--json", dest="_json", action="store_true", help="print the server's JSON answer unchanged")
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """One subparser per operation, its options from the struct's fields."""
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], chosen: str | None) -> None:
+    """One subparser per operation; only the ``chosen`` one (None: all) gets its options (start-up time)."""
     for op in OPERATIONS:
         p = sub.add_parser(
             op.cli,
@@ -91,6 +91,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             description=describe(op.name),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        p.set_defaults(fn=run, _op=op)
+        if chosen is not None and op.cli != chosen:
+            continue
         for f in sorted(op.fields(), key=lambda f: f.name == "command_id"):
             _add_field(p, op, f)
         _common(p)
@@ -99,7 +102,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         extra = EXTRAS.get(op.name)
         if extra is not None:
             extra(p)
-        p.set_defaults(fn=run, _op=op)
 
 
 def values_of(args: argparse.Namespace, op: Operation) -> dict[str, Any]:

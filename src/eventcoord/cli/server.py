@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import sys
 from collections.abc import AsyncIterator
@@ -41,6 +40,7 @@ def uvicorn_options() -> dict[str, object]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP service (migrating the database first)."""
+    import asyncio
     import logging
 
     import uvicorn
@@ -72,6 +72,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply the Alembic migrations to the database."""
+    import asyncio
+
     from eventcoord.store import open_store
 
     async def run() -> None:
@@ -85,6 +87,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_token(args: argparse.Namespace) -> int:
     """Create a bearer token for a workspace and role; prints it once."""
+    import asyncio
     import re
 
     from eventcoord.auth import new_token, store_token
@@ -112,6 +115,8 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     """Rebuild every read model from position 0."""
+    import asyncio
+
     import eventcoord.projections as projections
     from eventcoord.store import open_store
 
@@ -129,6 +134,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 def cmd_tail(args: argparse.Namespace) -> int:
     """Print events as JSON lines: the log after --after, then live (SSE, or NATS with --nats)."""
+    import asyncio
+
     from eventcoord.codec import encode
 
     types = set(args.type or [])

@@ -73,7 +73,7 @@ READS: tuple[Operation, ...] = (
 
 
 def _command(tag: str, struct: type[msgspec.Struct]) -> Operation:
-    has_session = any(f.name == "session_id" for f in mi.type_info(struct).fields)  # type: ignore[attr-defined]
+    has_session = "session_id" in struct.__struct_fields__
     return Operation(
         name=tag,
         kind="command",
