@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from eventcoord.client.aio import AsyncClient
     from eventcoord.client.errors import (
         AccessDenied,
         Contended,
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
         Retryable,
         Unreachable,
     )
-    from eventcoord.client.http import AsyncClient, Client, Reply
+    from eventcoord.client.reply import Reply
+    from eventcoord.client.sync import Client
     from eventcoord.codec import WireEvent
 
 __all__ = [
@@ -51,9 +53,9 @@ __all__ = [
 ]
 
 _HOME = {
-    "Client": "eventcoord.client.http",
-    "AsyncClient": "eventcoord.client.http",
-    "Reply": "eventcoord.client.http",
+    "Client": "eventcoord.client.sync",
+    "AsyncClient": "eventcoord.client.aio",
+    "Reply": "eventcoord.client.reply",
     **{
         name: "eventcoord.client.errors"
         for name in ("AccessDenied", "Contended", "InvalidRequest", "NotCurrent", "NotFound", "Refused", "Retryable", "Unreachable")
