@@ -197,3 +197,49 @@ async def test_disconnect_ends_the_session_and_releases_what_it_held(connect: Co
     assert ended["data"]["session_id"] == sid
     [released] = await api.events("LeaseReleased")
     assert released["data"]["reason"] == "agent_ended"
+
+
+def _mcp_children() -> list[int]:
+    """Our child processes running ``eventcoord.cli mcp`` (the SDK spawns the stdio server)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(")") + 2 :].split()[1])
+        if ppid == os.getpid() and b"eventcoord.cli" in argv and b"mcp" in argv:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_terminated_mcp_server_ends_its_sessions(transport: str, server: ServerProcess, api: Api, tmp_path: Path) -> None:
+    import signal
+
+    http = McpHttp(server, tmp_path / "mcp.log") if transport == "http" else None
+    target: Any = http.url if http else StdioServerParameters(
+        command=sys.executable, args=["-m", "eventcoord.cli", "mcp"], env={"EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP}
+    )
+    try:
+        async with Client(target) as client:
+            sid = (await call(client, "register_agent", actor="terminated"))["session_id"]
+            await call(client, "claim_issue", project="P", issue="P-4")
+            if http:
+                http.proc.send_signal(signal.SIGTERM)
+                http.proc.wait(20)
+            else:
+                [pid] = _mcp_children()
+                os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not await api.events("AgentEnded"):
+                await asyncio.sleep(0.1)
+    finally:
+        if http and http.proc.poll() is None:
+            http.stop()
+    [ended] = await api.events("AgentEnded")
+    assert ended["data"]["session_id"] == sid
+    assert (await api.get("/v1/leases"))["leases"] == []

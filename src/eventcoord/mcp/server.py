@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
+import signal
 import sys
 from typing import Any
 
@@ -99,6 +102,15 @@ async def serve_stdio(url: str | None, token: str | None) -> None:
     async with AsyncClient(url, token) as client:
         bridge = Bridge(client, stdio=True)
         server = build(bridge)
+
+        async def terminate() -> None:
+            # SIGTERM ends the sessions too, like a closed stdin. The stdin reader is a
+            # thread that cancellation cannot interrupt, so exit once they are ended.
+            await bridge.process_memory.close()
+            os._exit(128 + signal.SIGTERM)
+
+        with contextlib.suppress(NotImplementedError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: asyncio.ensure_future(terminate()))
         try:
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
