@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import msgspec.inspect as mi
 
-from eventcoord.client.guide import SUMMARY, describe
+from eventcoord.client.guide import FIELD, SUMMARY, describe
 from eventcoord.client.operations import OPERATIONS, Operation
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_DENIED = 0, 1, 2, 3, 4
@@ -50,11 +50,11 @@ def _add_field(p: argparse.ArgumentParser, op: Operation, f: mi.Field) -> None:
     dest = f.encode_name
     positional = f.encode_name in op.positional or f.name in op.positional
     flag = "--" + f.encode_name.replace("_", "-")
-    kwargs: dict[str, Any] = {"default": None}
+    kwargs: dict[str, Any] = {"default": None, "help": FIELD.get(f.encode_name)}
     if isinstance(t, mi.BoolType):
         if not positional:
             action = argparse.BooleanOptionalAction if (nullable or f.default is True) else "store_true"
-            p.add_argument(flag, dest=dest, action=action, default=None, help=f"(default {f.default})" if f.default in (True, False) else None)
+            p.add_argument(flag, dest=dest, action=action, default=None, help=kwargs["help"])
             return
         kwargs["type"] = lambda v: v.lower() in ("1", "true", "yes")
     elif isinstance(t, mi.IntType):
@@ -67,7 +67,7 @@ def _add_field(p: argparse.ArgumentParser, op: Operation, f: mi.Field) -> None:
         kwargs["type"] = _json_value
         kwargs["metavar"] = "JSON"
     if f.default is msgspec.NODEFAULT and f.default_factory is msgspec.NODEFAULT and not f.required and nullable:
-        kwargs["help"] = "'' sends null"
+        kwargs["help"] = f"{kwargs['help'] or ''} ('' sends null)".strip()
     if positional:
         kwargs.pop("default")
         p.add_argument(dest, **kwargs)

@@ -18,11 +18,11 @@ import mcp_types as types
 import msgspec
 
 from eventcoord.client import AsyncClient, Refused, Unreachable
-from eventcoord.client.guide import describe
+from eventcoord.client.guide import FIELD, describe
 from eventcoord.client.operations import BY_NAME, OPERATIONS, Operation, read_request
 from eventcoord.mcp.sessions import Remembered
 
-SESSION_HELP = "your session; omit it to use the one this connection registered (register_agent)"
+SESSION_HELP = "omit it to use the session this connection registered (register_agent)"
 _AT = re.compile(r"at `\$\.?(?P<path>[^`]*)`")
 _NAMED = re.compile(r"(?:missing required|unknown) field `(?P<name>[^`]+)`")
 
@@ -37,8 +37,11 @@ def input_schema(op: Operation) -> dict[str, Any]:
     props: dict[str, Any] = schema.setdefault("properties", {})
     props.pop("type", None)
     required = [r for r in schema.get("required", []) if r != "type" and r != op.session_field]
+    for name, prop in props.items():
+        if name in FIELD:
+            prop["description"] = FIELD[name]
     if op.session_field and op.session_field in props:
-        props[op.session_field]["description"] = SESSION_HELP
+        props[op.session_field]["description"] = f"{FIELD[op.session_field]}; {SESSION_HELP}"
     schema["required"] = required
     schema["type"] = "object"
     return schema
