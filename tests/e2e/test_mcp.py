@@ -25,10 +25,10 @@ TRANSPORTS = ["stdio", "http"]
 class McpHttp:
     """A real ``eventcoord mcp --transport http`` process."""
 
-    def __init__(self, server: ServerProcess, log: Path) -> None:
+    def __init__(self, base_url: str, log: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        env = {**os.environ, "EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP}
+        env = {**os.environ, "EVENTCOORD_URL": base_url, "EVENTCOORD_TOKEN": BOOTSTRAP}
         self._log = open(log, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "eventcoord.cli", "mcp", "--transport", "http", "--port", str(self.port)],
@@ -53,12 +53,10 @@ class McpHttp:
 Connect = Callable[[], AbstractAsyncContextManager[Client]]
 
 
-@pytest.fixture(params=TRANSPORTS)
-def connect(request: pytest.FixtureRequest, server: ServerProcess, tmp_path: Path) -> Iterator[Connect]:
-    """Open an MCP client session to eventcoord over the transport under test."""
+def _connector(transport: str, base_url: str, tmp_path: Path) -> tuple[Connect, list[McpHttp]]:
     http: list[McpHttp] = []
-    if request.param == "http":
-        http.append(McpHttp(server, tmp_path / "mcp-http.log"))
+    if transport == "http":
+        http.append(McpHttp(base_url, tmp_path / "mcp-http.log"))
 
     @asynccontextmanager
     async def open_client() -> AsyncIterator[Client]:
@@ -68,11 +66,27 @@ def connect(request: pytest.FixtureRequest, server: ServerProcess, tmp_path: Pat
             target = StdioServerParameters(
                 command=sys.executable,
                 args=["-m", "eventcoord.cli", "mcp"],
-                env={"EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP},
+                env={"EVENTCOORD_URL": base_url, "EVENTCOORD_TOKEN": BOOTSTRAP},
             )
         async with Client(target) as client:
             yield client
 
+    return open_client, http
+
+
+@pytest.fixture(params=TRANSPORTS)
+def connect(request: pytest.FixtureRequest, server: ServerProcess, tmp_path: Path) -> Iterator[Connect]:
+    """Open an MCP client session to eventcoord over the transport under test."""
+    open_client, http = _connector(request.param, server.base_url, tmp_path)
+    yield open_client
+    for h in http:
+        h.stop()
+
+
+@pytest.fixture(params=TRANSPORTS)
+def connect_nowhere(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Connect]:
+    """An MCP server whose eventcoord is not running: for what it answers by itself."""
+    open_client, http = _connector(request.param, f"http://127.0.0.1:{free_port()}", tmp_path)
     yield open_client
     for h in http:
         h.stop()
@@ -96,10 +110,10 @@ async def refused(client: Client, tool: str, code: str, **args: Any) -> dict[str
     return error
 
 
-async def test_tools_are_the_commands_and_the_reads(connect: Connect) -> None:
+async def test_tools_are_the_commands_and_the_reads(connect_nowhere: Connect) -> None:
     from eventcoord.commands import COMMAND_TYPES
 
-    async with connect() as client:
+    async with connect_nowhere() as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
     reads = {"list_agents", "list_leases", "get_issue_state", "list_file_claims", "list_conflicts",
              "get_code_heatmap", "list_queue", "read_messages", "read_events"}
@@ -151,11 +165,15 @@ async def test_two_agents_race_for_one_issue_and_meet_refusals_and_conflicts(con
         assert (await call(a, "list_file_claims"))["file_claims"][0]["path"] == "src/"
 
 
-async def test_without_a_registered_session_the_session_field_is_required(connect: Connect) -> None:
-    async with connect() as client:
+async def test_answers_without_the_server_validation_and_unreachable(connect_nowhere: Connect) -> None:
+    async with connect_nowhere() as client:
         error = await refused(client, "claim_issue", "VALIDATION", project="P", issue="P-1")
         assert error["details"] == {"field": "session_id"}
         assert "register_agent" in error["message"]
+        # No server: a tool error the agent can act on, and the MCP server lives on.
+        gone = await refused(client, "list_agents", "UNREACHABLE")
+        assert "retry" in gone["message"]
+        assert (await refused(client, "list_agents", "UNREACHABLE"))["code"] == "UNREACHABLE"
 
 
 async def test_background_heartbeats_keep_a_short_ttl_session_live(start_server: Callable[..., ServerProcess], tmp_path: Path) -> None:
@@ -168,7 +186,7 @@ async def test_background_heartbeats_keep_a_short_ttl_session_live(start_server:
             command=sys.executable, args=["-m", "eventcoord.cli", "mcp"],
             env={"EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP},
         )
-        mcp_http = McpHttp(server, tmp_path / "mcp.log")
+        mcp_http = McpHttp(server.base_url, tmp_path / "mcp.log")
         async with Client(stdio) as one, Client(mcp_http.url) as two:
             kept = [(await call(c, "register_agent", actor=f"kept-{i}"))["session_id"] for i, c in enumerate((one, two))]
             await asyncio.sleep(5)  # 2.5 TTLs without a tool call
@@ -220,7 +238,7 @@ def _mcp_children() -> list[int]:
 async def test_a_terminated_mcp_server_ends_its_sessions(transport: str, server: ServerProcess, api: Api, tmp_path: Path) -> None:
     import signal
 
-    http = McpHttp(server, tmp_path / "mcp.log") if transport == "http" else None
+    http = McpHttp(server.base_url, tmp_path / "mcp.log") if transport == "http" else None
     target: Any = http.url if http else StdioServerParameters(
         command=sys.executable, args=["-m", "eventcoord.cli", "mcp"], env={"EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP}
     )
