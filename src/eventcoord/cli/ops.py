@@ -51,13 +51,11 @@ def _add_field(p: argparse.ArgumentParser, op: Operation, f: mi.Field) -> None:
     positional = f.encode_name in op.positional or f.name in op.positional
     flag = "--" + f.encode_name.replace("_", "-")
     kwargs: dict[str, Any] = {"default": None, "help": FIELD.get(f.encode_name)}
-    if isinstance(t, mi.BoolType):
-        if not positional:
-            action = argparse.BooleanOptionalAction if (nullable or f.default is True) else "store_true"
-            p.add_argument(flag, dest=dest, action=action, default=None, help=kwargs["help"])
-            return
-        kwargs["type"] = lambda v: v.lower() in ("1", "true", "yes")
-    elif isinstance(t, mi.IntType):
+    if isinstance(t, mi.BoolType):  # never positional: --force, --exclusive/--no-exclusive, --live/--no-live
+        action = argparse.BooleanOptionalAction if (nullable or f.default is True) else "store_true"
+        p.add_argument(flag, dest=dest, action=action, default=None, help=kwargs["help"])
+        return
+    if isinstance(t, mi.IntType):
         kwargs["type"] = int
     elif isinstance(t, mi.LiteralType):
         kwargs["choices"] = list(t.values)
