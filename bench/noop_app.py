@@ -54,7 +54,7 @@ def create_noop_app() -> Litestar:
 
 def uvicorn_options() -> dict[str, object]:
     """The loop and HTTP parser options ``eventcoord serve`` picks (the same function)."""
-    from eventcoord.cli import uvicorn_options as serve_options
+    from eventcoord.cli.server import uvicorn_options as serve_options
 
     return serve_options()
 

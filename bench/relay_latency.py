@@ -2,7 +2,7 @@
 
 Appends single-event commands at ``--rate`` per second for ``--seconds`` against a real
 store (SQLite in a temp dir, or a fresh PostgreSQL database with ``--db``) and a real
-``nats-server``; the relay publishes them and a subscriber (``eventcoord.subscriber``, in
+``nats-server``; the relay publishes them and a subscriber (``eventcoord.client.subscribe``, in
 this process) receives them. "Accepted" is the moment ``store.append`` returned (the
 commit), right before the command pipeline would call ``relay.notify()``. Prints p50/p90/
 p99/max per relay window size (and, first, the relay's catch-up throughput on a backlog); ``--window 1`` publishes one message and awaits its PubAck
@@ -28,12 +28,12 @@ import time
 import uuid
 from typing import Any
 
+from eventcoord.client.subscriber import subscribe
 from eventcoord.events import AgentHeartbeat
 from eventcoord.outbox.broker import throwaway_broker
 from eventcoord.outbox.relay import Relay
 from eventcoord.store import open_store
 from eventcoord.store.base import EventStore
-from eventcoord.subscriber import subscribe
 
 
 def pct(values: list[float], p: float) -> float:

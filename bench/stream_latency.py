@@ -4,7 +4,7 @@ Starts a throwaway ``nats-server`` and ``eventcoord serve --nats <it>`` on a fre
 folder (SQLite; ``--db`` for PostgreSQL), registers sessions, then ``wrk`` posts
 heartbeat_agent commands at about ``--rate`` per second (64 connections, each pausing
 64 000 / rate ms between requests with wrk's ``delay()``) for ``--seconds``, while a
-subscriber (``eventcoord.subscriber.subscribe``) in this process receives the events.
+subscriber (``eventcoord.client.subscribe``) in this process receives the events.
 Latency = receive time - the event's ``recorded_at`` (stamped when the server decided and
 committed the command, same host clock). Prints the achieved rate, p50/p90/p99/max, and
 how many events arrived. (A Python HTTP client cannot drive 1,000 commands/s on this
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import httpx
 
+from eventcoord.client.subscriber import subscribe
 from eventcoord.outbox.broker import throwaway_broker
-from eventcoord.subscriber import subscribe
 
 TOKEN = "bench-token"
 

@@ -288,3 +288,47 @@ def internal() -> DomainError:
 def store_unavailable() -> DomainError:
     """503: the database cannot be reached; safe to retry."""
     return DomainError(ErrorCode.STORE_UNAVAILABLE, "internal error")
+
+
+# --- client-side refusals (SPEC §7): defined in eventcoord.client.errors, re-exported here ---
+# Loaded on first use: eventcoord.client.errors subclasses EventCoordError above, so a
+# plain import here would be circular whichever module is imported first.
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:
+    from eventcoord.client.errors import (
+        AccessDenied as AccessDenied,
+    )
+    from eventcoord.client.errors import (
+        Contended as Contended,
+    )
+    from eventcoord.client.errors import (
+        InvalidRequest as InvalidRequest,
+    )
+    from eventcoord.client.errors import (
+        NotCurrent as NotCurrent,
+    )
+    from eventcoord.client.errors import (
+        NotFound as NotFound,
+    )
+    from eventcoord.client.errors import (
+        Refused as Refused,
+    )
+    from eventcoord.client.errors import (
+        Retryable as Retryable,
+    )
+    from eventcoord.client.errors import (
+        Unreachable as Unreachable,
+    )
+
+_CLIENT_ERRORS = frozenset(
+    {"AccessDenied", "Contended", "InvalidRequest", "NotCurrent", "NotFound", "Refused", "Retryable", "Unreachable"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLIENT_ERRORS:
+        from eventcoord.client import errors as client_errors
+
+        return getattr(client_errors, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

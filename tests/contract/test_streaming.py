@@ -7,12 +7,12 @@ from typing import Any
 
 import msgspec
 
+from eventcoord.client.subscriber import subscribe
 from eventcoord.codec import WireEvent
 from eventcoord.events import AgentHeartbeat, MessagePosted
 from eventcoord.outbox.broker import throwaway_broker
 from eventcoord.outbox.follow import follow, pulse, sse_frame
 from eventcoord.outbox.relay import Relay
-from eventcoord.subscriber import subscribe
 
 
 async def test_follow_catches_up_then_goes_live_in_one_workspace(store: Any) -> None:

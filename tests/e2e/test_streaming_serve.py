@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 from tests.conftest import BOOTSTRAP, Api, ServerProcess
 
+from eventcoord.client.subscriber import subscribe
 from eventcoord.outbox.broker import throwaway_broker
-from eventcoord.subscriber import subscribe
 
 
 def wait_health(server: ServerProcess, predicate: Callable[[dict[str, object]], bool], timeout: float = 15.0) -> dict[str, object]:

@@ -1,14 +1,17 @@
-"""The ``eventcoord`` command line: serve, migrate, token, rebuild, tail."""
+"""Subcommands that run or manage the service itself: serve, migrate, token create, rebuild, tail."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
-from eventcoord.config import ConfigError, Settings, from_env
+from eventcoord.config import Settings, from_env
+
+if TYPE_CHECKING:
+    from eventcoord.codec import WireEvent
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -37,6 +40,7 @@ def uvicorn_options() -> dict[str, object]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP service (migrating the database first)."""
+    import asyncio
     import logging
 
     import uvicorn
@@ -56,6 +60,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         lifespan="on",
         **extra,  # type: ignore[arg-type]
     )
+    from eventcoord.first_run import ensure_admin_token
+
+    token_path = asyncio.run(ensure_admin_token(settings))
+    if token_path is not None:
+        print(f"admin token of workspace default: {token_path}", flush=True)
     print(f"eventcoord serving on http://{settings.host}:{settings.port} ({settings.database_url.split('://')[0]})", flush=True)
     uvicorn.Server(config).run()
     return 0
@@ -63,6 +72,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Apply the Alembic migrations to the database."""
+    import asyncio
+
     from eventcoord.store import open_store
 
     async def run() -> None:
@@ -76,6 +87,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_token(args: argparse.Namespace) -> int:
     """Create a bearer token for a workspace and role; prints it once."""
+    import asyncio
     import re
 
     from eventcoord.auth import new_token, store_token
@@ -103,6 +115,8 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     """Rebuild every read model from position 0."""
+    import asyncio
+
     import eventcoord.projections as projections
     from eventcoord.store import open_store
 
@@ -120,22 +134,22 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 def cmd_tail(args: argparse.Namespace) -> int:
     """Print events as JSON lines: the log after --after, then live (SSE, or NATS with --nats)."""
-    import os
+    import asyncio
 
     from eventcoord.codec import encode
 
     types = set(args.type or [])
 
     async def run() -> None:
+        source: AsyncIterator[WireEvent]
         if args.nats:
-            from eventcoord.subscriber import subscribe
+            from eventcoord.client import subscribe
 
             source = subscribe(args.nats, args.workspace or "*", sorted(types) or None, args.after, args.nats_stream or "EVENTCOORD")
         else:
-            from eventcoord.client import Client
+            from eventcoord.client import AsyncClient
 
-            token = args.token or os.environ.get("EVENTCOORD_TOKEN") or os.environ.get("EVENTCOORD_BOOTSTRAP_TOKEN") or ""
-            source = Client(args.url, token).stream(args.after)
+            source = AsyncClient(args.url, args.token).stream(args.after)
         async for ev in source:
             if not types or ev.type in types:
                 print(encode(ev).decode(), flush=True)
@@ -145,10 +159,8 @@ def cmd_tail(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="eventcoord", description="Event-sourced coordination for fleets of agents")
-    sub = parser.add_subparsers(dest="command", required=True)
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """serve, migrate, token create, rebuild and tail."""
     serve = sub.add_parser("serve", help="run the service")
     _common(serve)
     serve.add_argument("--nats", help="embedded | off | nats://host:port (EVENTCOORD_NATS_URL)")
@@ -173,26 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     tail = sub.add_parser("tail", help="follow the event log (SSE from a server, or NATS with --nats)")
     tail.add_argument("--after", type=int, default=0, help="start after this position")
     tail.add_argument("--type", action="append", help="only this event type (repeatable)")
-    tail.add_argument("--url", default="http://127.0.0.1:8765", help="server URL (SSE)")
-    tail.add_argument("--token", help="bearer token (default EVENTCOORD_TOKEN or EVENTCOORD_BOOTSTRAP_TOKEN)")
+    tail.add_argument("--url", help="server URL (EVENTCOORD_URL; default http://127.0.0.1:8765)")
+    tail.add_argument("--token", help="bearer token (EVENTCOORD_TOKEN, or the local data folder's admin-token)")
     tail.add_argument("--nats", help="read from JetStream at this nats:// URL instead of the server")
     tail.add_argument("--nats-stream", dest="nats_stream", help="JetStream stream (default EVENTCOORD)")
     tail.add_argument("--workspace", help="with --nats: only this workspace")
     tail.set_defaults(fn=cmd_tail)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``eventcoord`` script."""
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.fn(args))
-    except ConfigError as e:
-        print(f"eventcoord: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

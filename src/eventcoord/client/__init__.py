@@ -1,0 +1,85 @@
+"""The typed Python client of eventcoord (SPEC §7), and live subscriptions (SSE or NATS).
+
+    from eventcoord.client import Client
+    with Client() as ec:                      # finds the server and token by itself
+        me = ec.register_agent(actor="me")
+        lease = ec.claim_issue(session_id=me.session_id, project="P", issue="P-1")
+        ec.verify_hold(session_id=me.session_id, issue="P-1", fencing_token=lease.fencing_token)
+
+    async with AsyncClient(url, token) as ec:  # the same methods, awaited
+        async for ev in ec.stream(after=0):   # Server-Sent Events, no NATS needed
+            ...
+    async for ev in subscribe("nats://127.0.0.1:4222", workspace="default"):  # JetStream
+        ...
+
+A refusal raises ``eventcoord.errors.Refused`` (a subclass per code family). Names load on
+first use, so ``import eventcoord.client`` (and the CLI) stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eventcoord.client.aio import AsyncClient
+    from eventcoord.client.errors import (
+        AccessDenied,
+        Contended,
+        InvalidRequest,
+        NotCurrent,
+        NotFound,
+        Refused,
+        Retryable,
+        Unreachable,
+    )
+    from eventcoord.client.reply import Reply
+    from eventcoord.client.sync import Client
+    from eventcoord.codec import WireEvent
+
+__all__ = [
+    "AccessDenied",
+    "AsyncClient",
+    "Client",
+    "Contended",
+    "InvalidRequest",
+    "NotCurrent",
+    "NotFound",
+    "Refused",
+    "Reply",
+    "Retryable",
+    "Unreachable",
+    "subscribe",
+]
+
+_HOME = {
+    "Client": "eventcoord.client.sync",
+    "AsyncClient": "eventcoord.client.aio",
+    "Reply": "eventcoord.client.reply",
+    **{
+        name: "eventcoord.client.errors"
+        for name in ("AccessDenied", "Contended", "InvalidRequest", "NotCurrent", "NotFound", "Refused", "Retryable", "Unreachable")
+    },
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        import importlib
+
+        return getattr(importlib.import_module(_HOME[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+async def subscribe(
+    nats_url: str,
+    workspace: str = "*",
+    types: Sequence[str] | None = None,
+    after: int = 0,
+    stream: str = "EVENTCOORD",
+) -> AsyncIterator[WireEvent]:
+    """Events with position > ``after`` from JetStream, in order, then live (see ``subscriber``)."""
+    from eventcoord.client.subscriber import subscribe as from_jetstream
+
+    async for event in from_jetstream(nats_url, workspace, types, after, stream):
+        yield event
