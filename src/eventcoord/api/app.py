@@ -19,6 +19,7 @@ from eventcoord.config import Settings
 from eventcoord.service import Service
 from eventcoord.store import log, open_store
 from eventcoord.store.schema import settings as settings_table
+from eventcoord.ui import routes as ui_routes
 
 MAX_BODY = 1024 * 1024
 logger = logging.getLogger("eventcoord")
@@ -65,7 +66,7 @@ def create_app(settings: Settings) -> Litestar:
             await store.close()
 
     return Litestar(
-        route_handlers=[commands.post_command, *reads.ROUTES, *_extra_routes()],
+        route_handlers=[commands.post_command, *reads.ROUTES, *_extra_routes(), *ui_routes.ROUTES],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=[lifespan],
         request_max_body_size=MAX_BODY,

@@ -145,17 +145,34 @@ def live_claims(
 
 
 def conflict_log(
-    conn: Connection, workspace: str, since_us: int | None, until_us: int | None, prefix: str, after: int, limit: int
+    conn: Connection,
+    workspace: str,
+    since_us: int | None,
+    until_us: int | None,
+    prefix: str,
+    after: int,
+    limit: int,
+    before: int | None = None,
 ) -> list[dict[str, Any]]:
-    """ClaimConflict rows in position order, within the window and under the prefix."""
+    """ClaimConflict rows in position order, within the window and under the prefix.
+
+    With ``before``, the *last* ``limit`` rows below that position (still in position
+    order): the newest page of the feed, or the feed as of a moment.
+    """
     where = (conflicts.c.workspace == workspace) & (conflicts.c.position > after)
+    if before is not None:
+        where = where & (conflicts.c.position < before)
     if since_us is not None:
         where = where & (conflicts.c.occurred_us >= since_us)
     if until_us is not None:
         where = where & (conflicts.c.occurred_us < until_us)
     if prefix:
         where = where & under(conn, conflicts.c.path, prefix)
-    rows = conn.execute(select(conflicts).where(where).order_by(conflicts.c.position).limit(limit))
+    if before is not None:
+        newest = select(conflicts).where(where).order_by(conflicts.c.position.desc()).limit(limit)
+        rows = sorted(conn.execute(newest), key=lambda r: r.position)
+    else:
+        rows = list(conn.execute(select(conflicts).where(where).order_by(conflicts.c.position).limit(limit)))
     return [
         {
             "position": r.position,
@@ -229,13 +246,17 @@ async def list_conflicts(
     prefix: Annotated[str | None, Parameter(description="only requested paths at or below this prefix")] = None,
     after: Annotated[int, Parameter(ge=0, description="exclusive position cursor")] = 0,
     limit: Annotated[int, Parameter(ge=1, description="page size, clamped to 1000")] = 100,
+    before: Annotated[int | None, Parameter(ge=1, le=2**63 - 1, description="exclusive upper position: the last `limit` below it")] = None,
 ) -> Response[bytes]:
-    """``{"conflicts": [...]}``: every contended path, rejected or forced, in position order."""
+    """``{"conflicts": [...]}``: every contended path, rejected or forced, in position order.
+
+    ``before`` pages backwards: the newest ``limit`` conflicts with a smaller position.
+    """
     who = await caller(request)
     since_us, until_us = parse_window(since, until)
     pre = parse_prefix(prefix)
     rows = await runtime(request).store.query(
-        lambda c: conflict_log(c, who.workspace, since_us, until_us, pre, after, min(limit, 1000))
+        lambda c: conflict_log(c, who.workspace, since_us, until_us, pre, after, min(limit, 1000), before)
     )
     return json({"conflicts": rows})
 

@@ -62,6 +62,7 @@ async def list_leases(
     request: Request[Any, Any, Any],
     project: Annotated[str | None, Parameter(description="only this project")] = None,
     session: Annotated[str | None, Parameter(description="only this holder session")] = None,
+    limit: Annotated[int | None, Parameter(ge=1, le=10000, description="at most this many (default: all)")] = None,
 ) -> Response[bytes]:
     """``{"leases": [{issue, project, session_id, actor_key, fencing_token, live, kind, granted_at}]}``."""
     who = await caller(request)
@@ -89,7 +90,7 @@ async def list_leases(
                 "kind": r.kind,
                 "granted_at": format_time(r.granted_us),
             }
-            for r in conn.execute(stmt.order_by(leases.c.project, leases.c.issue))
+            for r in conn.execute(stmt.order_by(leases.c.project, leases.c.issue).limit(limit))
         ]
 
     return json({"leases": await runtime(request).store.query(run)})
