@@ -17,6 +17,7 @@ const REFRESH_MS = 400;
 const RESYNC_MS = 15000; // liveness ages without events: re-read everything now and then
 
 const state = { asOf: null, at: null, head: 0, asOfSupported: null };
+let headKnown = Promise.resolve(0); // the log head at start (/health), for views that page back from it
 const shared = {};
 let views = [];
 let stream = null;
@@ -33,6 +34,7 @@ function ctx() {
     asOf: state.asOf,
     at: state.at,
     head: state.head,
+    headKnown: () => headKnown,
     shared,
     nowMs: () => (state.asOf !== null && state.at ? Date.parse(state.at) : Date.now()),
     async get(path, params, { pit = false } = {}) {
@@ -192,17 +194,24 @@ const line = timeline(app);
 async function start() {
   $('#login').hidden = true;
   document.body.classList.remove('signed-out');
-  const health = await api.health().catch(() => ({ head: 0 }));
-  state.head = health.head || 0;
-  line.setHead(state.head);
+  // The head and the views' reads go out together; only the stream waits for the head.
+  headKnown = api.health().then((health) => {
+    state.head = Math.max(state.head, health.head || 0);
+    line.setHead(state.head);
+    return state.head;
+  }, () => state.head);
+  const painted = refreshAll();
+  const head = await headKnown;
+  if (stream) stream.stop();
+  stream = follow({ after: head, bearer: () => api.token.get(), onEvent, onStatus });
   api.get('/v1/events', { after: 0, limit: 1 }).then((b) => {
     if (b.events.length) line.setStart(b.events[0].position, b.events[0].recorded_at);
   }).catch(() => {});
-  if (stream) stream.stop();
-  stream = follow({ after: state.head, bearer: () => api.token.get(), onEvent, onStatus });
-  await refreshAll();
+  await painted;
   document.body.dataset.ready = '1';
   performance.mark('dashboard-ready');
+  // The frame after the data reached the DOM: when the first paint of data happened.
+  requestAnimationFrame(() => setTimeout(() => performance.mark('dashboard-painted'), 0));
 }
 
 function signOut(message) {

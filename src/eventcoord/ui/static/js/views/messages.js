@@ -3,7 +3,7 @@
 // Live, new messages arrive straight from the stream.
 import { clock, h } from '../dom.js';
 
-const WINDOW = 1000;
+const WINDOW = 400;
 const SHOW = 80;
 
 export function messagesView() {
@@ -13,8 +13,8 @@ export function messagesView() {
     title: 'Messages',
     triggers: [],
     async load(ctx) {
-      const top = ctx.asOf !== null ? ctx.asOf : ctx.head;
-      const body = await ctx.get('/v1/events', { type: 'MessagePosted', after: Math.max(0, top - WINDOW), limit: 1000 });
+      const top = ctx.asOf !== null ? ctx.asOf : await ctx.headKnown();
+      const body = await ctx.get('/v1/events', { type: 'MessagePosted', after: Math.max(0, top - WINDOW), limit: WINDOW });
       return body.events.filter((e) => e.type === 'MessagePosted' && e.position <= top);
     },
     onEvent(ev, ctx, panel) {
