@@ -109,6 +109,8 @@ MEASURE = """() => {
     fcp: mark('first-contentful-paint'), ready: mark('dashboard-ready'), painted: mark('dashboard-painted'),
     reads: api.length, bytes: api.reduce((s, e) => s + (e.encodedBodySize || 0), 0),
     slowest: slow ? [slow.name.replace(location.origin, ''), slow.duration, slow.encodedBodySize] : null,
+    render: performance.getEntriesByType('measure').filter((e) => e.name.startsWith('render:')).reduce((s, e) => s + e.duration, 0),
+    renders: performance.getEntriesByType('measure').filter((e) => e.name.startsWith('render:')).map((e) => [e.name, Math.round(e.duration)]),
     dom: document.querySelectorAll('*').length, nav: nav ? nav.duration : null,
     timeline: performance.getEntriesByType('resource').map((e) => [e.name.replace(location.origin, ''), Math.round(e.startTime), Math.round(e.responseEnd), e.encodedBodySize]),
   };
@@ -144,9 +146,12 @@ def main() -> None:
     p.add_argument("--claims", type=int, default=100_000)
     p.add_argument("--loads", type=int, default=7)
     p.add_argument("--verbose", action="store_true", help="print every request's start and end")
+    p.add_argument("--work", default=None, help="data folder (SQLite); with --reuse, measure an earlier seed again")
+    p.add_argument("--reuse", action="store_true", help="skip seeding when --work already holds a seeded store")
     p.add_argument("--db", default=None, help="a PostgreSQL server URL (postgresql+asyncpg://…/postgres); default SQLite")
     args = p.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="ec-ui-bench-"))
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="ec-ui-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
     db_url, drop = f"sqlite+aiosqlite:///{work}/eventcoord.db", None
     if args.db:
         import asyncpg
@@ -179,16 +184,23 @@ def main() -> None:
             time.sleep(0.1)
         backend = "PostgreSQL" if args.db else "SQLite"
         print(f"seeding {backend} through the API:", flush=True)
-        reader = asyncio.run(seed(base, args.agents, args.claims))
+        if args.reuse and (work / "eventcoord.db").exists() and not args.db:
+            r = httpx.post(base + "/v1/commands", json={"type": "issue_token", "role": "reader"},
+                           headers={"authorization": f"Bearer {TOKEN}"})
+            reader = r.json()["result"]["token"]
+            print("  (reusing the seeded store in --work)")
+        else:
+            reader = asyncio.run(seed(base, args.agents, args.claims))
         head = httpx.get(base + "/health").json()["head"]
         print(f"log head {head:,}; opening /ui {args.loads} times in headless chromium", flush=True)
         results = measure(base, reader, args.loads)
         for i, m in enumerate(results, 1):
             s = m["slowest"]
-            print(f"  load {i}: fcp {m['fcp']:.0f} ms, ready {m['ready']:.0f} ms, painted {m['painted']:.0f} ms; "
+            print(f"  load {i}: fcp {m['fcp']:.0f} ms, ready {m['ready']:.0f} ms, painted {m['painted']:.0f} ms, rendering {m['render']:.0f} ms; "
                   f"{m['reads']} reads, {m['bytes'] / 1024:.0f} KiB; slowest {s[0]} {s[1]:.0f} ms ({s[2] / 1024:.0f} KiB); "
                   f"{m['agents_rows']} agent rows, {m['tree_rows']} tree rows, {m['dom']} elements")
             if args.verbose:
+                print("      rendering:", ", ".join(f"{n[7:]} {d} ms" for n, d in m["renders"]))
                 for name, start, end, size in m["timeline"]:
                     print(f"      {start:5d} → {end:5d} ms  {size / 1024:6.0f} KiB  {name}")
         med = {k: statistics.median(m[k] for m in results) for k in ("fcp", "ready", "painted")}

@@ -80,8 +80,10 @@ function mountPanel(v) {
 }
 
 function paint(v, c) {
+  const t0 = performance.now();
   fill(v.body, v.render(v.data, c, v.api));
   tickClocks(c.nowMs(), v.body);
+  if (!document.body.dataset.ready) performance.measure(`render:${v.name}`, { start: t0 }); // first paint only
 }
 
 async function refreshView(v) {

@@ -2,7 +2,7 @@
 // sign of life. GET /v1/agents?live=&limit= (newest first), paged by growing the limit.
 import { agoSpan, badge, countLabel, dot, h, shortId } from '../dom.js';
 
-const PAGE = 100;
+const PAGE = 60;
 const MAX = 1000;
 
 export function agentsView(app) {

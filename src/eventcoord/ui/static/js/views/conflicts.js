@@ -2,7 +2,7 @@
 // position — the head when live, the chosen moment when travelling in time).
 import { clock, countLabel, h } from '../dom.js';
 
-const LIMIT = 60;
+const LIMIT = 40;
 
 export function conflictsView() {
   return {

@@ -3,7 +3,7 @@
 // holder → human_held; a live holder → held; a stale one → reclaimable.
 import { agoSpan, badge, countLabel, h, shortId } from '../dom.js';
 
-const PAGE = 200;
+const PAGE = 100;
 const MAX = 2000;
 
 export function effectiveState(lease) {

@@ -3,8 +3,8 @@
 // Live, new messages arrive straight from the stream.
 import { clock, h } from '../dom.js';
 
-const WINDOW = 400;
-const SHOW = 80;
+const WINDOW = 300;
+const SHOW = 40;
 
 export function messagesView() {
   let items = [];
