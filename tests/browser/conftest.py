@@ -59,9 +59,14 @@ def ensure_chromium() -> str:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    """One headless chromium for the session (Playwright's sync API)."""
+@pytest.fixture
+def browser(db_url: str) -> Iterator[Any]:
+    """A headless chromium for one test (Playwright's sync API).
+
+    Per test, and set up after ``db_url``: while Playwright's sync API is started it keeps
+    an event loop running in this thread, and the PostgreSQL fixtures' ``asyncio.run``
+    (create and drop the test's database) must run outside it.
+    """
     executable = ensure_chromium()
     try:
         from playwright.sync_api import sync_playwright
@@ -90,7 +95,7 @@ def page_log() -> PageLog:
 
 @pytest.fixture
 def page(browser: Any, page_log: PageLog, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A fresh context and page (1440×1000); a screenshot of its last state is kept."""
+    """A fresh context and page (1440 x 1000); a screenshot of its last state is kept."""
     context = browser.new_context(viewport={"width": 1440, "height": 1000}, device_scale_factor=1)
     p = context.new_page()
     p.on("console", lambda m: page_log.errors.append(m.text) if m.type == "error" else None)
