@@ -117,7 +117,7 @@ MEASURE = """() => {
 }"""
 
 
-def measure(base: str, reader: str, loads: int) -> list[dict[str, Any]]:
+def measure(base: str, reader: str, loads: int, screenshot: str | None = None) -> list[dict[str, Any]]:
     from playwright.sync_api import sync_playwright
 
     results = []
@@ -134,6 +134,8 @@ def measure(base: str, reader: str, loads: int) -> list[dict[str, Any]]:
                 m["agents_rows"] = page.locator("#panel-agents tbody tr").count()
                 m["tree_rows"] = page.locator("#panel-claims li").count()
                 results.append(m)
+                if screenshot:
+                    page.screenshot(path=screenshot, full_page=True)
                 ctx.close()
         finally:
             browser.close()
@@ -147,6 +149,7 @@ def main() -> None:
     p.add_argument("--loads", type=int, default=7)
     p.add_argument("--verbose", action="store_true", help="print every request's start and end")
     p.add_argument("--work", default=None, help="data folder (SQLite); with --reuse, measure an earlier seed again")
+    p.add_argument("--screenshot", default=None, help="save the last load's page as this PNG")
     p.add_argument("--reuse", action="store_true", help="skip seeding when --work already holds a seeded store")
     p.add_argument("--db", default=None, help="a PostgreSQL server URL (postgresql+asyncpg://…/postgres); default SQLite")
     args = p.parse_args()
@@ -193,7 +196,7 @@ def main() -> None:
             reader = asyncio.run(seed(base, args.agents, args.claims))
         head = httpx.get(base + "/health").json()["head"]
         print(f"log head {head:,}; opening /ui {args.loads} times in headless chromium", flush=True)
-        results = measure(base, reader, args.loads)
+        results = measure(base, reader, args.loads, args.screenshot)
         for i, m in enumerate(results, 1):
             s = m["slowest"]
             print(f"  load {i}: fcp {m['fcp']:.0f} ms, ready {m['ready']:.0f} ms, painted {m['painted']:.0f} ms, rendering {m['render']:.0f} ms; "

@@ -148,6 +148,13 @@ class SyncApi:
         self.http.close()
 
 
+def snapshot(page: Any, request: pytest.FixtureRequest, label: str) -> None:
+    """Keep a screenshot of the page now, beside the test's final one."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
+    page.screenshot(path=str(ARTIFACTS / f"{name}-{label}.png"), full_page=True)
+
+
 def sign_in(page: Any, base_url: str, token: str) -> None:
     """Open /ui, answer the token prompt, wait until every view has painted."""
     page.goto(base_url + "/ui")

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import expect
-from tests.browser.conftest import PageLog, SyncApi, sign_in
+from tests.browser.conftest import PageLog, SyncApi, sign_in, snapshot
 from tests.conftest import ServerProcess
 
 
@@ -149,7 +149,7 @@ def seed_contention(api: SyncApi) -> dict[str, int]:
 
 
 def test_heatmap_draws_a_seeded_contention_log_and_drills_down(
-    srv: ServerProcess, api: SyncApi, page: Any, page_log: PageLog
+    srv: ServerProcess, api: SyncApi, page: Any, page_log: PageLog, request: pytest.FixtureRequest
 ) -> None:
     expected = seed_contention(api)
     sign_in(page, srv.base_url, api.reader_token())
@@ -168,6 +168,7 @@ def test_heatmap_draws_a_seeded_contention_log_and_drills_down(
     expect(stage.locator(".tile[data-prefix='src/api']")).to_have_attribute("data-count", "6")
     expect(stage.locator(".tile[data-prefix='src/web']")).to_have_attribute("data-count", "3")
     expect(stage.locator(".tile[data-prefix='docs']")).to_have_count(0)
+    snapshot(page, request, "drilled")
 
     page.locator("#panel-heatmap .seg[data-mode='claims']").click()
     expect(stage.locator(".tile[data-prefix='src/api']")).to_have_attribute("data-count", "1")
@@ -202,7 +203,7 @@ def test_time_slider_shows_a_released_lease_as_held_at_an_earlier_moment(
 
 
 def test_reconnects_by_itself_after_a_server_restart_and_says_so_meanwhile(
-    db_url: str, tmp_path: Path, page: Any, monkeypatch: pytest.MonkeyPatch
+    db_url: str, tmp_path: Path, page: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     import tests.conftest as shared
 
@@ -218,6 +219,7 @@ def test_reconnects_by_itself_after_a_server_restart_and_says_so_meanwhile(
         expect(page.locator("#disconnected")).to_be_visible(timeout=10_000)
         expect(page.locator("#disconnected")).to_contain_text("reconnecting")
         expect(page.locator("#conn")).to_have_text("Disconnected")
+        snapshot(page, request, "disconnected")
 
         monkeypatch.setattr(shared, "free_port", lambda: first.port)  # the same address again
         second = ServerProcess(db_url, tmp_path / "b")
