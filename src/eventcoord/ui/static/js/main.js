@@ -196,24 +196,26 @@ const line = timeline(app);
 async function start() {
   $('#login').hidden = true;
   document.body.classList.remove('signed-out');
-  // The head and the views' reads go out together; only the stream waits for the head.
+  // The head and the views' reads go out together. The stream follows from that head
+  // once the board is painted (a browser opens only six connections to one server; the
+  // first paint gets them all), so nothing committed meanwhile is missed.
   headKnown = api.health().then((health) => {
     state.head = Math.max(state.head, health.head || 0);
     line.setHead(state.head);
     return state.head;
   }, () => state.head);
-  const painted = refreshAll();
+  await refreshAll();
+  document.body.dataset.ready = '1';
+  performance.mark('dashboard-ready');
+  // The frame after the data reached the DOM: when the first paint of data happened.
+  requestAnimationFrame(() => setTimeout(() => performance.mark('dashboard-painted'), 0));
   const head = await headKnown;
+  if (!api.token.get()) return; // refused while painting: the prompt is back
   if (stream) stream.stop();
   stream = follow({ after: head, bearer: () => api.token.get(), onEvent, onStatus });
   api.get('/v1/events', { after: 0, limit: 1 }).then((b) => {
     if (b.events.length) line.setStart(b.events[0].position, b.events[0].recorded_at);
   }).catch(() => {});
-  await painted;
-  document.body.dataset.ready = '1';
-  performance.mark('dashboard-ready');
-  // The frame after the data reached the DOM: when the first paint of data happened.
-  requestAnimationFrame(() => setTimeout(() => performance.mark('dashboard-painted'), 0));
 }
 
 function signOut(message) {
