@@ -48,7 +48,7 @@ def ensure_chromium() -> str:
     """The system chromium, installed with apt-get when missing."""
     if not os.path.exists(CHROMIUM) and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+        install = ["apt-get", "install", "-y", "chromium"]
         if subprocess.run(install, env=env, capture_output=True).returncode != 0:
             subprocess.run(["apt-get", "update"], env=env, capture_output=True)
             done = subprocess.run(install, env=env, capture_output=True, text=True)
