@@ -39,11 +39,16 @@ def claim(sid: str | None, issue: str, *paths: str, **kw: Any) -> dict[str, Any]
     return body
 
 
+XSS_ACTOR = "<img src=x onerror=window.__xss=1>"
+XSS_BODY = "<script>window.__xss=2</script> ship it"
+
+
 def seed_team(api: SyncApi) -> dict[str, str]:
     """A small, busy workspace: agents, leases, claims, conflicts, queue, messages."""
     alice = api.register("alice", host="build-01", working_on="WEB-7")
     bob = api.register("bob", host="build-02")
     carol = api.register("carol", host="laptop", kind="human")
+    api.register(XSS_ACTOR, host="<b>host</b>")
     api.ok({"type": "claim_issue", "session_id": alice, "project": "WEB", "issue": "WEB-7"})
     api.ok({"type": "claim_issue", "session_id": bob, "project": "API", "issue": "API-12"})
     api.ok({"type": "claim_issue", "session_id": carol, "project": "WEB", "issue": "WEB-9"})
@@ -53,6 +58,7 @@ def seed_team(api: SyncApi) -> dict[str, str]:
     # Contention: bob and alice step on each other's files.
     api.refused(claim(bob, "API-12", "src/web/app.tsx"), "FILES_CLAIMED")
     api.refused(claim(alice, "WEB-7", "src/api/models.py", "src/api/handlers.py"), "FILES_CLAIMED")
+    api.ok({"type": "post_message", "session_id": bob, "channel": "issue:API-12", "body": XSS_BODY})
     api.ok({"type": "post_message", "session_id": bob, "channel": "issue:API-12", "body": "models.py is mine until the migration lands"})
     api.ok({"type": "enqueue_work", "project": "API", "issue": "API-20", "priority": 5})
     api.ok({"type": "enqueue_work", "project": "API", "issue": "API-21", "priority": 1})
@@ -75,7 +81,12 @@ def test_page_loads_with_every_view_no_console_errors_and_the_token_only_in_head
     page.wait_for_selector("body[data-ready='1']", timeout=15_000)
 
     agents = page.locator("#panel-agents tbody tr")
-    expect(agents).to_have_count(3)
+    expect(agents).to_have_count(4)
+    # Untrusted text is shown as text, never run or parsed as HTML.
+    expect(page.locator("#panel-agents .actor", has_text=XSS_ACTOR)).to_have_count(1)
+    expect(page.locator("#panel-messages .msg-body", has_text=XSS_BODY)).to_have_count(1)
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("#board img, #board script, #board b").count() == 0
     expect(page.locator(f"#panel-agents tr[data-session='{ids['alice']}']")).to_contain_text("WEB-7")
     expect(page.locator(f"#panel-agents tr[data-session='{ids['carol']}']")).to_contain_text("human")
     leases = page.locator("#panel-leases tbody tr")

@@ -31,7 +31,7 @@ export function messagesView() {
           h('span', { class: 'time mono', title: e.recorded_at }, clock(e.recorded_at)),
           h('span', { class: 'channel mono' }, e.data.channel),
           h('span', { class: 'actor muted' }, e.data.actor_key || e.metadata?.actor_key || '')),
-        h('div', { class: 'body' }, e.data.body))));
+        h('div', { class: 'msg-body' }, e.data.body))));
     },
   };
 }
