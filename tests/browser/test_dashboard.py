@@ -66,7 +66,7 @@ def seed_team(api: SyncApi) -> dict[str, str]:
 
 
 def test_page_loads_with_every_view_no_console_errors_and_the_token_only_in_headers(
-    srv: ServerProcess, api: SyncApi, page: Any, page_log: PageLog
+    srv: ServerProcess, api: SyncApi, page: Any, page_log: PageLog, request: pytest.FixtureRequest
 ) -> None:
     ids = seed_team(api)
     reader = api.reader_token()
@@ -104,6 +104,16 @@ def test_page_loads_with_every_view_no_console_errors_and_the_token_only_in_head
     expect(page.locator("#panel-messages li.message").first).to_contain_text("models.py is mine")
     expect(page.locator("#panel-heatmap .tile[data-prefix='src']")).to_be_visible()
     expect(page.locator("#conn")).to_have_text("Live")
+
+    # An agent in depth: its leases (with fencing tokens) and the messages sent to it.
+    page.locator(f"#panel-agents tr[data-session='{ids['alice']}']").click()
+    drawer = page.locator("#agent-drawer")
+    expect(drawer).to_be_visible()
+    expect(drawer.locator("li.lease-line[data-issue='WEB-7']")).to_contain_text("#1")
+    expect(drawer).to_contain_text("build-01")
+    snapshot(page, request, "agent")
+    page.keyboard.press("Escape")
+    expect(drawer).to_be_hidden()
 
     # Asked once: a reload goes straight to the board.
     page.reload()

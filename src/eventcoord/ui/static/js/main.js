@@ -5,6 +5,7 @@ import * as api from './api.js';
 import { $, clock, fill, h, num, tickClocks } from './dom.js';
 import { follow } from './stream.js';
 import { timeline } from './timeline.js';
+import { agentDrawer } from './views/agent-drawer.js';
 import { agentsView } from './views/agents.js';
 import { claimsView } from './views/claims.js';
 import { conflictsView } from './views/conflicts.js';
@@ -23,10 +24,12 @@ let views = [];
 let stream = null;
 let rate = [];
 
+const drawer = agentDrawer();
 const app = {
   state,
   refresh: (name) => refreshView(views.find((v) => v.name === name)),
   travel,
+  showAgent: (sessionId) => drawer.open(sessionId, state.asOf !== null),
 };
 
 function ctx() {
@@ -248,6 +251,7 @@ function boot() {
   views = [agentsView(app), leasesView(app), heatmapView(app), conflictsView(app), claimsView(app), queueView(app), messagesView(app)];
   fill($('#board'), views.map(mountPanel));
   $('#timeline-slot').replaceWith(line.el);
+  document.body.append(drawer.el);
   $('#login-form').addEventListener('submit', signIn);
   $('#signout').addEventListener('click', () => signOut(''));
   setInterval(() => {

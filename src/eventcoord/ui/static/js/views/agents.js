@@ -49,7 +49,7 @@ export function agentsView(app) {
           const work = [];
           if (a.working_on) work.push(h('span', { class: 'chip chip-declared', title: 'declared working_on' }, a.working_on));
           for (const l of held) if (l.issue !== a.working_on) work.push(h('span', { class: 'chip chip-lease', title: `lease, fencing token ${l.fencing_token}` }, l.issue));
-          return h('tr', { class: `agent agent-${state}`, dataset: { session: a.session_id } },
+          return h('tr', { class: `agent agent-${state}`, dataset: { session: a.session_id }, title: 'details', onclick: () => app.showAgent(a.session_id) },
             h('td', { class: 'c-dot' }, dot(state, state)),
             h('td', {}, h('span', { class: 'actor', title: a.actor_key }, a.actor_key),
               a.kind === 'human' ? badge('human', 'human') : null,
