@@ -100,6 +100,42 @@ async def seed(base: str, agents: int, claims: int) -> str:
         return token
 
 
+async def copy_sqlite_into_postgres(sqlite_path: str, pg_url: str) -> None:
+    """Load every row of a seeded SQLite store into a migrated, empty PostgreSQL store.
+
+    Same schema (one Alembic chain), so the rows are the same; booleans are converted and
+    serial sequences moved past the copied ids. Used by ``--copy-from``: seeding PostgreSQL
+    through the API takes far longer (``claim_files`` on PostgreSQL slows down with tens
+    of thousands of live claims), and first paint only reads.
+    """
+    import sqlite3
+
+    import asyncpg
+
+    lite = sqlite3.connect(sqlite_path)
+    tables = [r[0] for r in lite.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'alembic_version'")]
+    pg = await asyncpg.connect(pg_url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        for table in tables:
+            kinds = {r["column_name"]: r["data_type"] for r in await pg.fetch(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = $1", table)}
+            if table != "events" and await pg.fetchval(f'SELECT count(*) FROM "{table}"'):
+                await pg.execute(f'DELETE FROM "{table}"')
+            cur = lite.execute(f'SELECT * FROM "{table}"')
+            columns = [d[0] for d in cur.description]
+            flags = [kinds.get(c) == "boolean" for c in columns]
+            records = [tuple(bool(v) if f and v is not None else v for v, f in zip(row, flags, strict=True)) for row in cur]
+            if records:
+                await pg.copy_records_to_table(table, records=records, columns=columns)
+        for r in await pg.fetch("SELECT table_name, column_name FROM information_schema.columns WHERE column_default LIKE 'nextval%'"):
+            await pg.execute(f"SELECT setval(pg_get_serial_sequence('\"{r['table_name']}\"', '{r['column_name']}'), "
+                             f"COALESCE((SELECT max(\"{r['column_name']}\") FROM \"{r['table_name']}\"), 0) + 1, false)")
+        await pg.execute("ANALYZE")
+    finally:
+        await pg.close()
+        lite.close()
+
+
 MEASURE = """() => {
   const nav = performance.getEntriesByType('navigation')[0];
   const mark = (n) => (performance.getEntriesByName(n)[0] || {}).startTime;
@@ -150,6 +186,7 @@ def main() -> None:
     p.add_argument("--verbose", action="store_true", help="print every request's start and end")
     p.add_argument("--work", default=None, help="data folder (SQLite); with --reuse, measure an earlier seed again")
     p.add_argument("--screenshot", default=None, help="save the last load's page as this PNG")
+    p.add_argument("--copy-from", default=None, help="with --db: load the rows of this seeded SQLite file instead of seeding through the API")
     p.add_argument("--reuse", action="store_true", help="skip seeding when --work already holds a seeded store")
     p.add_argument("--db", default=None, help="a PostgreSQL server URL (postgresql+asyncpg://…/postgres); default SQLite")
     args = p.parse_args()
@@ -187,7 +224,14 @@ def main() -> None:
             time.sleep(0.1)
         backend = "PostgreSQL" if args.db else "SQLite"
         print(f"seeding {backend} through the API:", flush=True)
-        if args.reuse and (work / "eventcoord.db").exists() and not args.db:
+        if args.copy_from and args.db:
+            t0 = time.perf_counter()
+            asyncio.run(copy_sqlite_into_postgres(args.copy_from, db_url))
+            print(f"  copied the rows of {args.copy_from} in {time.perf_counter() - t0:.1f} s")
+            r = httpx.post(base + "/v1/commands", json={"type": "issue_token", "role": "reader"},
+                           headers={"authorization": f"Bearer {TOKEN}"})
+            reader = r.json()["result"]["token"]
+        elif args.reuse and (work / "eventcoord.db").exists() and not args.db:
             r = httpx.post(base + "/v1/commands", json={"type": "issue_token", "role": "reader"},
                            headers={"authorization": f"Bearer {TOKEN}"})
             reader = r.json()["result"]["token"]
@@ -211,7 +255,11 @@ def main() -> None:
               f"{med['fcp']:.0f} ms, data painted {med['painted']:.0f} ms (max {max(m['painted'] for m in results):.0f} ms)")
     finally:
         server.terminate()
-        server.wait(10)
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
         if drop is not None:
             asyncio.run(drop[0](f'DROP DATABASE IF EXISTS "{drop[1]}" WITH (FORCE)'))
 
