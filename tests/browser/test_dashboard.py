@@ -200,6 +200,32 @@ def test_heatmap_draws_a_seeded_contention_log_and_drills_down(
     assert page_log.errors == []
 
 
+SQUARIFY_CHECK = """async () => {
+  const { squarify } = await import('/ui/js/treemap.js');
+  const values = [400, 90, 90, 60, 31, 17, 9, 5, 3, 1, 1];
+  const rects = squarify(values.map((value, i) => ({ value, i })), 0, 0, 800, 300);
+  const total = values.reduce((a, b) => a + b, 0);
+  return rects.map((r) => ({ i: r.item.i, x: r.x, y: r.y, w: r.w, h: r.h, share: r.item.value / total }));
+}"""
+
+
+def test_treemap_tiles_fill_the_stage_in_proportion_without_overlap(srv: ServerProcess, page: Any) -> None:
+    page.goto(srv.base_url + "/ui")
+    rects = page.evaluate(SQUARIFY_CHECK)
+    assert sorted(r["i"] for r in rects) == list(range(11))
+    for r in rects:
+        assert r["x"] >= -1e-6 and r["y"] >= -1e-6 and r["x"] + r["w"] <= 800 + 1e-6 and r["y"] + r["h"] <= 300 + 1e-6
+        assert abs(r["w"] * r["h"] - r["share"] * 800 * 300) < 1e-3  # area is the share of the stage
+    for a in rects:
+        for b in rects:
+            if a is not b:
+                overlap_w = min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"])
+                overlap_h = min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"])
+                assert overlap_w <= 1e-6 or overlap_h <= 1e-6
+    biggest = next(r for r in rects if r["i"] == 0)
+    assert max(biggest["w"], biggest["h"]) / min(biggest["w"], biggest["h"]) < 2.5  # squarified, not a sliver
+
+
 def test_time_slider_shows_a_released_lease_as_held_at_an_earlier_moment(
     srv: ServerProcess, api: SyncApi, page: Any, page_log: PageLog
 ) -> None:
