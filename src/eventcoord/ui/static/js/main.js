@@ -33,17 +33,18 @@ const app = {
 };
 
 function ctx() {
+  const asOf = state.asOf;
   return {
-    asOf: state.asOf,
+    asOf,
     at: state.at,
     head: state.head,
     headKnown: () => headKnown,
     shared,
     nowMs: () => (state.asOf !== null && state.at ? Date.parse(state.at) : Date.now()),
     async get(path, params, { pit = false } = {}) {
-      const travelling = pit && state.asOf !== null;
-      const body = await api.get(path, travelling ? { ...params, as_of: state.asOf } : params);
-      if (travelling) noteAsOf(body);
+      const travelling = pit && asOf !== null;
+      const body = await api.get(path, travelling ? { ...params, as_of: asOf } : params);
+      if (travelling && state.asOf === asOf) noteAsOf(body); // not an answer for an older moment
       return body;
     },
   };
@@ -178,8 +179,10 @@ async function travel(position) {
   state.at = null;
   document.body.classList.toggle('travelling', state.asOf !== null);
   if (state.asOf !== null) {
+    const wanted = state.asOf;
     try {
-      const body = await api.get('/v1/events', { after: state.asOf - 1, limit: 1 });
+      const body = await api.get('/v1/events', { after: wanted - 1, limit: 1 });
+      if (state.asOf !== wanted) return; // the slider moved on meanwhile
       if (body.events.length) state.at = body.events[0].recorded_at;
     } catch {
       /* the as_of answers carry the moment too */
