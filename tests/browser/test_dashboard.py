@@ -277,6 +277,7 @@ def test_reconnects_by_itself_after_a_server_restart_and_says_so_meanwhile(
         api.ok({"type": "heartbeat_agent", "session_id": sid})
         api.ok(claim(sid, "OPS-2", "AFTER_RESTART.md"))
         expect(page.locator("#panel-claims li.leaf[data-path='AFTER_RESTART.md']")).to_be_visible(timeout=3_000)
+        snapshot(page, request, "reconnected")
     finally:
         api.close()
         first.stop()

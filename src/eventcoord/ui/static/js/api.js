@@ -5,6 +5,9 @@ const KEY = 'eventcoord.token';
 
 export class Unauthorized extends Error {}
 
+/** No answer at all (server down, network gone): the stream's banner covers it. */
+export class Offline extends Error {}
+
 export class ApiError extends Error {
   constructor(status, body) {
     const err = body && body.error ? body.error : { code: `HTTP_${status}`, message: '' };
@@ -42,11 +45,16 @@ export function url(path, params = {}) {
 
 /** GET a JSON read with the bearer token; 401 → Unauthorized, other 4xx/5xx → ApiError. */
 export async function get(path, params, { signal, bearer } = {}) {
-  const r = await fetch(url(path, params), {
-    headers: { Authorization: `Bearer ${bearer || token.get()}`, Accept: 'application/json' },
-    cache: 'no-store',
-    signal,
-  });
+  let r;
+  try {
+    r = await fetch(url(path, params), {
+      headers: { Authorization: `Bearer ${bearer || token.get()}`, Accept: 'application/json' },
+      cache: 'no-store',
+      signal,
+    });
+  } catch (err) {
+    throw new Offline(String(err && err.message ? err.message : err));
+  }
   if (r.status === 401) throw new Unauthorized('the token was refused');
   const body = await r.json().catch(() => null);
   if (!r.ok) throw new ApiError(r.status, body);

@@ -18,6 +18,7 @@ const REFRESH_MS = 400;
 const RESYNC_MS = 15000; // liveness ages without events: re-read everything now and then
 
 const state = { asOf: null, at: null, head: 0, asOfSupported: null };
+let lostAt = null; // when the stream dropped (null while connected)
 let headKnown = Promise.resolve(0); // the log head at start (/health), for views that page back from it
 const shared = {};
 let views = [];
@@ -107,6 +108,10 @@ async function refreshView(v) {
     }
   } catch (err) {
     if (err instanceof api.Unauthorized) return signOut('The token was refused. Enter a valid token.');
+    // The server unreachable (no answer at all): the stream notices too, the banner says
+    // so and every panel re-reads on reconnect; keep the last data meanwhile.
+    if (err instanceof api.Offline) return;
+    if (!(err instanceof api.ApiError)) console.error(err); // a bug of the page: make it loud
     if (seq === v.seq) v.api.setError(err);
   } finally {
     if (seq === v.seq) v.panel.classList.remove('busy');
@@ -146,7 +151,6 @@ function onEvent(ev) {
   if (names.length) markDirty(names);
 }
 
-let lostAt = null;
 function onStatus(status, detail) {
   const pill = $('#conn');
   const banner = $('#disconnected');
