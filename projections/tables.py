@@ -115,6 +115,15 @@ file_claims = Table(
     ),
     Index("ix_file_claims_workspace_time", "workspace", "claimed_us"),
     Index("ix_file_claims_issue", "workspace", "issue"),
+    # Live claims in position order (the dashboard's pages): walk, don't sort (0002_dashboard).
+    Index(
+        "ix_file_claims_live_order",
+        "workspace",
+        "position",
+        "idx",
+        sqlite_where=text("released_us IS NULL"),
+        postgresql_where=text("released_us IS NULL"),
+    ),
 )
 
 conflicts = Table(

@@ -341,9 +341,10 @@ class Operations:
         *,
         project: str | None = None,
         session: str | None = None,
+        limit: int | None = None,
     ) -> results.LeasesPage:
         """List the unreleased issue leases with their holders and liveness."""
-        return self._read("list_leases", reads.ListLeases(project=project, session=session), results.LeasesPage)
+        return self._read("list_leases", reads.ListLeases(project=project, session=session, limit=limit), results.LeasesPage)
 
     def get_issue_state(
         self,
@@ -375,9 +376,10 @@ class Operations:
         prefix: str | None = None,
         after: int | None = None,
         limit: int | None = None,
+        before: int | None = None,
     ) -> results.ConflictsPage:
         """The conflict log: every contended path, refused or forced."""
-        return self._read("list_conflicts", reads.ListConflicts(since=since, until=until, prefix=prefix, after=after, limit=limit), results.ConflictsPage)
+        return self._read("list_conflicts", reads.ListConflicts(since=since, until=until, prefix=prefix, after=after, limit=limit, before=before), results.ConflictsPage)
 
     def get_code_heatmap(
         self,
@@ -751,9 +753,10 @@ class AsyncOperations:
         *,
         project: str | None = None,
         session: str | None = None,
+        limit: int | None = None,
     ) -> results.LeasesPage:
         """List the unreleased issue leases with their holders and liveness."""
-        return await self._read("list_leases", reads.ListLeases(project=project, session=session), results.LeasesPage)
+        return await self._read("list_leases", reads.ListLeases(project=project, session=session, limit=limit), results.LeasesPage)
 
     async def get_issue_state(
         self,
@@ -785,9 +788,10 @@ class AsyncOperations:
         prefix: str | None = None,
         after: int | None = None,
         limit: int | None = None,
+        before: int | None = None,
     ) -> results.ConflictsPage:
         """The conflict log: every contended path, refused or forced."""
-        return await self._read("list_conflicts", reads.ListConflicts(since=since, until=until, prefix=prefix, after=after, limit=limit), results.ConflictsPage)
+        return await self._read("list_conflicts", reads.ListConflicts(since=since, until=until, prefix=prefix, after=after, limit=limit, before=before), results.ConflictsPage)
 
     async def get_code_heatmap(
         self,

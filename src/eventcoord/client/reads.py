@@ -36,6 +36,7 @@ class GetAgent(Read, frozen=True, kw_only=True):
 class ListLeases(Read, frozen=True, kw_only=True):
     project: Key | None = None
     session: SessionId | None = None
+    limit: Limit | None = None
 
 
 class GetIssueState(Read, frozen=True, kw_only=True):
@@ -56,6 +57,7 @@ class ListConflicts(Read, frozen=True, kw_only=True):
     prefix: Prefix | None = None
     after: Cursor | None = None
     limit: Limit | None = None
+    before: Cursor | None = None
 
 
 class GetCodeHeatmap(Read, frozen=True, kw_only=True):

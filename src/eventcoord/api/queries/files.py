@@ -94,17 +94,34 @@ def live_claims(
 
 
 def conflict_log(
-    conn: Connection, workspace: str, since_us: int | None, until_us: int | None, prefix: str, after: int, limit: int
+    conn: Connection,
+    workspace: str,
+    since_us: int | None,
+    until_us: int | None,
+    prefix: str,
+    after: int,
+    limit: int,
+    before: int | None = None,
 ) -> list[dict[str, Any]]:
-    """ClaimConflict rows in position order, within the window and under the prefix."""
+    """ClaimConflict rows in position order, within the window and under the prefix.
+
+    With ``before``, the *last* ``limit`` rows below that position (still in position
+    order): the newest page of the feed, or the feed as of a moment.
+    """
     where = (conflicts.c.workspace == workspace) & (conflicts.c.position > after)
+    if before is not None:
+        where = where & (conflicts.c.position < before)
     if since_us is not None:
         where = where & (conflicts.c.occurred_us >= since_us)
     if until_us is not None:
         where = where & (conflicts.c.occurred_us < until_us)
     if prefix:
         where = where & under(conn, conflicts.c.path, prefix)
-    rows = conn.execute(select(conflicts).where(where).order_by(conflicts.c.position).limit(limit))
+    if before is not None:
+        newest = select(conflicts).where(where).order_by(conflicts.c.position.desc()).limit(limit)
+        rows = sorted(conn.execute(newest), key=lambda r: r.position)
+    else:
+        rows = list(conn.execute(select(conflicts).where(where).order_by(conflicts.c.position).limit(limit)))
     return [
         {
             "position": r.position,

@@ -33,7 +33,9 @@ def issue_state(conn: Connection, caller: Caller, issue: str, as_session: str | 
     }
 
 
-def list_leases(conn: Connection, workspace: str, project: str | None, session: str | None) -> list[dict[str, Any]]:
+def list_leases(
+    conn: Connection, workspace: str, project: str | None, session: str | None, limit: int | None = None
+) -> list[dict[str, Any]]:
     """Unreleased leases by project and issue, with their holders' liveness now."""
     _, cutoff = read_clock(conn)
     stmt = (
@@ -56,7 +58,7 @@ def list_leases(conn: Connection, workspace: str, project: str | None, session: 
             "kind": r.kind,
             "granted_at": format_time(r.granted_us),
         }
-        for r in conn.execute(stmt.order_by(leases.c.project, leases.c.issue))
+        for r in conn.execute(stmt.order_by(leases.c.project, leases.c.issue).limit(limit))
     ]
 
 

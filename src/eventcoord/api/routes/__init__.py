@@ -18,6 +18,7 @@ from eventcoord.api.routes import (
     queue,
     sessions,
 )
+from eventcoord.ui import routes as ui
 
 ROUTES: list[Any] = [
     commands.post_command,  # POST /v1/commands: every write
@@ -35,4 +36,5 @@ ROUTES: list[Any] = [
     messages.list_messages,  # GET /v1/messages
     queue.list_queue,  # GET /v1/queue
     named_leases.list_named_leases,  # GET /v1/named-leases
+    *ui.ROUTES,  # GET /ui, /ui/{path}: the dashboard
 ]

@@ -73,13 +73,17 @@ async def list_conflicts(
     prefix: Annotated[str | None, Parameter(description="only requested paths at or below this prefix")] = None,
     after: Annotated[int, Parameter(ge=0, description="exclusive position cursor")] = 0,
     limit: Annotated[int, Parameter(ge=1, description="page size, clamped to 1000")] = 100,
+    before: Annotated[int | None, Parameter(ge=1, le=2**63 - 1, description="exclusive upper position: the last `limit` below it")] = None,
 ) -> Response[bytes]:
-    """``{"conflicts": [...]}``: every contended path, rejected or forced, in position order."""
+    """``{"conflicts": [...]}``: every contended path, rejected or forced, in position order.
+
+    ``before`` pages backwards: the newest ``limit`` conflicts with a smaller position.
+    """
     who = await caller(request)
     since_us, until_us = parse_window(since, until)
     pre = parse_prefix(prefix)
     rows = await runtime(request).store.query(
-        lambda c: conflict_log(c, who.workspace, since_us, until_us, pre, after, min(limit, 1000))
+        lambda c: conflict_log(c, who.workspace, since_us, until_us, pre, after, min(limit, 1000), before)
     )
     return json({"conflicts": rows})
 

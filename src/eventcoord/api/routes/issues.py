@@ -39,7 +39,8 @@ async def list_leases(
     request: Request[Any, Any, Any],
     project: Annotated[str | None, Parameter(description="only this project")] = None,
     session: Annotated[str | None, Parameter(description="only this holder session")] = None,
+    limit: Annotated[int | None, Parameter(ge=1, le=10000, description="at most this many (default: all)")] = None,
 ) -> Response[bytes]:
     """``{"leases": [{issue, project, session_id, actor_key, fencing_token, live, kind, granted_at}]}``."""
     who = await caller(request)
-    return json({"leases": await runtime(request).store.query(lambda c: queries.list_leases(c, who.workspace, project, session))})
+    return json({"leases": await runtime(request).store.query(lambda c: queries.list_leases(c, who.workspace, project, session, limit))})

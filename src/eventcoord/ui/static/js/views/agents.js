@@ -1,0 +1,64 @@
+// Live agents: liveness, what each works on (declared working_on and leases held), last
+// sign of life. GET /v1/agents?live=&limit= (newest first), paged by growing the limit.
+import { agoSpan, badge, countLabel, dot, h, shortId } from '../dom.js';
+
+const PAGE = 60;
+const MAX = 1000;
+
+export function agentsView(app) {
+  let onlyLive = true;
+  let limit = PAGE;
+  const liveBtn = h('button', { class: 'seg on', type: 'button', onclick: () => setLive(true) }, 'Live');
+  const allBtn = h('button', { class: 'seg', type: 'button', onclick: () => setLive(false) }, 'All');
+  const more = h('button', { class: 'more', type: 'button', hidden: true, onclick: () => grow() }, 'Show more');
+
+  function setLive(v) {
+    onlyLive = v;
+    liveBtn.classList.toggle('on', v);
+    allBtn.classList.toggle('on', !v);
+    limit = PAGE;
+    app.refresh('agents');
+  }
+  function grow() {
+    limit = Math.min(limit + PAGE, MAX);
+    app.refresh('agents');
+  }
+
+  return {
+    name: 'agents',
+    title: 'Agents',
+    triggers: ['AgentRegistered', 'AgentHeartbeat', 'AgentEnded', 'LeaseGranted', 'LeaseReleased'],
+    tools: h('div', { class: 'segmented' }, liveBtn, allBtn),
+    footer: more,
+    async load(ctx) {
+      return ctx.get('/v1/agents', { live: onlyLive ? 'true' : undefined, limit }, { pit: true });
+    },
+    render(body, ctx, panel) {
+      const agents = body.agents;
+      panel.setCount(`${countLabel(agents.length, limit)} ${onlyLive ? 'live' : 'sessions'}`);
+      more.hidden = agents.length < limit || limit >= MAX;
+      if (!agents.length) return h('p', { class: 'empty' }, onlyLive ? 'No live agents.' : 'No sessions yet.');
+      const leases = ctx.shared.leasesBySession || new Map();
+      return h('table', { class: 'grid' },
+        h('thead', {}, h('tr', {},
+          h('th', { class: 'c-dot' }, ''), h('th', {}, 'Actor'), h('th', {}, 'Working on'),
+          h('th', {}, 'Host'), h('th', { class: 'num' }, 'Last sign of life'), h('th', {}, 'Session'))),
+        h('tbody', {}, agents.map((a) => {
+          const state = a.ended_at ? 'ended' : a.live ? 'live' : 'stale';
+          const held = leases.get(a.session_id) || [];
+          const work = [];
+          if (a.working_on) work.push(h('span', { class: 'chip chip-declared', title: 'declared working_on' }, a.working_on));
+          for (const l of held) if (l.issue !== a.working_on) work.push(h('span', { class: 'chip chip-lease', title: `lease, fencing token ${l.fencing_token}` }, l.issue));
+          return h('tr', { class: `agent agent-${state}`, dataset: { session: a.session_id }, title: 'details', onclick: () => app.showAgent(a.session_id) },
+            h('td', { class: 'c-dot' }, dot(state, state)),
+            h('td', {}, h('span', { class: 'actor', title: a.actor_key }, a.actor_key),
+              a.kind === 'human' ? badge('human', 'human') : null,
+              a.stable ? null : h('span', { class: 'badge badge-unstable', title: `identity: ${a.identity_source}` }, 'unstable')),
+            h('td', { class: 'work' }, work.length ? work : h('span', { class: 'muted' }, 'idle')),
+            h('td', { class: 'muted' }, a.host || '—'),
+            h('td', { class: 'num' }, agoSpan(a.last_heartbeat_at)),
+            h('td', {}, shortId(a.session_id)));
+        })));
+    },
+  };
+}
