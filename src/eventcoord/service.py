@@ -27,7 +27,6 @@ from eventcoord.projections.tables import sessions
 from eventcoord.store import log
 from eventcoord.store.base import EventStore
 from eventcoord.store.log import NewEvent
-from eventcoord.store.schema import idempotency
 
 
 class EventRef(msgspec.Struct, frozen=True):
@@ -92,21 +91,19 @@ class Service:
         handler = HANDLERS[type(cmd)]
         digest = command_digest(cmd) if cmd.command_id else ""
 
-        def run(conn: Connection) -> Answer:
+        def run(conn: Connection) -> log.Pending[Answer]:
             if cmd.command_id:
-                row = conn.execute(
-                    select(idempotency.c.body_hash, idempotency.c.status, idempotency.c.answer).where(
-                        (idempotency.c.workspace == caller.workspace) & (idempotency.c.command_id == cmd.command_id)
-                    )
-                ).first()
+                row = log.recall_answer(conn, caller.workspace, cmd.command_id)
                 if row is not None:
-                    if row.body_hash != digest:
+                    body_hash, status, answer = row
+                    if body_hash != digest:
                         raise DomainError(
                             "IDEMPOTENCY_MISMATCH",
                             "this command_id was used with a different command",
                             {"command_id": cmd.command_id},
                         )
-                    return Answer(row.status, row.answer.encode(), log.head(conn), 0)
+                    head = log.head(conn)
+                    return log.Pending(lambda real: Answer(status, answer.encode(), real(head), 0))
             now_us, ttl = log.clock(conn)
             ctx = Context(caller, now_us, ttl, cmd.command_id, correlation_id)
             decision = handler(conn, ctx, cmd)
@@ -128,7 +125,7 @@ class Service:
         return answer
 
 
-def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision, digest: str) -> Answer:
+def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision, digest: str) -> log.Pending[Answer]:
     meta = EventMetadata(
         workspace=ctx.workspace,
         actor_key=decision.actor_key,
@@ -146,27 +143,37 @@ def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision,
     if not recorded and decision.error is not None:
         raise decision.error
     projections.apply(conn, recorded)
-    refs = [EventRef(r.position, event_type(r.event)) for r in recorded]
-    position = recorded[-1].position if recorded else log.head(conn)
-    if decision.error is not None:
-        status, body = decision.error.status, error_body(decision.error, refs, position)
-    else:
-        if decision.result_position and isinstance(decision.result, dict) and recorded:
-            decision.result[decision.result_position] = position
-        status, body = 200, encode(_Ok(result=decision.result, events=refs, position=position))
+    last = recorded[-1].position if recorded else log.head(conn)
+    encoded: list[tuple[int, bytes, int]] = []
+
+    def answer(real: log.Resolve) -> tuple[int, bytes, int]:
+        """Status, body and position, with the positions the transaction committed with."""
+        if encoded:
+            return encoded[0]
+        refs = [EventRef(real(r.position), event_type(r.event)) for r in recorded]
+        position = real(last)
+        if decision.error is not None:
+            status, body = decision.error.status, error_body(decision.error, refs, position)
+        else:
+            if decision.result_position and isinstance(decision.result, dict) and recorded:
+                decision.result[decision.result_position] = position
+            status, body = 200, encode(_Ok(result=decision.result, events=refs, position=position))
+        encoded.append((status, body, position))
+        return encoded[0]
+
     if cmd.command_id and (recorded or decision.replay_result is not None):
-        if not recorded:
-            body = encode(_Ok(result=decision.replay_result, events=refs, position=position))
-        conn.execute(
-            idempotency.insert().values(
-                workspace=ctx.workspace,
-                command_id=cmd.command_id,
-                body_hash=digest,
-                status=status,
-                answer=body.decode(),
-                recorded_us=ctx.now_us,
-            )
-        )
-        if not recorded:  # the first answer carries the secret; only replays omit it
-            body = encode(_Ok(result=decision.result, events=refs, position=position))
-    return Answer(status, body, position, len(recorded))
+
+        def stored(real: log.Resolve) -> str:
+            _, body, position = answer(real)
+            if not recorded:  # the first answer carries the secret; only replays omit it
+                body = encode(_Ok(result=decision.replay_result, events=[], position=position))
+            return body.decode()
+
+        status = decision.error.status if decision.error is not None else 200
+        log.remember_answer(conn, ctx.workspace, cmd.command_id, digest, status, ctx.now_us, stored)
+
+    def finish(real: log.Resolve) -> Answer:
+        status, body, position = answer(real)
+        return Answer(status, body, position, len(recorded))
+
+    return log.Pending(finish)

@@ -1,21 +1,25 @@
 """Backend-neutral SQL over the log: append with expected versions, read by position.
 
-Plain SQLAlchemy Core on a synchronous ``Connection``: the SQLite writer thread calls it
-directly, PostgreSQL through ``AsyncConnection.run_sync``; one implementation, two backends.
+Plain SQLAlchemy Core on a synchronous ``Connection``: the SQLite writer calls it directly,
+PostgreSQL inside the writer's greenlet; one implementation, two backends. On PostgreSQL a
+command runs inside a group-commit batch (``store/batch.py``): ``append`` hands out
+provisional positions and stages the events, and whatever a transaction returns that
+mentions positions is a :class:`Pending` result, finished once the real ones are known.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
 
 import msgspec
 from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import Executable
+from sqlalchemy.util import await_
 
 from eventcoord.codec import (
     EventMetadata,
@@ -27,8 +31,28 @@ from eventcoord.codec import (
 )
 from eventcoord.errors import ConcurrencyError
 from eventcoord.events import Event
+from eventcoord.store import batch
+from eventcoord.store.batch import Requeue, identity
 from eventcoord.store.prepared import Prepared
-from eventcoord.store.schema import events, settings, store_head, stream_heads
+from eventcoord.store.schema import events, idempotency, settings, store_head, stream_heads
+
+T = TypeVar("T")
+#: Maps a position a transaction saw to the one it committed with (see :class:`Pending`).
+Resolve = batch.Resolve
+
+
+class Pending(Generic[T]):
+    """A transaction's result that mentions positions: finished once they are final.
+
+    ``finish`` gets a :data:`~eventcoord.store.batch.Resolve` that maps every position the
+    transaction saw (``append``'s, ``head``'s) to the one it committed with. The store calls
+    it after the transaction's positions are fixed; ``transact`` returns what it returns.
+    """
+
+    __slots__ = ("finish",)
+
+    def __init__(self, finish: Callable[[Resolve], T]) -> None:
+        self.finish = finish
 
 
 def _upsert_stream_head(dialect: str) -> Executable:
@@ -93,6 +117,9 @@ _PG_NOW = "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint"
 
 def clock(conn: Connection) -> tuple[int, int]:
     """The database's clock in microseconds and the liveness TTL in seconds (SPEC §5)."""
+    b = batch.current(conn)
+    if b is not None:  # read once per batch, with the TTL, in the batch's first statement
+        return b.now_us, b.ttl
     if conn.dialect.name == "postgresql":
         now_us = int(conn.exec_driver_sql(_PG_NOW).scalar_one())
     else:
@@ -129,6 +156,8 @@ def append(
     Stream versions are checked against ``expected`` (ConcurrencyError on mismatch); the
     global position comes from the one-row counter, updated last so that on PostgreSQL
     commits are ordered by position and a rollback gives its numbers back (contiguity).
+    Inside a PostgreSQL batch the positions are provisional and the events are staged: the
+    batch moves the counter and inserts them, once, just before it commits.
     """
     if not new:
         return []
@@ -137,15 +166,14 @@ def append(
     counts: dict[str, int] = {}
     for item in new:
         counts[item.stream] = counts.get(item.stream, 0) + 1
-    first_version: dict[str, int] = {}
-    # Sorted, so concurrent appenders lock stream heads in one order (no deadlocks).
-    for stream in sorted(counts):
-        first_version[stream] = _advance_stream(conn, workspace, stream, counts[stream], expected.get(stream))
-    last = int(_ADVANCE_HEAD.scalar(conn, {"n": len(new)}))
-    position = last - len(new) + 1
+    b = batch.current(conn)
+    next_version = _advance_streams(conn, b, workspace, counts, expected)
+    if b is not None:
+        position = b.take(len(new))
+    else:
+        position = int(_ADVANCE_HEAD.scalar(conn, {"n": len(new)})) - len(new) + 1
     rows: list[dict[str, Any]] = []
     recorded: list[RecordedEvent] = []
-    next_version = dict(first_version)
     encoded_meta: dict[int, str] = {}  # a command's events share one metadata object
     for item in new:
         meta = encoded_meta.get(id(item.metadata))
@@ -153,18 +181,20 @@ def append(
             meta = encoded_meta[id(item.metadata)] = encode(item.metadata).decode()
         version = next_version[item.stream]
         next_version[item.stream] = version + 1
-        rows.append(
-            {
-                "position": position,
-                "workspace": item.metadata.workspace,
-                "stream": item.stream,
-                "version": version,
-                "type": event_type(item.event),
-                "data": encode_event_data(item.event).decode(),
-                "metadata": meta,
-                "recorded_us": now_us,
-            }
-        )
+        row = {
+            "position": position,
+            "workspace": item.metadata.workspace,
+            "stream": item.stream,
+            "version": version,
+            "type": event_type(item.event),
+            "data": encode_event_data(item.event).decode(),
+            "metadata": meta,
+            "recorded_us": now_us,
+        }
+        if b is not None:
+            _stage(b, row)
+        else:
+            rows.append(row)
         recorded.append(
             RecordedEvent(
                 position=position,
@@ -176,11 +206,52 @@ def append(
             )
         )
         position += 1
+    if b is not None:
+        b.writes += 1
+        return recorded
     try:
         _INSERT_EVENT.many(conn, rows)
     except (IntegrityError, sqlite3.IntegrityError) as e:
         raise ConcurrencyError("a stream version was taken concurrently") from e
     return recorded
+
+
+def _stage(b: batch.Batch, row: dict[str, Any]) -> None:
+    ws, stream, version, kind, data, meta, rec = b.events
+    ws.append(row["workspace"])
+    stream.append(row["stream"])
+    version.append(row["version"])
+    kind.append(row["type"])
+    data.append(row["data"])
+    meta.append(row["metadata"])
+    rec.append(row["recorded_us"])
+
+
+#: Every stream head a PostgreSQL command moves, in one round trip, locked in sorted order.
+_PG_ADVANCE_STREAMS = (
+    "INSERT INTO stream_heads (workspace, stream, version) "
+    "SELECT $1::varchar, s, n FROM unnest($2::varchar[], $3::int[]) AS u(s, n) "
+    "ON CONFLICT (workspace, stream) DO UPDATE SET version = stream_heads.version + excluded.version "
+    "RETURNING stream, version"
+)
+
+
+def _advance_streams(
+    conn: Connection, b: batch.Batch | None, workspace: str, counts: dict[str, int], expected: dict[str, Expected]
+) -> dict[str, int]:
+    """Move every stream's head forward; returns each stream's first new version."""
+    first: dict[str, int] = {}
+    # Sorted, so concurrent appenders lock stream heads in one order (no deadlocks).
+    free = sorted(s for s in counts if expected.get(s) is None)
+    if b is not None and free:
+        rows = await_(b.raw.fetch(_PG_ADVANCE_STREAMS, workspace, free, [counts[s] for s in free]))
+        for stream, version in rows:
+            first[stream] = int(version) - counts[stream] + 1
+    for stream in sorted(counts):
+        if stream in first:
+            continue
+        first[stream] = _advance_stream(conn, workspace, stream, counts[stream], expected.get(stream))
+    return first
 
 
 def _advance_stream(conn: Connection, workspace: str, stream: str, count: int, expected: Expected) -> int:
@@ -213,8 +284,70 @@ def stream_version(conn: Connection, workspace: str, stream: str) -> int:
 
 
 def head(conn: Connection) -> int:
-    """The position of the newest committed event (0 for an empty store)."""
-    return int(conn.execute(select(store_head.c.position).where(store_head.c.id == 1)).scalar_one())
+    """The position of the newest event this transaction sees (0 for an empty store).
+
+    Inside a PostgreSQL batch that has appended, that is the batch's newest provisional
+    position: resolve it with the batch's :data:`Resolve` (see :class:`Pending`).
+    """
+    b = batch.current(conn)
+    if b is not None:
+        last = b.last()
+        if last is not None:
+            return last
+    return int(_HEAD.scalar(conn, {}))
+
+
+_HEAD = Prepared(lambda d: select(store_head.c.position).where(store_head.c.id == 1))
+_RECALL = Prepared(
+    lambda d: select(idempotency.c.body_hash, idempotency.c.status, idempotency.c.answer).where(
+        (idempotency.c.workspace == bindparam("ws")) & (idempotency.c.command_id == bindparam("cid"))
+    )
+)
+_REMEMBER = Prepared(
+    lambda d: idempotency.insert().values(
+        workspace=bindparam("ws"),
+        command_id=bindparam("cid"),
+        body_hash=bindparam("hash"),
+        status=bindparam("status"),
+        answer=bindparam("answer"),
+        recorded_us=bindparam("now"),
+    )
+)
+
+
+def recall_answer(conn: Connection, workspace: str, command_id: str) -> tuple[str, int, str] | None:
+    """The stored answer of a command id: (body hash, HTTP status, answer JSON), or None.
+
+    Raises :class:`~eventcoord.store.batch.Requeue` when an earlier command of the same
+    batch recorded it and its answer is only written at commit.
+    """
+    row = _RECALL.first(conn, {"ws": workspace, "cid": command_id})
+    if row is None:
+        return None
+    if row[2] == "":
+        raise Requeue(f"command {command_id!r} is being answered in this batch")
+    return str(row[0]), int(row[1]), str(row[2])
+
+
+def remember_answer(
+    conn: Connection,
+    workspace: str,
+    command_id: str,
+    body_hash: str,
+    status: int,
+    now_us: int,
+    answer: Callable[[Resolve], str],
+) -> None:
+    """Store the answer a command id replays; ``answer`` builds it from final positions.
+
+    The row is inserted now (a concurrent duplicate loses its race here, not at commit);
+    inside a PostgreSQL batch its answer is written when the batch's positions are fixed.
+    """
+    b = batch.current(conn)
+    params = {"ws": workspace, "cid": command_id, "hash": body_hash, "status": status, "now": now_us}
+    _REMEMBER.run(conn, {**params, "answer": answer(identity) if b is None else ""})
+    if b is not None:
+        b.answers.append((workspace, command_id, answer))
 
 
 _WIRE_COLUMNS = (

@@ -1,36 +1,40 @@
-"""PostgreSQL backend: one transaction per command, decided by row locks in the database.
+"""PostgreSQL backend: per-replica group commit, decided by row locks in the database.
 
 Runs at READ COMMITTED: guards are explicit row locks (``SELECT ... FOR UPDATE`` on the
-project, workspace or session row a decision depends on), the one-row position counter is
-updated last so commits are ordered by position, and a race lost inside the database
-(deadlock, serialisation failure, a unique key taken concurrently) is decided again.
-Several replicas share nothing but this database.
+project, workspace or session row a decision depends on), and a race lost inside the
+database (deadlock, serialisation failure, a unique key taken concurrently) is decided
+again. Writes go through one writer per replica that commits the commands waiting at a
+moment in one transaction (``store/pg_writer.py`` explains the batch, its positions and
+its failure rules); a command arriving alone is committed at once. Several replicas share
+nothing but this database.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
+import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, text
-from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy import Connection, event, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from eventcoord.errors import ConcurrencyError, StoreError
+from eventcoord.errors import StoreError
+from eventcoord.store import batch, pg_writer
 from eventcoord.store.base import EventStore, upgrade
+from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
 
 T = TypeVar("T")
-RETRIES = 12
-# serialization_failure, deadlock_detected, unique_violation, lock_not_available
-_RETRYABLE = {"40001", "40P01", "23505", "55P03"}
+RETRIES = pg_writer.RETRIES
 _MIGRATION_LOCK = 0x6576636F  # "evco": one replica migrates at a time
+_WRITES = ("INSERT", "UPDATE", "DELETE", "insert", "update", "delete")
 
 
-def _sqlstate(e: DBAPIError) -> str | None:
-    orig: Any = e.orig
-    return getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+def _count_writes(conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool) -> None:
+    """Count rows a statement changed in the running batch (SQLAlchemy-executed statements)."""
+    b = batch.current(conn)
+    if b is not None and statement.lstrip().startswith(_WRITES) and (executemany or cursor.rowcount != 0):
+        b.writes += 1
 
 
 class PostgresEventStore(EventStore):
@@ -38,10 +42,17 @@ class PostgresEventStore(EventStore):
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, pool_size: int = 20) -> None:
+    def __init__(self, url: str, pool_size: int = 10) -> None:
         super().__init__(url)
         self._pool_size = pool_size
         self._engine: AsyncEngine | None = None
+        self._writer_engine: AsyncEngine | None = None
+        self._writer_conn: AsyncConnection | None = None
+        self._pending: list[Job] = []
+        self._wake = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._careful = 0  # batches left to run with savepoints from the start
+        self._closing = False
 
     @property
     def engine(self) -> AsyncEngine:
@@ -52,8 +63,24 @@ class PostgresEventStore(EventStore):
         self._engine = create_async_engine(
             self.url, pool_size=self._pool_size, max_overflow=self._pool_size, pool_pre_ping=False
         )
+        # The writer issues BEGIN/COMMIT itself on the driver connection; SQLAlchemy must
+        # not open transactions of its own on it.
+        self._writer_engine = create_async_engine(self.url, pool_size=1, max_overflow=0, isolation_level="AUTOCOMMIT")
+        event.listen(self._writer_engine.sync_engine, "after_cursor_execute", _count_writes)
+        self._writer = asyncio.create_task(self._write_loop(), name="eventcoord-pg-writer")
 
     async def close(self) -> None:
+        if self._writer is not None:
+            self._closing = True  # the writer finishes what is waiting, then stops
+            self._wake.set()
+            await self._writer
+            self._writer = None
+        if self._writer_conn is not None:
+            with contextlib.suppress(Exception):
+                await self._writer_conn.close()
+            self._writer_conn = None
+        if self._writer_engine is not None:
+            await self._writer_engine.dispose()
         if self._engine is not None:
             await self._engine.dispose()
 
@@ -69,29 +96,66 @@ class PostgresEventStore(EventStore):
         if self._engine is None:
             await engine.dispose()
 
-    async def transact(self, fn: Callable[[Connection], T], *, retry: bool = True) -> T:
-        attempts = RETRIES if retry else 1
-        for attempt in range(attempts):
-            try:
-                async with self.engine.begin() as conn:
-                    return await conn.run_sync(fn)
-            except ConcurrencyError:
-                if attempt == attempts - 1:
-                    raise
-            except IntegrityError as e:
-                if _sqlstate(e) != "23505":  # only a unique key taken concurrently is a race
-                    raise StoreError(f"postgresql: {e.orig}") from e
-                if not retry or attempt == attempts - 1:
-                    raise ConcurrencyError(f"lost a race: {e.orig}") from e
-            except DBAPIError as e:
-                if _sqlstate(e) not in _RETRYABLE:
-                    raise StoreError(f"postgresql: {e.orig}") from e
-                if attempt == attempts - 1:
-                    raise ConcurrencyError(f"lost a race {attempts} times: {e.orig}") from e
-            # Jittered backoff so racing replicas do not collide in lock-step again.
-            await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
-        raise ConcurrencyError("retries exhausted")
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool) -> Any:
+        assert self._writer is not None, "store not started"
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending.append(Job(fn, future, retry))
+        self._wake.set()
+        return await future
 
     async def query(self, fn: Callable[[Connection], T]) -> T:
         async with self.engine.connect() as conn:
             return await conn.run_sync(fn)
+
+    async def _write_loop(self) -> None:
+        """Take every waiting command (up to MAX_BATCH) whenever the previous batch is done."""
+        while True:
+            while self._pending:
+                jobs, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                # Jobs to decide again go first, in front of the newcomers.
+                self._pending[:0] = await self._run(jobs)
+            if self._closing:
+                return
+            await self._wake.wait()
+            self._wake.clear()
+
+    async def _run(self, jobs: list[Job]) -> list[Job]:
+        """Run one batch and settle its jobs; returns those to decide again."""
+        savepoints = self._careful > 0
+        try:
+            conn = await self._connection()
+            outcomes, aborted = await conn.run_sync(pg_writer.run_batch, jobs, savepoints)
+        except Exception as e:  # the connection failed: the batch's outcome is unknown
+            await self._drop_connection()
+            outcomes, aborted = [("err", StoreError(f"postgresql: {e}"))] * len(jobs), False
+        self._careful = pg_writer.CAREFUL_BATCHES if aborted else max(0, self._careful - 1)
+        again: list[Job] = []
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            if outcome is AGAIN:
+                again.append(job)
+            elif not job.future.done():
+                _settle(job, outcome)
+        return again
+
+    async def _connection(self) -> AsyncConnection:
+        if self._writer_conn is None:
+            assert self._writer_engine is not None, "store not started"
+            self._writer_conn = await self._writer_engine.connect()
+        return self._writer_conn
+
+    async def _drop_connection(self) -> None:
+        conn, self._writer_conn = self._writer_conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+
+def _settle(job: Job, outcome: Outcome) -> None:
+    assert isinstance(outcome, tuple), outcome
+    kind, value = outcome
+    if kind == "ok":
+        job.future.set_result(value)
+    else:
+        job.future.set_exception(value)

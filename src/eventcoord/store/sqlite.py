@@ -28,6 +28,8 @@ from sqlalchemy.pool import NullPool
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
 from eventcoord.store.base import EventStore, upgrade
+from eventcoord.store.batch import identity
+from eventcoord.store.log import Pending
 
 T = TypeVar("T")
 #: Commands committed together at most (more wait for the next batch).
@@ -139,10 +141,10 @@ class SqliteEventStore(EventStore):
         if self._writer is None:
             engine.dispose()
 
-    async def transact(self, fn: Callable[[Connection], T], *, retry: bool = True) -> T:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool) -> Any:
         assert self._writer is not None, "store not started"
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
+        future: asyncio.Future[Any] = loop.create_future()
         self._pending.append(_Job(fn, future))
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -221,12 +223,14 @@ class SqliteEventStore(EventStore):
                 raw.execute("SAVEPOINT command")
             before = raw.total_changes
             try:
-                outcomes.append(job.fn(conn))
+                outcome = job.fn(conn)
+                # Positions are final as soon as SQLite's one writer hands them out.
+                outcomes.append(outcome.finish(identity) if isinstance(outcome, Pending) else outcome)
                 if savepoints:
                     raw.execute("RELEASE command")
                 continue
             except (DomainError, ConcurrencyError) as e:
-                outcome: BaseException = e
+                outcome = e
             except IntegrityError as e:
                 outcome = ConcurrencyError(str(e.orig))
             except sqlite3.IntegrityError as e:
