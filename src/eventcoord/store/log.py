@@ -350,6 +350,13 @@ def remember_answer(
         b.answers.append((workspace, command_id, answer))
 
 
+def _log_visible(conn: Connection) -> None:
+    """A transaction that reads the log must see all of it: not so behind a batch's staged events."""
+    b = batch.current(conn)
+    if b is not None and b.appended:
+        raise Requeue("reads the log after this batch appended: runs first in the next batch")
+
+
 _WIRE_COLUMNS = (
     events.c.position,
     events.c.stream,
@@ -363,6 +370,7 @@ _WIRE_COLUMNS = (
 
 def read_wire(conn: Connection, after: int, limit: int, workspace: str | None = None) -> list[WireEvent]:
     """Events with position > ``after`` in position order, as wire structs."""
+    _log_visible(conn)
     stmt = select(*_WIRE_COLUMNS).where(events.c.position > after)
     if workspace is not None:
         stmt = stmt.where(events.c.workspace == workspace)
@@ -384,6 +392,8 @@ def read_wire(conn: Connection, after: int, limit: int, workspace: str | None = 
 def read_recorded(conn: Connection, after: int, limit: int) -> list[RecordedEvent]:
     """Events with position > ``after`` decoded to domain events (rebuilds, projections)."""
     from eventcoord.codec import decode_event
+
+    _log_visible(conn)
 
     stmt = (
         select(*_WIRE_COLUMNS, events.c.workspace)

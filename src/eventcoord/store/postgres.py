@@ -20,7 +20,7 @@ from sqlalchemy import Connection, event, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from eventcoord.errors import StoreError
-from eventcoord.store import batch, pg_writer
+from eventcoord.store import batch, pg_writer, stats
 from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
 
@@ -122,6 +122,7 @@ class PostgresEventStore(EventStore):
     async def _run(self, jobs: list[Job]) -> list[Job]:
         """Run one batch and settle its jobs; returns those to decide again."""
         savepoints = self._careful > 0
+        attempts = sum(j.attempts for j in jobs)
         try:
             conn = await self._connection()
             outcomes, aborted = await conn.run_sync(pg_writer.run_batch, jobs, savepoints)
@@ -135,6 +136,11 @@ class PostgresEventStore(EventStore):
                 again.append(job)
             elif not job.future.done():
                 _settle(job, outcome)
+        stats.BATCHES.inc()
+        stats.COMMANDS.inc(len(jobs))
+        stats.ROLLBACKS.inc(aborted)
+        stats.AGAIN.inc(len(again))
+        stats.LOST_RACES.inc(sum(j.attempts for j in jobs) - attempts)
         return again
 
     async def _connection(self) -> AsyncConnection:

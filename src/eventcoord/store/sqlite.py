@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
+from eventcoord.store import stats
 from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.batch import identity
 from eventcoord.store.log import Pending
@@ -171,6 +172,8 @@ class SqliteEventStore(EventStore):
         except Exception as e:  # the batch itself failed (commit, I/O): fail each job
             outcomes = [StoreError(f"sqlite write failed: {e}")] * len(jobs)
         _answer(jobs, outcomes)
+        stats.BATCHES.inc()
+        stats.COMMANDS.inc(len(jobs))
 
     async def _checkpoint_loop(self) -> None:
         while True:
@@ -205,6 +208,7 @@ class SqliteEventStore(EventStore):
                 with conn.begin():
                     return self._run_jobs(conn, jobs, savepoints=False)
             except _PartialWrite:
+                stats.ROLLBACKS.inc()
                 with conn.begin():
                     return self._run_jobs(conn, jobs, savepoints=True)
         except Exception:
