@@ -11,6 +11,7 @@ committed row, and two replicas whose batches hold crossed row locks both go thr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -243,3 +244,33 @@ async def test_crossed_row_locks_of_two_replicas_both_go_through(db_url: str, ba
     finally:
         for s in (a, b):
             await s.close()
+
+
+async def test_stream_versions_follow_positions_when_assigned_at_commit(store: Any) -> None:
+    """Appends without an expected version, many per transaction: versions are 1..n per stream."""
+
+    async def write(i: int) -> list[Any]:
+        stream = "session:shared" if i % 2 else f"session:{i % 5}"
+        recorded: list[Any] = await store.append("ws", stream, None, [AgentHeartbeat(session_id=str(i))] * (1 + i % 3))
+        return recorded
+
+    async def write_expecting(i: int) -> list[Any]:
+        # Expected versions in the same transactions: a new stream, and the shared one.
+        recorded: list[Any] = await store.append("ws", f"pinned:{i}", 0, [AgentHeartbeat(session_id=f"p{i}")] * 2)
+        with contextlib.suppress(ConcurrencyError):  # -1 never matches; 0 only if nothing committed before
+            recorded += await store.append("ws", "session:shared", -1 if i else 0, [AgentHeartbeat(session_id="x")])
+        return recorded
+
+    batches = await asyncio.gather(*(write(i) for i in range(40)), *(write_expecting(i) for i in range(6)))
+    answered = [r for rs in batches for r in rs]
+    events = await store.read(limit=1000)
+    assert sorted((r.position, r.stream, r.version) for r in answered) == [(e.position, e.stream, e.version) for e in events]
+    by_stream: dict[str, list[int]] = {}
+    for e in events:
+        by_stream.setdefault(e.stream, []).append(e.version)
+    assert all(versions == list(range(1, len(versions) + 1)) for versions in by_stream.values())
+    # An expected version still decides alone, against the versions committed so far.
+    with pytest.raises(ConcurrencyError):
+        await store.append("ws", "session:shared", 1, [AgentHeartbeat(session_id="late")])
+    [late] = await store.append("ws", "session:shared", len(by_stream["session:shared"]), [AgentHeartbeat(session_id="late")])
+    assert (late.position, late.version) == (len(events) + 1, len(by_stream["session:shared"]) + 1)

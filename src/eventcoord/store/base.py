@@ -90,7 +90,12 @@ class EventStore(ABC):
         def run(conn: Connection) -> Pending[list[RecordedEvent]]:
             now_us, _ = log.clock(conn)
             recorded = log.append(conn, items, now_us, {stream: expected_version})
-            return Pending(lambda real: [msgspec.structs.replace(r, position=real(r.position)) for r in recorded])
+            return Pending(
+                lambda real: [
+                    msgspec.structs.replace(r, position=real(r.position), version=real.version(r.position, r.version))
+                    for r in recorded
+                ]
+            )
 
         return await self.transact(run, retry=False)
 

@@ -15,7 +15,7 @@ with a :data:`Resolve` function after the counter moved (see ``log.Pending``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
@@ -26,13 +26,31 @@ PROVISIONAL_BASE = 1 << 62
 _PER_BACKEND = 1 << 24
 _KEY = "eventcoord.batch"
 
-#: Maps a position handed out inside a transaction to the one it commits with.
-Resolve = Callable[[int], int]
+class Resolve:
+    """Maps a position handed out inside a transaction to the one it committed with.
+
+    Positions outside the batch's provisional range (already committed ones, or any on
+    SQLite) map to themselves. Also knows the stream versions the batch's end statement
+    assigned (see ``log.RecordedEvent``).
+    """
+
+    __slots__ = ("_hi", "_lo", "_shift", "_versions")
+
+    def __init__(self, lo: int = 0, hi: int = 0, shift: int = 0, versions: Sequence[int] = ()) -> None:
+        self._lo, self._hi, self._shift, self._versions = lo, hi, shift, versions
+
+    def __call__(self, position: int) -> int:
+        return position + self._shift if self._lo <= position < self._hi else position
+
+    def version(self, position: int, version: int) -> int:
+        """The stream version of the event at ``position`` (``version`` when it was known then)."""
+        if self._lo <= position < self._hi and self._versions:
+            return self._versions[position - self._lo]
+        return version
 
 
-def identity(position: int) -> int:
-    """The resolve function where positions are final when handed out (SQLite)."""
-    return position
+#: The resolve of a store whose positions are final when handed out (SQLite).
+identity = Resolve()
 
 
 class Requeue(Exception):
@@ -46,7 +64,7 @@ class Requeue(Exception):
 class Batch:
     """Provisional positions, staged events and deferred idempotency answers of a batch."""
 
-    __slots__ = ("answers", "events", "lo", "next", "now_us", "raw", "ttl", "writes")
+    __slots__ = ("answers", "events", "lo", "next", "now_us", "pinned", "raw", "ttl", "writes")
 
     def __init__(self, raw: Any, backend_pid: int) -> None:
         #: The asyncpg connection the batch runs on (the same transaction as SQLAlchemy's).
@@ -57,8 +75,12 @@ class Batch:
         self.ttl = 0
         #: Rows changed so far; a refused command that changed none needs no rollback.
         self.writes = 0
-        #: Staged events, column by column (the end statement takes arrays).
-        self.events: tuple[list[str], list[str], list[int], list[str], list[str], list[str], list[int]] = (
+        #: Whether this transaction holds the position counter's lock already (an append
+        #: with an expected version took it, see ``log.append``).
+        self.pinned = False
+        #: Staged events, column by column (the end statement takes arrays); a version is
+        #: None when the end statement assigns it.
+        self.events: tuple[list[str], list[str], list[int | None], list[str], list[str], list[str], list[int]] = (
             [],
             [],
             [],
@@ -74,17 +96,18 @@ class Batch:
         """Forget everything (the transaction was rolled back)."""
         self.next = self.lo
         self.writes = 0
+        self.pinned = False
         for column in self.events:
             column.clear()
         self.answers.clear()
 
-    def mark(self) -> tuple[int, int, int, int]:
+    def mark(self) -> tuple[int, int, int, int, bool]:
         """Where the batch stands before a command runs (see :meth:`rewind`)."""
-        return self.next, len(self.events[0]), len(self.answers), self.writes
+        return self.next, len(self.events[0]), len(self.answers), self.writes, self.pinned
 
-    def rewind(self, mark: tuple[int, int, int, int]) -> None:
+    def rewind(self, mark: tuple[int, int, int, int, bool]) -> None:
         """Undo a command rolled back to its savepoint: its positions go to the next one."""
-        self.next, n_events, n_answers, self.writes = mark
+        self.next, n_events, n_answers, self.writes, self.pinned = mark
         for column in self.events:
             del column[n_events:]
         del self.answers[n_answers:]
@@ -104,14 +127,9 @@ class Batch:
         """The newest provisional position handed out, if any."""
         return self.next - 1 if self.next > self.lo else None
 
-    def resolver(self, base: int) -> Resolve:
-        """Provisional → real, once the counter moved from ``base`` (identity for others)."""
-        lo, hi, shift = self.lo, self.next, base - self.lo + 1
-
-        def resolve(position: int) -> int:
-            return position + shift if lo <= position < hi else position
-
-        return resolve
+    def resolver(self, base: int, versions: Sequence[int]) -> Resolve:
+        """Provisional → real, once the counter moved from ``base``; ``versions`` in batch order."""
+        return Resolve(self.lo, self.next, base - self.lo + 1, versions)
 
 
 def current(conn: Connection) -> Batch | None:

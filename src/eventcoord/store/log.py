@@ -86,7 +86,12 @@ class NewEvent(msgspec.Struct, frozen=True):
 
 
 class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """An event as stored: the domain event plus its place in the log."""
+    """An event as stored: the domain event plus its place in the log.
+
+    Inside a PostgreSQL batch ``position`` is provisional and ``version`` is 0 when the
+    stream's head moves at commit (no expected version): a :class:`Pending` result gets
+    both from its ``Resolve`` (``real(position)``, ``real.version(position, version)``).
+    """
 
     position: int
     stream: str
@@ -167,11 +172,14 @@ def append(
     for item in new:
         counts[item.stream] = counts.get(item.stream, 0) + 1
     b = batch.current(conn)
-    next_version = _advance_streams(conn, b, workspace, counts, expected)
-    if b is not None:
-        position = b.take(len(new))
-    else:
+    next_version: dict[str, int | None]
+    if b is None:
+        # Sorted, so concurrent appenders lock stream heads in one order (no deadlocks).
+        next_version = {s: _advance_stream(conn, workspace, s, counts[s], expected.get(s)) for s in sorted(counts)}
         position = int(_ADVANCE_HEAD.scalar(conn, {"n": len(new)})) - len(new) + 1
+    else:
+        next_version = _advance_pinned_streams(conn, b, workspace, counts, expected)
+        position = b.take(len(new))
     rows: list[dict[str, Any]] = []
     recorded: list[RecordedEvent] = []
     encoded_meta: dict[int, str] = {}  # a command's events share one metadata object
@@ -179,8 +187,9 @@ def append(
         meta = encoded_meta.get(id(item.metadata))
         if meta is None:
             meta = encoded_meta[id(item.metadata)] = encode(item.metadata).decode()
-        version = next_version[item.stream]
-        next_version[item.stream] = version + 1
+        version = next_version.get(item.stream)
+        if version is not None:
+            next_version[item.stream] = version + 1
         row = {
             "position": position,
             "workspace": item.metadata.workspace,
@@ -199,7 +208,7 @@ def append(
             RecordedEvent(
                 position=position,
                 stream=item.stream,
-                version=version,
+                version=version or 0,
                 event=item.event,
                 metadata=item.metadata,
                 recorded_us=now_us,
@@ -227,31 +236,31 @@ def _stage(b: batch.Batch, row: dict[str, Any]) -> None:
     rec.append(row["recorded_us"])
 
 
-#: Every stream head a PostgreSQL command moves, in one round trip, locked in sorted order.
-_PG_ADVANCE_STREAMS = (
-    "INSERT INTO stream_heads (workspace, stream, version) "
-    "SELECT $1::varchar, s, n FROM unnest($2::varchar[], $3::int[]) AS u(s, n) "
-    "ON CONFLICT (workspace, stream) DO UPDATE SET version = stream_heads.version + excluded.version "
-    "RETURNING stream, version"
-)
+_LOCK_COUNTER = "SELECT position FROM store_head WHERE id = 1 FOR UPDATE"
 
 
-def _advance_streams(
-    conn: Connection, b: batch.Batch | None, workspace: str, counts: dict[str, int], expected: dict[str, Expected]
-) -> dict[str, int]:
-    """Move every stream's head forward; returns each stream's first new version."""
-    first: dict[str, int] = {}
-    # Sorted, so concurrent appenders lock stream heads in one order (no deadlocks).
-    free = sorted(s for s in counts if expected.get(s) is None)
-    if b is not None and free:
-        rows = await_(b.raw.fetch(_PG_ADVANCE_STREAMS, workspace, free, [counts[s] for s in free]))
-        for stream, version in rows:
-            first[stream] = int(version) - counts[stream] + 1
-    for stream in sorted(counts):
-        if stream in first:
-            continue
-        first[stream] = _advance_stream(conn, workspace, stream, counts[stream], expected.get(stream))
-    return first
+def _advance_pinned_streams(
+    conn: Connection, b: batch.Batch, workspace: str, counts: dict[str, int], expected: dict[str, Expected]
+) -> dict[str, int | None]:
+    """Inside a batch: move now only the heads of streams with an expected version.
+
+    The others move in the batch's end statement, under the position counter's lock, and
+    their events get their versions there (``None`` here). A stream with an expected
+    version is checked now, so its command alone fails; the batch takes the counter's lock
+    first (once), so that no end statement of another replica can move that head between
+    this check and our commit. If the batch already staged events of that stream whose
+    versions come at commit, the check would miss them: the command runs in the next batch.
+    """
+    pinned = sorted(s for s in counts if expected.get(s) is not None)
+    if not pinned:
+        return {}
+    ws, streams, versions = b.events[0], b.events[1], b.events[2]
+    if any(v is None and w == workspace and st in pinned for w, st, v in zip(ws, streams, versions, strict=True)):
+        raise Requeue("a stream with an expected version has events of this batch without one")
+    if not b.pinned:
+        await_(b.raw.fetchval(_LOCK_COUNTER))
+        b.pinned = True
+    return {s: _advance_stream(conn, workspace, s, counts[s], expected[s]) for s in pinned}
 
 
 def _advance_stream(conn: Connection, workspace: str, stream: str, count: int, expected: Expected) -> int:

@@ -118,20 +118,32 @@ Outcome = tuple[str, Any] | Again | None
 
 
 def end_statement() -> str:
-    """Advance the counter, insert the staged events, renumber the read models: one statement.
+    """Advance the counter, move stream heads, insert the events, renumber: one statement.
 
-    ``$1`` events, ``$2…$8`` their columns, ``$9…$10`` the batch's provisional range
-    ``[lo, hi)``; a provisional ``p`` becomes ``p - lo + base + 1``.
+    ``$1`` the number of staged events, ``$2…$8`` their columns, ``$9…$10`` the batch's
+    provisional range ``[lo, hi)``; a provisional ``p`` becomes ``p - lo + base + 1``.
+    Returns ``base`` and the events' versions in position order. An
+    event staged without a version gets the next one of its stream: its stream's head
+    moves by the batch's count of them, in the batch's order. Every lock this statement
+    takes after the counter's (stream heads, its own rows) is only ever taken under the
+    counter's lock, so no end statement waits for anything but another one's commit.
     """
     import eventcoord.projections.tables  # noqa: F401  (registers the read-model tables)
     from eventcoord.store.schema import metadata
 
     ctes = [
         "h AS (UPDATE store_head SET position = position + $1 WHERE id = 1 RETURNING position - $1 AS base)",
+        "u AS (SELECT * FROM unnest($2::varchar[], $3::varchar[], $4::int[], $5::varchar[], $6::text[], $7::text[], "
+        "$8::bigint[]) WITH ORDINALITY AS u(ws, st, v, t, d, m, r, n))",
+        "w AS (SELECT n, ws, st, row_number() OVER (PARTITION BY ws, st ORDER BY n) AS k, "
+        "count(*) OVER (PARTITION BY ws, st) AS c FROM u WHERE v IS NULL)",
+        "s AS (INSERT INTO stream_heads (workspace, stream, version) SELECT w.ws, w.st, w.c FROM h, w WHERE w.k = 1 "
+        "ORDER BY w.ws, w.st ON CONFLICT (workspace, stream) DO UPDATE SET version = stream_heads.version + excluded.version "
+        "RETURNING workspace, stream, version)",
         "e AS (INSERT INTO events (position, workspace, stream, version, type, data, metadata, recorded_us) "
-        "SELECT h.base + u.n, u.ws, u.st, u.v, u.t, u.d, u.m, u.r FROM h, "
-        "unnest($2::varchar[], $3::varchar[], $4::int[], $5::varchar[], $6::text[], $7::text[], $8::bigint[]) "
-        "WITH ORDINALITY AS u(ws, st, v, t, d, m, r, n))",
+        "SELECT h.base + u.n, u.ws, u.st, coalesce(u.v, s.version - w.c + w.k), u.t, u.d, u.m, u.r "
+        "FROM h, u LEFT JOIN w ON w.n = u.n LEFT JOIN s ON s.workspace = w.ws AND s.stream = w.st "
+        "RETURNING position, version)",
     ]
     columns = sorted((t.name, c.name) for t in metadata.tables.values() for c in t.columns if c.info.get("position"))
     for i, (table, col) in enumerate(columns):
@@ -139,7 +151,7 @@ def end_statement() -> str:
             f"r{i} AS (UPDATE {table} SET {col} = {table}.{col} - $9 + h.base + 1 FROM h "
             f"WHERE {table}.{col} >= $9 AND {table}.{col} < $10)"
         )
-    return "WITH " + ", ".join(ctes) + " SELECT base FROM h"
+    return "WITH " + ", ".join(ctes) + " SELECT (SELECT base FROM h), (SELECT array_agg(version ORDER BY position) FROM e)"
 
 
 _END: list[str] = []
@@ -289,8 +301,8 @@ def _end(b: Batch) -> Resolve:
     if b.appended:
         if not _END:
             _END.append(end_statement())
-        base = await_(b.raw.fetchval(_END[0], b.appended, *b.events, b.lo, b.next))
-        resolve = b.resolver(int(base))
+        base, versions = await_(b.raw.fetchrow(_END[0], b.appended, *b.events, b.lo, b.next))
+        resolve = b.resolver(int(base), versions)
     if b.answers:
         ws, cids, bodies = zip(*((w, c, answer(resolve)) for w, c, answer in b.answers), strict=True)
         await_(b.raw.execute(_ANSWERS, list(ws), list(cids), list(bodies)))
