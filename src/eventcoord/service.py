@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 import eventcoord.projections as projections
 from eventcoord import metrics
@@ -23,7 +23,6 @@ from eventcoord.commands import AnyCommand
 from eventcoord.context import Caller, Context, Decision
 from eventcoord.errors import DomainError
 from eventcoord.handlers import HANDLERS
-from eventcoord.projections.tables import sessions
 from eventcoord.store import log
 from eventcoord.store.base import EventStore
 from eventcoord.store.log import NewEvent
@@ -134,11 +133,6 @@ def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision,
         correlation_id=ctx.correlation_id or cmd.command_id,
         causation_id=cmd.command_id,
     )
-    if decision.session_id and decision.events and conn.dialect.name == "postgresql":
-        # Lock the caller's session row before the position counter: its sign-of-life
-        # update comes after the append, and a concurrent heartbeat of the same session
-        # takes the row first, so the other order would deadlock.
-        conn.execute(select(sessions.c.session_id).where(sessions.c.session_id == decision.session_id).with_for_update())
     recorded = log.append(conn, [NewEvent(stream, event, meta) for stream, event in decision.events], ctx.now_us)
     if not recorded and decision.error is not None:
         raise decision.error

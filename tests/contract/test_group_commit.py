@@ -274,3 +274,33 @@ async def test_stream_versions_follow_positions_when_assigned_at_commit(store: A
         await store.append("ws", "session:shared", 1, [AgentHeartbeat(session_id="late")])
     [late] = await store.append("ws", "session:shared", len(by_stream["session:shared"]), [AgentHeartbeat(session_id="late")])
     assert (late.position, late.version) == (len(events) + 1, len(by_stream["session:shared"]) + 1)
+
+
+async def test_a_batch_waits_for_the_counter_as_long_as_another_replica_holds_it(db_url: str, backend: str) -> None:
+    """Only lock waits while deciding are cut short; the end statement's wait for the counter is not."""
+    if backend != "postgresql":
+        pytest.skip("two replicas share one database only on PostgreSQL")
+    a, b = open_store(db_url), open_store(db_url)
+    for s in (a, b):
+        await s.start()
+    await a.migrate()
+    try:
+        pinned = asyncio.Event()
+
+        def hold_the_counter(conn: Connection) -> log.Pending[int]:
+            now_us, _ = log.clock(conn)
+            # An expected version takes the counter's lock while deciding; then dawdle.
+            [r] = log.append(conn, [NewEvent("held", AgentHeartbeat(session_id="h"), EventMetadata(workspace="ws"))], now_us, {"held": 0})
+            pinned.set()
+            await_(asyncio.sleep(0.3))
+            return log.Pending(lambda real: real(r.position))
+
+        lost = stat("lost_races")
+        holder = asyncio.create_task(b.transact(hold_the_counter, retry=False))
+        await pinned.wait()
+        results = await asyncio.gather(*(a.transact(appender(str(i))) for i in range(3)))
+        assert await holder == 1
+        assert sorted(results) == [2, 3, 4] and stat("lost_races") == lost
+    finally:
+        for s in (a, b):
+            await s.close()

@@ -64,7 +64,7 @@ class Requeue(Exception):
 class Batch:
     """Provisional positions, staged events and deferred idempotency answers of a batch."""
 
-    __slots__ = ("answers", "events", "lo", "next", "now_us", "pinned", "raw", "ttl", "writes")
+    __slots__ = ("answers", "events", "lo", "next", "now_us", "pinned", "raw", "ttl", "usual_lock_timeout", "writes")
 
     def __init__(self, raw: Any, backend_pid: int) -> None:
         #: The asyncpg connection the batch runs on (the same transaction as SQLAlchemy's).
@@ -73,6 +73,8 @@ class Batch:
         self.next = self.lo
         self.now_us = 0
         self.ttl = 0
+        #: The connection's own ``lock_timeout``, restored before the batch's end.
+        self.usual_lock_timeout = "0"
         #: Rows changed so far; a refused command that changed none needs no rollback.
         self.writes = 0
         #: Whether this transaction holds the position counter's lock already (an append

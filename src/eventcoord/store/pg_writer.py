@@ -89,7 +89,7 @@ _CLOCK = (
     "(SELECT value FROM settings WHERE key = 'ttl_seconds')"
 )
 _WAIT_BRIEFLY = f"SET LOCAL lock_timeout = '{LOCK_WAIT_MS}ms'"
-_WAIT_AS_USUAL = "SET LOCAL lock_timeout TO DEFAULT"
+_WAIT_AS_USUAL = "SET LOCAL lock_timeout TO DEFAULT"  # before the idempotency answers' UPDATE
 _ANSWERS = (
     "UPDATE idempotency AS i SET answer = u.a "
     "FROM unnest($1::varchar[], $2::varchar[], $3::text[]) AS u(ws, cid, a) "
@@ -121,7 +121,8 @@ def end_statement() -> str:
     """Advance the counter, move stream heads, insert the events, renumber: one statement.
 
     ``$1`` the number of staged events, ``$2…$8`` their columns, ``$9…$10`` the batch's
-    provisional range ``[lo, hi)``; a provisional ``p`` becomes ``p - lo + base + 1``.
+    provisional range ``[lo, hi)`` (a provisional ``p`` becomes ``p - lo + base + 1``),
+    ``$11`` the connection's usual ``lock_timeout``.
     Returns ``base`` and the events' versions in position order. An
     event staged without a version gets the next one of its stream: its stream's head
     moves by the batch's count of them, in the batch's order. Every lock this statement
@@ -132,7 +133,10 @@ def end_statement() -> str:
     from eventcoord.store.schema import metadata
 
     ctes = [
-        "h AS (UPDATE store_head SET position = position + $1 WHERE id = 1 RETURNING position - $1 AS base)",
+        # The batch's short lock wait ends before the counter's row is waited for: the
+        # qual runs on the scanned row, before the UPDATE waits for its lock.
+        "h AS (UPDATE store_head SET position = position + $1 "
+        "WHERE id = 1 AND set_config('lock_timeout', $11, true) IS NOT NULL RETURNING position - $1 AS base)",
         "u AS (SELECT * FROM unnest($2::varchar[], $3::varchar[], $4::int[], $5::varchar[], $6::text[], $7::text[], "
         "$8::bigint[]) WITH ORDINALITY AS u(ws, st, v, t, d, m, r, n))",
         "w AS (SELECT n, ws, st, row_number() OVER (PARTITION BY ws, st ORDER BY n) AS k, "
@@ -215,6 +219,7 @@ def run_batch(conn: Connection, jobs: Sequence[Job], savepoints: bool) -> tuple[
     b: Batch | None = conn.info.get("eventcoord.batch.state")
     if b is None or b.raw is not raw:
         b = conn.info["eventcoord.batch.state"] = Batch(raw, raw.get_server_pid())
+        b.usual_lock_timeout = str(await_(raw.fetchval("SHOW lock_timeout")))
     batch.attach(conn, b)
     try:
         result = _attempt(conn, b, jobs, savepoints)
@@ -276,7 +281,7 @@ def _attempt(conn: Connection, b: Batch, jobs: Sequence[Job], savepoints: bool) 
                     return _Abort(i, e)
                 outcomes[i] = failed(job, e, first)
             first = False
-        if waits_briefly:
+        if waits_briefly and not b.appended:  # else the end statement sets it back
             await_(raw.execute(_WAIT_AS_USUAL))
         resolve = _end(b)
         open_ = False
@@ -301,7 +306,7 @@ def _end(b: Batch) -> Resolve:
     if b.appended:
         if not _END:
             _END.append(end_statement())
-        base, versions = await_(b.raw.fetchrow(_END[0], b.appended, *b.events, b.lo, b.next))
+        base, versions = await_(b.raw.fetchrow(_END[0], b.appended, *b.events, b.lo, b.next, b.usual_lock_timeout))
         resolve = b.resolver(int(base), versions)
     if b.answers:
         ws, cids, bodies = zip(*((w, c, answer(resolve)) for w, c, answer in b.answers), strict=True)
