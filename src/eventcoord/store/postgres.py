@@ -97,7 +97,8 @@ class PostgresEventStore(EventStore):
             await engine.dispose()
 
     async def _write(self, fn: Callable[[Connection], Any], retry: bool) -> Any:
-        assert self._writer is not None, "store not started"
+        if self._writer is None or self._closing:
+            raise StoreError("postgresql: the store is not started or already closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending.append(Job(fn, future, retry))
         self._wake.set()
@@ -112,8 +113,13 @@ class PostgresEventStore(EventStore):
         while True:
             while self._pending:
                 jobs, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-                # Jobs to decide again go first, in front of the newcomers.
-                self._pending[:0] = await self._run(jobs)
+                try:
+                    # Jobs to decide again go first, in front of the newcomers.
+                    self._pending[:0] = await self._run(jobs)
+                except Exception as e:  # a bug here must not stop the writer for good
+                    for job in jobs:
+                        if not job.future.done():
+                            job.future.set_exception(StoreError(f"postgresql writer: {e!r}"))
             if self._closing:
                 return
             await self._wake.wait()
