@@ -304,3 +304,40 @@ async def test_a_batch_waits_for_the_counter_as_long_as_another_replica_holds_it
     finally:
         for s in (a, b):
             await s.close()
+
+
+async def test_a_lone_command_waits_for_a_lock_as_long_as_its_holder_keeps_it(db_url: str, backend: str) -> None:
+    """The short lock wait never refuses the first command of a batch: it waits, then decides."""
+    if backend != "postgresql":
+        pytest.skip("two replicas share one database only on PostgreSQL")
+    from eventcoord.store.pg_writer import LOCK_WAIT_MS
+
+    a, b = open_store(db_url), open_store(db_url)
+    for s in (a, b):
+        await s.start()
+    await a.migrate()
+    try:
+        await a.transact(lambda c: c.execute(insert(guards).values(workspace="ws", key="X")))
+        locked = asyncio.Event()
+        lock_x = select(guards.c.key).where((guards.c.workspace == "ws") & (guards.c.key == "X")).with_for_update()
+        append_a, append_b = appender("a"), appender("b")
+
+        def hold(conn: Connection) -> log.Pending[int]:
+            conn.execute(lock_x)
+            locked.set()
+            await_(asyncio.sleep(6 * LOCK_WAIT_MS / 1000))
+            return append_b(conn)
+
+        def wait_for_x(conn: Connection) -> log.Pending[int]:
+            conn.execute(lock_x)
+            return append_a(conn)
+
+        lost, rollbacks = stat("lost_races"), stat("batch_rollbacks")
+        holder = asyncio.create_task(b.transact(hold))
+        await locked.wait()
+        assert await a.transact(wait_for_x) == 2
+        assert await holder == 1
+        assert stat("lost_races") == lost and stat("batch_rollbacks") > rollbacks
+    finally:
+        for s in (a, b):
+            await s.close()

@@ -40,15 +40,18 @@ lost race and counts nothing; such a job runs first in the next batch.
 
 **Deadlocks.** Row locks taken by command *k* are held until the batch commits, so a batch
 holds the locks of many unrelated commands at once, in an order no single command chose.
-Two replicas' batches could wait on each other, and PostgreSQL only looks for deadlocks
-after ``deadlock_timeout`` (1 s by default). So every command after the first of a batch
-runs under ``lock_timeout = LOCK_WAIT_MS``: a command that would wait longer while its
-batch holds other commands' locks gives up, is rolled back to its savepoint (or the pass
-is) and runs first in the next batch, where it may wait as long as a lone transaction
-would. A cycle needs every member waiting; a batch's first command holds only its own
-locks, like a lone transaction, and a later one waits at most ``LOCK_WAIT_MS``. The end
-statement waits without limit: whoever holds the counter is in its own end statement or
-commit and waits for nothing, so no cycle runs through the counter.
+Two replicas' batches (or one replica's two writers) could wait on each other, and
+PostgreSQL only looks for deadlocks after ``deadlock_timeout`` (1 s by default). So a
+command that is not the first of its batch runs under ``lock_timeout = LOCK_WAIT_MS``: if
+it would wait longer while its batch holds other commands' locks, it gives up, is rolled
+back to its savepoint (or the pass is) and runs first in the next batch, where it may wait
+as long as a lone transaction would. A cycle needs every member waiting; a batch's first
+command holds only its own locks, like a lone transaction, and a later one waits at most
+``LOCK_WAIT_MS``. (The fast pass sets the short wait in its first statement, for the first
+command too, to save a round trip; if that one times out, the pass runs again with
+savepoints and the first command waits without limit.) The end statement waits without
+limit: whoever holds the counter is in its own end statement or commit and waits for
+nothing, so no cycle runs through the counter.
 """
 
 from __future__ import annotations
@@ -75,8 +78,10 @@ from eventcoord.store.log import Pending
 MAX_BATCH = 64
 #: Times a command is decided again after losing a race inside the database.
 RETRIES = 12
-#: How long a command that is not the first of its batch may wait for a row lock.
-LOCK_WAIT_MS = 20
+#: How long a command that is not the first of its batch may wait for a row lock: longer
+#: than a batch usually holds its locks (its decisions, then a commit's flush to disk),
+#: far shorter than PostgreSQL's deadlock detection.
+LOCK_WAIT_MS = 50
 #: Batches run with savepoints from the start after a pass had to be rolled back.
 CAREFUL_BATCHES = 16
 # serialization_failure, deadlock_detected, unique_violation, lock_not_available
@@ -88,8 +93,9 @@ _CLOCK = (
     "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint, "
     "(SELECT value FROM settings WHERE key = 'ttl_seconds')"
 )
+#: The fast pass's first statement also starts the short lock wait, for every command.
+_CLOCK_WAIT_BRIEFLY = _CLOCK + f", set_config('lock_timeout', '{LOCK_WAIT_MS}ms', true)"
 _WAIT_BRIEFLY = f"SET LOCAL lock_timeout = '{LOCK_WAIT_MS}ms'"
-_WAIT_AS_USUAL = "SET LOCAL lock_timeout TO DEFAULT"  # before the idempotency answers' UPDATE
 _ANSWERS = (
     "UPDATE idempotency AS i SET answer = u.a "
     "FROM unnest($1::varchar[], $2::varchar[], $3::text[]) AS u(ws, cid, a) "
@@ -226,9 +232,12 @@ def run_batch(conn: Connection, jobs: Sequence[Job], savepoints: bool) -> tuple[
         if not isinstance(result, _Abort):
             return result, False
         outcomes: list[Outcome] = [None] * len(jobs)
-        victim = jobs[result.index]
-        if sqlstate(result.error) is not None:  # a race or a store error: the victim is out
-            outcomes[result.index] = failed(victim, result.error, first=_first_live(jobs) == result.index)
+        victim, state = jobs[result.index], sqlstate(result.error)
+        first = _first_live(jobs) == result.index
+        if state is not None and not (first and state == _LOCK_NOT_AVAILABLE):
+            # A race or a store error: the victim is out. (The first command's short lock
+            # wait is not its own rule: it is decided again below and waits as needed.)
+            outcomes[result.index] = failed(victim, result.error, first)
         rerun = [i for i in range(len(jobs)) if outcomes[i] is None and not jobs[i].future.done()]
         if not rerun:
             return outcomes, True
@@ -253,10 +262,12 @@ def _attempt(conn: Connection, b: Batch, jobs: Sequence[Job], savepoints: bool) 
     await_(raw.execute(_BEGIN))
     open_ = True
     try:
-        now_us, ttl = await_(raw.fetchrow(_CLOCK))
-        b.now_us, b.ttl = int(now_us), int(ttl)
+        # Fast pass: every command waits briefly, the first too (if it times out the pass
+        # is run again with savepoints, where the first waits as long as it must).
+        row = await_(raw.fetchrow(_CLOCK if savepoints else _CLOCK_WAIT_BRIEFLY))
+        b.now_us, b.ttl = int(row[0]), int(row[1])
         outcomes: list[Outcome] = [None] * len(jobs)
-        waits_briefly = False
+        waits_briefly = not savepoints
         first = True
         for i, job in enumerate(jobs):
             if job.future.done():  # its caller went away before it ran
@@ -281,8 +292,8 @@ def _attempt(conn: Connection, b: Batch, jobs: Sequence[Job], savepoints: bool) 
                     return _Abort(i, e)
                 outcomes[i] = failed(job, e, first)
             first = False
-        if waits_briefly and not b.appended:  # else the end statement sets it back
-            await_(raw.execute(_WAIT_AS_USUAL))
+        # Nothing after this waits for a row lock but the end statement, which ends the
+        # short wait itself: the answers' UPDATE touches only this batch's own rows.
         resolve = _end(b)
         open_ = False
         await_(raw.execute("COMMIT"))

@@ -27,6 +27,8 @@ from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
 T = TypeVar("T")
 RETRIES = pg_writer.RETRIES
 _MIGRATION_LOCK = 0x6576636F  # "evco": one replica migrates at a time
+#: Writers (connections, batches in flight) per replica.
+WRITERS = 2
 _WRITES = ("INSERT", "UPDATE", "DELETE", "insert", "update", "delete")
 
 
@@ -42,15 +44,15 @@ class PostgresEventStore(EventStore):
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, pool_size: int = 10) -> None:
+    def __init__(self, url: str, pool_size: int = 10, writers: int = WRITERS) -> None:
         super().__init__(url)
         self._pool_size = pool_size
+        self._writers = writers
         self._engine: AsyncEngine | None = None
         self._writer_engine: AsyncEngine | None = None
-        self._writer_conn: AsyncConnection | None = None
         self._pending: list[Job] = []
         self._wake = asyncio.Event()
-        self._writer: asyncio.Task[None] | None = None
+        self._lanes: list[asyncio.Task[None]] = []
         self._careful = 0  # batches left to run with savepoints from the start
         self._closing = False
 
@@ -63,22 +65,20 @@ class PostgresEventStore(EventStore):
         self._engine = create_async_engine(
             self.url, pool_size=self._pool_size, max_overflow=self._pool_size, pool_pre_ping=False
         )
-        # The writer issues BEGIN/COMMIT itself on the driver connection; SQLAlchemy must
-        # not open transactions of its own on it.
-        self._writer_engine = create_async_engine(self.url, pool_size=1, max_overflow=0, isolation_level="AUTOCOMMIT")
+        # Writers issue BEGIN/COMMIT themselves on the driver connection; SQLAlchemy must
+        # not open transactions of its own on theirs.
+        self._writer_engine = create_async_engine(
+            self.url, pool_size=self._writers, max_overflow=0, isolation_level="AUTOCOMMIT"
+        )
         event.listen(self._writer_engine.sync_engine, "after_cursor_execute", _count_writes)
-        self._writer = asyncio.create_task(self._write_loop(), name="eventcoord-pg-writer")
+        self._lanes = [asyncio.create_task(self._lane(), name=f"eventcoord-pg-writer-{i}") for i in range(self._writers)]
 
     async def close(self) -> None:
-        if self._writer is not None:
-            self._closing = True  # the writer finishes what is waiting, then stops
+        if self._lanes:
+            self._closing = True  # the writers finish what is waiting, then stop
             self._wake.set()
-            await self._writer
-            self._writer = None
-        if self._writer_conn is not None:
-            with contextlib.suppress(Exception):
-                await self._writer_conn.close()
-            self._writer_conn = None
+            await asyncio.gather(*self._lanes)
+            self._lanes = []
         if self._writer_engine is not None:
             await self._writer_engine.dispose()
         if self._engine is not None:
@@ -97,7 +97,7 @@ class PostgresEventStore(EventStore):
             await engine.dispose()
 
     async def _write(self, fn: Callable[[Connection], Any], retry: bool) -> Any:
-        if self._writer is None or self._closing:
+        if not self._lanes or self._closing:
             raise StoreError("postgresql: the store is not started or already closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending.append(Job(fn, future, retry))
@@ -108,33 +108,52 @@ class PostgresEventStore(EventStore):
         async with self.engine.connect() as conn:
             return await conn.run_sync(fn)
 
-    async def _write_loop(self) -> None:
-        """Take every waiting command (up to MAX_BATCH) whenever the previous batch is done."""
-        while True:
-            while self._pending:
-                jobs, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-                try:
-                    # Jobs to decide again go first, in front of the newcomers.
-                    self._pending[:0] = await self._run(jobs)
-                except Exception as e:  # a bug here must not stop the writer for good
-                    for job in jobs:
-                        if not job.future.done():
-                            job.future.set_exception(StoreError(f"postgresql writer: {e!r}"))
-            if self._closing:
-                return
-            await self._wake.wait()
-            self._wake.clear()
+    async def _lane(self) -> None:
+        """One writer: whenever it is free, take every waiting command (up to MAX_BATCH).
 
-    async def _run(self, jobs: list[Job]) -> list[Job]:
-        """Run one batch and settle its jobs; returns those to decide again."""
+        With two writers, one decides the next batch while the other waits for its commit
+        to reach the disk (the commit holds the position counter, so commits still take
+        turns); a command arriving alone finds a free writer and is committed at once.
+        """
+        conn: AsyncConnection | None = None
+        try:
+            while True:
+                if self._pending:
+                    jobs, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                    try:
+                        if conn is None:
+                            assert self._writer_engine is not None
+                            conn = await self._writer_engine.connect()
+                        again, lost = await self._run(conn, jobs)
+                    except Exception as e:  # a bug here must not stop the writer for good
+                        again, lost = [], True
+                        for job in jobs:
+                            if not job.future.done():
+                                job.future.set_exception(StoreError(f"postgresql writer: {e!r}"))
+                    if lost and conn is not None:  # the connection failed: a new one next time
+                        await _drop(conn)
+                        conn = None
+                    # Jobs to decide again go first, in front of the newcomers.
+                    self._pending[:0] = again
+                    continue
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+
+    async def _run(self, conn: AsyncConnection, jobs: list[Job]) -> tuple[list[Job], bool]:
+        """Run one batch and settle its jobs; returns those to decide again, and whether the connection failed."""
         savepoints = self._careful > 0
         attempts = sum(j.attempts for j in jobs)
+        lost = False
         try:
-            conn = await self._connection()
             outcomes, aborted = await conn.run_sync(pg_writer.run_batch, jobs, savepoints)
         except Exception as e:  # the connection failed: the batch's outcome is unknown
-            await self._drop_connection()
-            outcomes, aborted = [("err", StoreError(f"postgresql: {e}"))] * len(jobs), False
+            outcomes, aborted, lost = [("err", StoreError(f"postgresql: {e}"))] * len(jobs), False, True
         self._careful = pg_writer.CAREFUL_BATCHES if aborted else max(0, self._careful - 1)
         again: list[Job] = []
         for job, outcome in zip(jobs, outcomes, strict=True):
@@ -147,21 +166,15 @@ class PostgresEventStore(EventStore):
         stats.ROLLBACKS.inc(aborted)
         stats.AGAIN.inc(len(again))
         stats.LOST_RACES.inc(sum(j.attempts for j in jobs) - attempts)
-        return again
+        return again, lost
 
-    async def _connection(self) -> AsyncConnection:
-        if self._writer_conn is None:
-            assert self._writer_engine is not None, "store not started"
-            self._writer_conn = await self._writer_engine.connect()
-        return self._writer_conn
 
-    async def _drop_connection(self) -> None:
-        conn, self._writer_conn = self._writer_conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.invalidate()
-            with contextlib.suppress(Exception):
-                await conn.close()
+async def _drop(conn: AsyncConnection) -> None:
+    """Throw a failed writer connection away."""
+    with contextlib.suppress(Exception):
+        await conn.invalidate()
+    with contextlib.suppress(Exception):
+        await conn.close()
 
 
 def _settle(job: Job, outcome: Outcome) -> None:
