@@ -1,13 +1,18 @@
 """PostgreSQL group commit: the commands waiting at a moment, decided in one transaction.
 
-One writer per replica takes every command waiting when it is free (up to ``MAX_BATCH``)
-and runs them one after another in one READ COMMITTED transaction on one connection,
-inside one greenlet (``run_batch``), with the hot statements on the driver (asyncpg):
+A replica's writers (``postgres.WRITERS``, two: one decides the next batch while the
+other's commit reaches the disk) each take every command waiting when they are free (up
+to ``MAX_BATCH``) and run them one after another in one READ COMMITTED transaction on
+their connection, inside one greenlet (``run_batch``), the hot statements on the driver
+(asyncpg):
 
-    BEGIN; SELECT clock, ttl                          one clock read for the batch
-    command 1 … command n                             decide, stream heads, read models
-    WITH h AS (UPDATE store_head …), events, renumber the position counter, once
+    BEGIN; SELECT clock, ttl, short lock wait         one clock read for the batch
+    command 1 … command n                             decide, read models (provisional positions)
+    WITH h AS (UPDATE store_head …) stream heads,     the counter, once; versions; events;
+         events, renumbering                          provisional → real positions
     COMMIT
+
+A command arriving alone finds a free writer and is committed at once: no window.
 
 **Positions.** A command's events get provisional positions (``store/batch.py``), and the
 counter is advanced once per batch by the end statement, which also inserts the events
