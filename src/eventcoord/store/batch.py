@@ -136,6 +136,8 @@ class Batch:
 
 def current(conn: Connection) -> Batch | None:
     """The batch running on ``conn``, if any (PostgreSQL writer only)."""
+    if conn.dialect.driver != "asyncpg":  # cheap, and SQLite's writer is the hot path too
+        return None
     b: Batch | None = conn.info.get(_KEY)
     return b
 
