@@ -10,7 +10,8 @@ run (the targets are ratios, so a busy machine moves both sides):
    (``bench/noop_app.py``), registers one session per connection, and for each workload
    alternates a no-op run and a command run with the *same* wrk script: heartbeat_agent,
    claim_issue (new issues, two per new project, so the WIP cap never refuses), release_issue
-   (of the issues claimed before), claim_files (one new path each), release_files,
+   (of the issues claimed before; the bench claims twice as long again first, unmeasured),
+   claim_files (one new path each), release_files,
    claim_next_work + finish_work (a queue filled by an enqueue_work run just before; a
    claimed item that was not started may only finish as ``cancelled``). wrk
    runs one connection per thread so every connection sends its own well-formed sequence
@@ -304,14 +305,18 @@ class Bench:
             if claim == "claim_issue":
                 self.half_load(rps, nonce)
             if release in wanted:
-                # Releases may outrun claims: claim as long again (unmeasured), then release.
-                fill = wrk([self.ec], self.script(claim, nonce), self.c, self.args.duration, f"{claim} (fills)")
+                # Releases outrun claims: claim twice as long again (unmeasured), then release.
+                fill = wrk([self.ec], self.script(claim, nonce), self.c, 2 * self.args.duration, f"{claim} (fills)")
                 show(self.backend, fill, "  (claims for the release runs)")
                 self.claimed(claim, fill)
                 skips = self.unsure.get(claim, {})
                 self.made[release] = [0] * self.c
                 self.pair(release, release, source=nonce, skips=[skips.get(t, []) for t in range(self.c)])
                 self.results[release]["claimed_before"] = sum(self.made[claim])
+                short = sum(r > c for r, c in zip(self.made[release], self.made[claim], strict=True))
+                if short:
+                    print(f"  {self.backend:<10} {release}: {short} connections released more than they had claimed "
+                          "(their refusals count as errors): use a longer --duration", flush=True)
         if "claim_next_work+finish_work" in wanted:
             nonce = uuid.uuid4().hex[:8]
             filled = wrk([self.ec], lua(self.work / "enqueue.lua", self.sessions, "enqueue_work", nonce=nonce), self.c, self.args.duration, "enqueue_work")
