@@ -418,14 +418,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1, help="no-op/command pairs per workload (default 1)")
     p.add_argument("--quiet-below", type=float, default=0.3, help="before each run wait until other load is below this many cores")
     p.add_argument("--quiet-wait", type=float, default=20.0, help="... but at most this many seconds (0 disables)")
+    p.add_argument("--pg-writers", type=int, help="writers per PostgreSQL replica (EVENTCOORD_PG_WRITERS; default the store's)")
     p.add_argument("--json", type=Path, help="also write the results as JSON to this file")
     args = p.parse_args(argv)
+    if args.pg_writers:
+        os.environ["EVENTCOORD_PG_WRITERS"] = str(args.pg_writers)  # inherited by the servers
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install -y wrk", file=sys.stderr)
         return 2
     backends = [b for b in ("sqlite", "postgresql") if args.only in (None, b) and (b == "sqlite" or args.db)]
     print(
         f"backends={backends} connections={args.connections} duration={args.duration}s rounds={args.rounds} "
+        f"pg-writers={os.environ.get('EVENTCOORD_PG_WRITERS', 'default')} "
         f"nproc={os.cpu_count()} python={sys.version.split()[0]}",
         flush=True,
     )

@@ -1,10 +1,9 @@
 """PostgreSQL group commit: the commands waiting at a moment, decided in one transaction.
 
-A replica's writers (``postgres.WRITERS``, two: one decides the next batch while the
-other's commit reaches the disk) each take every command waiting when they are free (up
-to ``MAX_BATCH``) and run them one after another in one READ COMMITTED transaction on
-their connection, inside one greenlet (``run_batch``), the hot statements on the driver
-(asyncpg):
+A replica's writer (``postgres.WRITERS`` of them, one by default) takes every command
+waiting when it is free (up to ``MAX_BATCH``) and runs them one after another in one READ
+COMMITTED transaction on its connection, inside one greenlet (``run_batch``), the hot
+statements on the driver (asyncpg):
 
     BEGIN; SELECT clock, ttl, short lock wait         one clock read for the batch
     command 1 … command n                             decide, read models (provisional positions)
@@ -12,7 +11,8 @@ their connection, inside one greenlet (``run_batch``), the hot statements on the
          events, renumbering                          provisional → real positions
     COMMIT
 
-A command arriving alone finds a free writer and is committed at once: no window.
+A command arriving alone finds a free writer and is committed at once: no window. Those
+arriving while the writer is busy form the next batch (group commit without a timer).
 
 **Positions.** A command's events get provisional positions (``store/batch.py``), and the
 counter is advanced once per batch by the end statement, which also inserts the events

@@ -27,8 +27,12 @@ from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
 T = TypeVar("T")
 RETRIES = pg_writer.RETRIES
 _MIGRATION_LOCK = 0x6576636F  # "evco": one replica migrates at a time
-#: Writers (connections, batches in flight) per replica.
-WRITERS = 2
+#: Writers (connections, batches in flight) per replica; ``EVENTCOORD_PG_WRITERS`` sets it.
+#: With two, one decides the next batch while the other's commit reaches the disk, which
+#: helps a lone replica whose commits are slow to flush; but batches halve, and each costs
+#: its BEGIN, clock, end statement and COMMIT: on a busy machine and with several replicas
+#: one writer per replica measured faster (docs/performance.md).
+WRITERS = 1
 _WRITES = ("INSERT", "UPDATE", "DELETE", "insert", "update", "delete")
 
 
@@ -113,7 +117,8 @@ class PostgresEventStore(EventStore):
 
         With two writers, one decides the next batch while the other waits for its commit
         to reach the disk (the commit holds the position counter, so commits still take
-        turns); a command arriving alone finds a free writer and is committed at once.
+        turns). A command arriving alone finds a free writer and is committed at once; one
+        arriving while every writer is busy joins the next batch.
         """
         conn: AsyncConnection | None = None
         try:
