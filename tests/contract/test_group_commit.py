@@ -341,3 +341,29 @@ async def test_a_lone_command_waits_for_a_lock_as_long_as_its_holder_keeps_it(db
     finally:
         for s in (a, b):
             await s.close()
+
+
+async def test_two_writers_in_one_replica_keep_the_log_contiguous(db_url: str, backend: str) -> None:
+    """Two batches in flight in one process race like two replicas: the database decides."""
+    if backend != "postgresql":
+        pytest.skip("only the PostgreSQL store has several writers")
+    from eventcoord.store.postgres import PostgresEventStore
+
+    store = PostgresEventStore(db_url, writers=2)
+    await store.start()
+    await store.migrate()
+    try:
+        service = Service(store)
+        sessions = [json.loads(a.body)["result"]["session_id"] for a in await asyncio.gather(
+            *(service.execute(OPERATOR, decode_command(json.dumps({"type": "register_agent", "actor": f"w{i}"}).encode())) for i in range(24))
+        )]
+        race = await asyncio.gather(
+            *(execute(service, {"type": "claim_issue", "session_id": s, "project": "P", "issue": "HOT"}) for s in sessions),
+            *(store.transact(appender(str(i))) for i in range(40)),
+        )
+        assert sum(isinstance(a, Answer) for a in race[:24]) == 1
+        events = await store.read(limit=1000)
+        assert [e.position for e in events] == list(range(1, len(events) + 1))
+        assert sorted(race[24:]) == sorted(e.position for e in events if e.stream.startswith("t:"))  # type: ignore[type-var]
+    finally:
+        await store.close()
