@@ -190,13 +190,22 @@ def lua(
     return path
 
 
-def wrk(servers: Sequence[cp.Server], script: Path, connections: int, duration: float, kind: str) -> Load:
-    """Load ``servers`` at once (connections split evenly, one wrk each, one thread per connection)."""
-    share = [connections // len(servers) + (1 if i < connections % len(servers) else 0) for i in range(len(servers))]
+def split(connections: int, parts: int) -> list[int]:
+    """``connections`` split as evenly as possible into ``parts``."""
+    return [connections // parts + (1 if i < connections % parts else 0) for i in range(parts)]
+
+
+def wrk(servers: Sequence[cp.Server], script: Path | Sequence[Path], connections: int, duration: float, kind: str) -> Load:
+    """Load ``servers`` at once (connections split evenly, one wrk each, one thread per connection).
+
+    ``script`` is one wrk script, or one per server (e.g. each with its own sessions).
+    """
+    scripts = [script] * len(servers) if isinstance(script, Path) else list(script)
+    share = split(connections, len(servers))
     procs = []
     cpu0, busy0, t0 = sum(s.cpu_seconds() for s in servers), cp.system_busy_seconds(), time.monotonic()
-    for server, c in zip(servers, share, strict=True):
-        argv = ["wrk", f"-t{c}", f"-c{c}", f"-d{max(1, round(duration))}s", "--timeout", "10s", "-s", str(script), server.base + "/v1/commands"]
+    for server, c, path in zip(servers, share, scripts, strict=True):
+        argv = ["wrk", f"-t{c}", f"-c{c}", f"-d{max(1, round(duration))}s", "--timeout", "10s", "-s", str(path), server.base + "/v1/commands"]
         procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate() for p in procs]
     cpu1, busy1, wall = sum(s.cpu_seconds() for s in servers), cp.system_busy_seconds(), time.monotonic() - t0
@@ -393,8 +402,12 @@ def run_replicas(args: argparse.Namespace, db: str, work: Path) -> dict[str, Any
             for n in order:
                 if args.quiet_wait > 0:
                     cp.wait_quiet(args.quiet_below, args.quiet_wait)
-                script = lua(work / "replicas.lua", sessions, scenario)
-                r = wrk(servers[:n], script, args.connections, args.duration, f"{scenario} x{n} replicas")
+                # Each wrk (replica) drives its own sessions: one connection, one session.
+                scripts, start = [], 0
+                for i, c in enumerate(split(args.connections, n)):
+                    scripts.append(lua(work / f"replicas-{i}.lua", sessions[start : start + c], scenario))
+                    start += c
+                r = wrk(servers[:n], scripts, args.connections, args.duration, f"{scenario} x{n} replicas")
                 rps[n].append(r.rps)
                 show("postgresql", r)
             med = {n: statistics.median(v) for n, v in rps.items()}
