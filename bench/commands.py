@@ -22,7 +22,8 @@ run (the targets are ratios, so a busy machine moves both sides):
    stall delays the next request instead of queueing it: p99 is a lower bound.
 3. **Replicas** (PostgreSQL): 1, 2 and 3 ``eventcoord serve`` processes on one fresh
    database, loaded by the same wrk script and the same total connections (one wrk per
-   replica, connections split evenly); total req/s, and its ratio to one replica (target:
+   replica, connections and sessions split evenly: an agent talks to one replica); total
+   req/s, and its ratio to one replica (target:
    never below 1, growing).
 
 Before each run it waits (up to ``--quiet-wait`` s) for other load on the machine to settle;
