@@ -1,11 +1,18 @@
-"""Read models of the issue tier: projects (WIP limit), issues (fencing, handoff), leases."""
+"""Read models of the issue tier: projects (WIP limit), issues (fencing, handoff), leases.
+
+The appliers of grants and releases run on every claim and release: their statements are
+built once (``Prepared``), and a grant upserts its issue row in one statement.
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, update
+from sqlalchemy import Connection, bindparam, null, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql import Executable
 
 from eventcoord.events import HandoffNoted, LeaseGranted, LeaseReleased, ProjectConfigured
 from eventcoord.store.log import RecordedEvent
+from eventcoord.store.prepared import Prepared
 
 from .base import Appliers
 from .tables import issues, leases, projects
@@ -19,41 +26,61 @@ def project_configured(conn: Connection, r: RecordedEvent) -> None:
         conn.execute(projects.insert().values(workspace=r.metadata.workspace, project=e.project, wip_limit=e.wip_limit))
 
 
+def _upsert_issue(dialect: str) -> Executable:
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(issues)
+    # A grant consumes the handoff note: the next grant answers only with newer notes.
+    return insert.values(
+        workspace=bindparam("ws"), issue=bindparam("issue"), project=bindparam("project"), last_fencing_token=bindparam("token")
+    ).on_conflict_do_update(
+        index_elements=[issues.c.workspace, issues.c.issue],
+        set_={"last_fencing_token": bindparam("token2"), "handoff_note": null(), "handoff_session_id": null()},
+    )
+
+
+_UPSERT_ISSUE = Prepared(_upsert_issue)
+_INSERT_LEASE = Prepared(
+    lambda d: leases.insert().values(
+        lease_id=bindparam("id"),
+        workspace=bindparam("ws"),
+        issue=bindparam("issue"),
+        project=bindparam("project"),
+        session_id=bindparam("sid"),
+        actor_key=bindparam("actor"),
+        fencing_token=bindparam("token"),
+        granted_us=bindparam("at"),
+    )
+)
+_RELEASE_LEASE = Prepared(
+    lambda d: update(leases)
+    .where((leases.c.workspace == bindparam("ws")) & (leases.c.issue == bindparam("issue")) & leases.c.released_us.is_(None))
+    .values(released_us=bindparam("at"), release_reason=bindparam("reason"))
+)
+
+
 def lease_granted(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, LeaseGranted)
     ws = r.metadata.workspace
-    key = (issues.c.workspace == ws) & (issues.c.issue == e.issue)
-    # A grant consumes the handoff note: the next grant answers only with newer notes.
-    moved = conn.execute(
-        update(issues).where(key).values(last_fencing_token=e.fencing_token, handoff_note=None, handoff_session_id=None)
-    ).rowcount
-    if moved == 0:
-        conn.execute(
-            issues.insert().values(workspace=ws, issue=e.issue, project=e.project, last_fencing_token=e.fencing_token)
-        )
-    conn.execute(
-        leases.insert().values(
-            lease_id=r.position,
-            workspace=ws,
-            issue=e.issue,
-            project=e.project,
-            session_id=e.session_id,
-            actor_key=e.actor_key,
-            fencing_token=e.fencing_token,
-            granted_us=r.recorded_us,
-        )
+    _UPSERT_ISSUE.run(conn, {"ws": ws, "issue": e.issue, "project": e.project, "token": e.fencing_token, "token2": e.fencing_token})
+    _INSERT_LEASE.run(
+        conn,
+        {
+            "id": r.position,
+            "ws": ws,
+            "issue": e.issue,
+            "project": e.project,
+            "sid": e.session_id,
+            "actor": e.actor_key,
+            "token": e.fencing_token,
+            "at": r.recorded_us,
+        },
     )
 
 
 def lease_released(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, LeaseReleased)
-    conn.execute(
-        update(leases)
-        .where((leases.c.workspace == r.metadata.workspace) & (leases.c.issue == e.issue) & leases.c.released_us.is_(None))
-        .values(released_us=r.recorded_us, release_reason=e.reason)
-    )
+    _RELEASE_LEASE.run(conn, {"ws": r.metadata.workspace, "issue": e.issue, "at": r.recorded_us, "reason": e.reason})
 
 
 def handoff_noted(conn: Connection, r: RecordedEvent) -> None:

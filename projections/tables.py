@@ -11,6 +11,11 @@ from sqlalchemy import Boolean, Column, Index, Integer, String, Table, Text, tex
 
 from eventcoord.store.schema import BigInt, metadata
 
+#: Marks a column that holds an event position. Inside a PostgreSQL group commit such a
+#: column first gets a provisional number that the batch moves to the real position just
+#: before it commits (``eventcoord.store.pg_writer``), so every one must be marked.
+POSITION = {"position": True}
+
 sessions = Table(
     "sessions",
     metadata,
@@ -57,7 +62,7 @@ issues = Table(
 leases = Table(
     "leases",
     metadata,
-    Column("lease_id", BigInt, primary_key=True, autoincrement=False),  # granting position
+    Column("lease_id", BigInt, primary_key=True, autoincrement=False, info=POSITION),  # granting position
     Column("workspace", String(64), nullable=False),
     Column("issue", String(128), nullable=False),
     Column("project", String(128), nullable=False),
@@ -94,7 +99,7 @@ leases = Table(
 file_claims = Table(
     "file_claims",
     metadata,
-    Column("position", BigInt, primary_key=True, autoincrement=False),  # FilesClaimed position
+    Column("position", BigInt, primary_key=True, autoincrement=False, info=POSITION),  # FilesClaimed position
     Column("idx", Integer, primary_key=True, autoincrement=False),  # index in its paths
     Column("workspace", String(64), nullable=False),
     Column("issue", String(128), nullable=False),
@@ -129,7 +134,7 @@ file_claims = Table(
 conflicts = Table(
     "conflicts",
     metadata,
-    Column("position", BigInt, primary_key=True, autoincrement=False),
+    Column("position", BigInt, primary_key=True, autoincrement=False, info=POSITION),
     Column("workspace", String(64), nullable=False),
     Column("path", String(1024), nullable=False),
     Column("issue", String(128), nullable=False),
@@ -148,7 +153,7 @@ conflicts = Table(
 messages = Table(
     "messages",
     metadata,
-    Column("position", BigInt, primary_key=True, autoincrement=False),
+    Column("position", BigInt, primary_key=True, autoincrement=False, info=POSITION),
     Column("workspace", String(64), nullable=False),
     Column("channel", String(200), nullable=False),
     Column("body", Text, nullable=False),
@@ -174,20 +179,22 @@ work_items = Table(
     Column("actor_key", String(200), nullable=True),
     Column("host", String(64), nullable=True),
     Column("fencing_token", BigInt, nullable=True),
-    Column("enqueued_position", BigInt, nullable=False),
+    Column("enqueued_position", BigInt, nullable=False, info=POSITION),
     Column("enqueued_us", BigInt, nullable=False),
     Column("updated_us", BigInt, nullable=False),
     Column("outcome", String(16), nullable=True),
     Column("attempts", Integer, nullable=False),
     Index("ix_work_items_queue", "workspace", "project", "status", "priority", "enqueued_position"),
     Index("ix_work_items_session", "session_id", "status"),
+    # The PostgreSQL group commit renumbers provisional positions by a range of this column.
+    Index("ix_work_items_enqueued", "enqueued_position"),
 )
 
 work_ledger = Table(
     "work_ledger",
     metadata,
     # The audit ledger: which session, actor and host moved which item, when (p24).
-    Column("position", BigInt, primary_key=True, autoincrement=False),
+    Column("position", BigInt, primary_key=True, autoincrement=False, info=POSITION),
     Column("workspace", String(64), nullable=False),
     Column("item_id", String(128), nullable=False),
     Column("action", String(32), nullable=False),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 import eventcoord.projections as projections
 from eventcoord import errors, metrics
@@ -24,11 +24,9 @@ from eventcoord.commands import AnyCommand
 from eventcoord.context import Caller, Context, Decision
 from eventcoord.errors import DomainError, ErrorCode
 from eventcoord.handlers import HANDLERS
-from eventcoord.projections.tables import sessions
 from eventcoord.store import log
 from eventcoord.store.base import EventStore
 from eventcoord.store.log import NewEvent
-from eventcoord.store.schema import idempotency
 
 
 class EventRef(msgspec.Struct, frozen=True):
@@ -109,17 +107,15 @@ class Service:
         handler = HANDLERS[type(cmd)]
         digest = command_digest(cmd) if cmd.command_id else ""
 
-        def run(conn: Connection) -> Outcome:
+        def run(conn: Connection) -> log.Pending[Outcome]:
             if cmd.command_id:
-                row = conn.execute(
-                    select(idempotency.c.body_hash, idempotency.c.answer).where(
-                        (idempotency.c.workspace == caller.workspace) & (idempotency.c.command_id == cmd.command_id)
-                    )
-                ).first()
+                row = log.recall_answer(conn, caller.workspace, cmd.command_id)
                 if row is not None:
-                    if row.body_hash != digest:
+                    body_hash, _, answer = row
+                    if body_hash != digest:
                         raise errors.idempotency_mismatch(cmd.command_id)
-                    return _replay(row.answer)
+                    replayed = _replay(answer)
+                    return log.Pending(lambda real: replayed)
             now_us, ttl = log.clock(conn)
             ctx = Context(caller, now_us, ttl, cmd.command_id, correlation_id)
             decision = handler(conn, ctx, cmd)
@@ -141,7 +137,7 @@ class Service:
         return outcome
 
 
-def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision, digest: str) -> Outcome:
+def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision, digest: str) -> log.Pending[Outcome]:
     meta = EventMetadata(
         workspace=ctx.workspace,
         actor_key=decision.actor_key,
@@ -150,31 +146,31 @@ def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision,
         correlation_id=ctx.correlation_id or cmd.command_id,
         causation_id=cmd.command_id,
     )
-    if decision.session_id and decision.events and conn.dialect.name == "postgresql":
-        # Lock the caller's session row before the position counter: its sign-of-life
-        # update comes after the append, and a concurrent heartbeat of the same session
-        # takes the row first, so the other order would deadlock.
-        conn.execute(select(sessions.c.session_id).where(sessions.c.session_id == decision.session_id).with_for_update())
     recorded = log.append(conn, [NewEvent(stream, event, meta) for stream, event in decision.events], ctx.now_us)
     if not recorded and decision.error is not None:
         raise decision.error
     projections.apply(conn, recorded)
-    refs = [EventRef(r.position, event_type(r.event)) for r in recorded]
-    position = recorded[-1].position if recorded else log.head(conn)
-    if decision.error is None and decision.result_position and isinstance(decision.result, dict) and recorded:
-        decision.result[decision.result_position] = position
-    outcome = Outcome(decision.result, decision.error, refs, position, len(recorded))
+    last = recorded[-1].position if recorded else log.head(conn)
+    finished: list[Outcome] = []
+
+    def outcome(real: log.Resolve) -> Outcome:
+        """The outcome with the positions the transaction committed with (built once)."""
+        if not finished:
+            refs = [EventRef(real(r.position), event_type(r.event)) for r in recorded]
+            position = real(last)
+            if decision.error is None and decision.result_position and isinstance(decision.result, dict) and recorded:
+                decision.result[decision.result_position] = position
+            finished.append(Outcome(decision.result, decision.error, refs, position, len(recorded)))
+        return finished[0]
+
     if cmd.command_id and (recorded or decision.replay_result is not None):
-        # The first outcome carries any secret; a replay answers with replay_result instead.
-        stored = outcome if recorded else Outcome(decision.replay_result, None, refs, position)
-        conn.execute(
-            idempotency.insert().values(
-                workspace=ctx.workspace,
-                command_id=cmd.command_id,
-                body_hash=digest,
-                status=stored.status,
-                answer=_store(stored).decode(),
-                recorded_us=ctx.now_us,
-            )
-        )
-    return outcome
+
+        def stored(real: log.Resolve) -> str:
+            # The first outcome carries any secret; a replay answers with replay_result instead.
+            first = outcome(real)
+            kept = first if recorded else Outcome(decision.replay_result, None, first.events, first.position)
+            return _store(kept).decode()
+
+        status = decision.error.status if decision.error is not None else 200
+        log.remember_answer(conn, ctx.workspace, cmd.command_id, digest, status, ctx.now_us, stored)
+    return log.Pending(outcome)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from eventcoord.store.base import EventStore
 
 
@@ -16,7 +18,9 @@ def open_store(url: str) -> EventStore:
 
         if url.startswith("postgresql://"):
             url = "postgresql+asyncpg://" + url[len("postgresql://") :]
-        return PostgresEventStore(url)
+        # Writers per replica (batches in flight); the benchmarks compare settings with it.
+        writers = os.environ.get("EVENTCOORD_PG_WRITERS", "")
+        return PostgresEventStore(url, writers=int(writers)) if writers.isdigit() and int(writers) > 0 else PostgresEventStore(url)
     raise ValueError(f"unsupported database URL {url!r}: use sqlite+aiosqlite:/// or postgresql+asyncpg://")
 
 

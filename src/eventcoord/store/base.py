@@ -10,14 +10,15 @@ from __future__ import annotations
 import importlib.resources
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
+import msgspec
 from sqlalchemy import Connection
 
 from eventcoord.codec import EventMetadata, WireEvent
 from eventcoord.events import Event
 from eventcoord.store import log
-from eventcoord.store.log import Expected, NewEvent, RecordedEvent
+from eventcoord.store.log import Expected, NewEvent, Pending, RecordedEvent
 
 T = TypeVar("T")
 
@@ -43,14 +44,32 @@ class EventStore(ABC):
     async def migrate(self) -> None:
         """Apply every Alembic revision up to head (idempotent, safe with replicas)."""
 
-    @abstractmethod
-    async def transact(self, fn: Callable[[Connection], T], *, retry: bool = True) -> T:
+    @overload
+    async def transact(self, fn: Callable[[Connection], Pending[T]], *, retry: bool = True) -> T: ...
+
+    @overload
+    async def transact(self, fn: Callable[[Connection], T], *, retry: bool = True) -> T: ...
+
+    async def transact(self, fn: Callable[[Connection], Any], *, retry: bool = True) -> Any:
         """Run ``fn`` inside one write transaction and commit it.
 
-        A ``DomainError`` raised by ``fn`` rolls back everything ``fn`` wrote. With
-        ``retry``, a race lost inside the database (serialisation failure, deadlock, a
-        unique key taken concurrently, ConcurrencyError) runs ``fn`` again from scratch.
+        Concurrent calls may share one transaction (group commit): each ``fn`` sees what
+        the ones before it wrote, and each succeeds or fails on its own. A ``DomainError``
+        raised by ``fn`` rolls back everything ``fn`` wrote, and only that. With ``retry``,
+        a race lost inside the database (serialisation failure, deadlock, a unique key
+        taken concurrently, ConcurrencyError) runs ``fn`` again from scratch, in a later
+        transaction; when retries run out the caller gets ConcurrencyError.
+
+        Positions ``fn`` sees (``log.append``'s, ``log.head``'s) may be provisional until
+        commit (PostgreSQL): a result that mentions them must be a
+        :class:`~eventcoord.store.log.Pending`, whose ``finish`` the store calls with the
+        final positions; ``transact`` returns what ``finish`` returns.
         """
+        return await self._write(fn, retry)
+
+    @abstractmethod
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool) -> Any:
+        """The backend's ``transact``: run ``fn`` in a write transaction, finish a Pending."""
 
     @abstractmethod
     async def query(self, fn: Callable[[Connection], T]) -> T:
@@ -68,9 +87,15 @@ class EventStore(ABC):
         meta = EventMetadata(workspace=workspace, **metadata)
         items = [NewEvent(stream, e, meta) for e in new]
 
-        def run(conn: Connection) -> list[RecordedEvent]:
+        def run(conn: Connection) -> Pending[list[RecordedEvent]]:
             now_us, _ = log.clock(conn)
-            return log.append(conn, items, now_us, {stream: expected_version})
+            recorded = log.append(conn, items, now_us, {stream: expected_version})
+            return Pending(
+                lambda real: [
+                    msgspec.structs.replace(r, position=real(r.position), version=real.version(r.position, r.version))
+                    for r in recorded
+                ]
+            )
 
         return await self.transact(run, retry=False)
 

@@ -1,21 +1,25 @@
 """Backend-neutral SQL over the log: append with expected versions, read by position.
 
-Plain SQLAlchemy Core on a synchronous ``Connection``: the SQLite writer thread calls it
-directly, PostgreSQL through ``AsyncConnection.run_sync``; one implementation, two backends.
+Plain SQLAlchemy Core on a synchronous ``Connection``: the SQLite writer calls it directly,
+PostgreSQL inside the writer's greenlet; one implementation, two backends. On PostgreSQL a
+command runs inside a group-commit batch (``store/batch.py``): ``append`` hands out
+provisional positions and stages the events, and whatever a transaction returns that
+mentions positions is a :class:`Pending` result, finished once the real ones are known.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
 
 import msgspec
 from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import Executable
+from sqlalchemy.util import await_
 
 from eventcoord.codec import (
     EventMetadata,
@@ -27,8 +31,28 @@ from eventcoord.codec import (
 )
 from eventcoord.errors import ConcurrencyError
 from eventcoord.events import Event
+from eventcoord.store import batch
+from eventcoord.store.batch import Requeue, identity
 from eventcoord.store.prepared import Prepared
-from eventcoord.store.schema import events, settings, store_head, stream_heads
+from eventcoord.store.schema import events, idempotency, settings, store_head, stream_heads
+
+T = TypeVar("T")
+#: Maps a position a transaction saw to the one it committed with (see :class:`Pending`).
+Resolve = batch.Resolve
+
+
+class Pending(Generic[T]):
+    """A transaction's result that mentions positions: finished once they are final.
+
+    ``finish`` gets a :data:`~eventcoord.store.batch.Resolve` that maps every position the
+    transaction saw (``append``'s, ``head``'s) to the one it committed with. The store calls
+    it after the transaction's positions are fixed; ``transact`` returns what it returns.
+    """
+
+    __slots__ = ("finish",)
+
+    def __init__(self, finish: Callable[[Resolve], T]) -> None:
+        self.finish = finish
 
 
 def _upsert_stream_head(dialect: str) -> Executable:
@@ -62,7 +86,12 @@ class NewEvent(msgspec.Struct, frozen=True):
 
 
 class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """An event as stored: the domain event plus its place in the log."""
+    """An event as stored: the domain event plus its place in the log.
+
+    Inside a PostgreSQL batch ``position`` is provisional and ``version`` is 0 when the
+    stream's head moves at commit (no expected version): a :class:`Pending` result gets
+    both from its ``Resolve`` (``real(position)``, ``real.version(position, version)``).
+    """
 
     position: int
     stream: str
@@ -93,6 +122,9 @@ _PG_NOW = "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint"
 
 def clock(conn: Connection) -> tuple[int, int]:
     """The database's clock in microseconds and the liveness TTL in seconds (SPEC §5)."""
+    b = batch.current(conn)
+    if b is not None:  # read once per batch, with the TTL, in the batch's first statement
+        return b.now_us, b.ttl
     if conn.dialect.name == "postgresql":
         now_us = int(conn.exec_driver_sql(_PG_NOW).scalar_one())
     else:
@@ -129,6 +161,8 @@ def append(
     Stream versions are checked against ``expected`` (ConcurrencyError on mismatch); the
     global position comes from the one-row counter, updated last so that on PostgreSQL
     commits are ordered by position and a rollback gives its numbers back (contiguity).
+    Inside a PostgreSQL batch the positions are provisional and the events are staged: the
+    batch moves the counter and inserts them, once, just before it commits.
     """
     if not new:
         return []
@@ -137,50 +171,96 @@ def append(
     counts: dict[str, int] = {}
     for item in new:
         counts[item.stream] = counts.get(item.stream, 0) + 1
-    first_version: dict[str, int] = {}
-    # Sorted, so concurrent appenders lock stream heads in one order (no deadlocks).
-    for stream in sorted(counts):
-        first_version[stream] = _advance_stream(conn, workspace, stream, counts[stream], expected.get(stream))
-    last = int(_ADVANCE_HEAD.scalar(conn, {"n": len(new)}))
-    position = last - len(new) + 1
+    b = batch.current(conn)
+    next_version: dict[str, int | None]
+    if b is None:
+        # Sorted, so concurrent appenders lock stream heads in one order (no deadlocks).
+        next_version = {s: _advance_stream(conn, workspace, s, counts[s], expected.get(s)) for s in sorted(counts)}
+        position = int(_ADVANCE_HEAD.scalar(conn, {"n": len(new)})) - len(new) + 1
+    else:
+        next_version = _advance_pinned_streams(conn, b, workspace, counts, expected)
+        position = b.take(len(new))
     rows: list[dict[str, Any]] = []
     recorded: list[RecordedEvent] = []
-    next_version = dict(first_version)
     encoded_meta: dict[int, str] = {}  # a command's events share one metadata object
     for item in new:
         meta = encoded_meta.get(id(item.metadata))
         if meta is None:
             meta = encoded_meta[id(item.metadata)] = encode(item.metadata).decode()
-        version = next_version[item.stream]
-        next_version[item.stream] = version + 1
-        rows.append(
-            {
-                "position": position,
-                "workspace": item.metadata.workspace,
-                "stream": item.stream,
-                "version": version,
-                "type": event_type(item.event),
-                "data": encode_event_data(item.event).decode(),
-                "metadata": meta,
-                "recorded_us": now_us,
-            }
-        )
+        version = next_version.get(item.stream)
+        if version is not None:
+            next_version[item.stream] = version + 1
+        row = {
+            "position": position,
+            "workspace": item.metadata.workspace,
+            "stream": item.stream,
+            "version": version,
+            "type": event_type(item.event),
+            "data": encode_event_data(item.event).decode(),
+            "metadata": meta,
+            "recorded_us": now_us,
+        }
+        if b is not None:
+            _stage(b, row)
+        else:
+            rows.append(row)
         recorded.append(
             RecordedEvent(
                 position=position,
                 stream=item.stream,
-                version=version,
+                version=version or 0,
                 event=item.event,
                 metadata=item.metadata,
                 recorded_us=now_us,
             )
         )
         position += 1
+    if b is not None:
+        b.writes += 1
+        return recorded
     try:
         _INSERT_EVENT.many(conn, rows)
     except (IntegrityError, sqlite3.IntegrityError) as e:
         raise ConcurrencyError("a stream version was taken concurrently") from e
     return recorded
+
+
+def _stage(b: batch.Batch, row: dict[str, Any]) -> None:
+    ws, stream, version, kind, data, meta, rec = b.events
+    ws.append(row["workspace"])
+    stream.append(row["stream"])
+    version.append(row["version"])
+    kind.append(row["type"])
+    data.append(row["data"])
+    meta.append(row["metadata"])
+    rec.append(row["recorded_us"])
+
+
+_LOCK_COUNTER = "SELECT position FROM store_head WHERE id = 1 FOR UPDATE"
+
+
+def _advance_pinned_streams(
+    conn: Connection, b: batch.Batch, workspace: str, counts: dict[str, int], expected: dict[str, Expected]
+) -> dict[str, int | None]:
+    """Inside a batch: move now only the heads of streams with an expected version.
+
+    The others move in the batch's end statement, under the position counter's lock, and
+    their events get their versions there (``None`` here). A stream with an expected
+    version is checked now, so its command alone fails; the batch takes the counter's lock
+    first (once), so that no end statement of another replica can move that head between
+    this check and our commit. If the batch already staged events of that stream whose
+    versions come at commit, the check would miss them: the command runs in the next batch.
+    """
+    pinned = sorted(s for s in counts if expected.get(s) is not None)
+    if not pinned:
+        return {}
+    ws, streams, versions = b.events[0], b.events[1], b.events[2]
+    if any(v is None and w == workspace and st in pinned for w, st, v in zip(ws, streams, versions, strict=True)):
+        raise Requeue("a stream with an expected version has events of this batch without one")
+    if not b.pinned:
+        await_(b.raw.fetchval(_LOCK_COUNTER))
+        b.pinned = True
+    return {s: _advance_stream(conn, workspace, s, counts[s], expected[s]) for s in pinned}
 
 
 def _advance_stream(conn: Connection, workspace: str, stream: str, count: int, expected: Expected) -> int:
@@ -213,8 +293,77 @@ def stream_version(conn: Connection, workspace: str, stream: str) -> int:
 
 
 def head(conn: Connection) -> int:
-    """The position of the newest committed event (0 for an empty store)."""
-    return int(conn.execute(select(store_head.c.position).where(store_head.c.id == 1)).scalar_one())
+    """The position of the newest event this transaction sees (0 for an empty store).
+
+    Inside a PostgreSQL batch that has appended, that is the batch's newest provisional
+    position: resolve it with the batch's :data:`Resolve` (see :class:`Pending`).
+    """
+    b = batch.current(conn)
+    if b is not None:
+        last = b.last()
+        if last is not None:
+            return last
+    return int(_HEAD.scalar(conn, {}))
+
+
+_HEAD = Prepared(lambda d: select(store_head.c.position).where(store_head.c.id == 1))
+_RECALL = Prepared(
+    lambda d: select(idempotency.c.body_hash, idempotency.c.status, idempotency.c.answer).where(
+        (idempotency.c.workspace == bindparam("ws")) & (idempotency.c.command_id == bindparam("cid"))
+    )
+)
+_REMEMBER = Prepared(
+    lambda d: idempotency.insert().values(
+        workspace=bindparam("ws"),
+        command_id=bindparam("cid"),
+        body_hash=bindparam("hash"),
+        status=bindparam("status"),
+        answer=bindparam("answer"),
+        recorded_us=bindparam("now"),
+    )
+)
+
+
+def recall_answer(conn: Connection, workspace: str, command_id: str) -> tuple[str, int, str] | None:
+    """The stored answer of a command id: (body hash, HTTP status, answer JSON), or None.
+
+    Raises :class:`~eventcoord.store.batch.Requeue` when an earlier command of the same
+    batch recorded it and its answer is only written at commit.
+    """
+    row = _RECALL.first(conn, {"ws": workspace, "cid": command_id})
+    if row is None:
+        return None
+    if row[2] == "":
+        raise Requeue(f"command {command_id!r} is being answered in this batch")
+    return str(row[0]), int(row[1]), str(row[2])
+
+
+def remember_answer(
+    conn: Connection,
+    workspace: str,
+    command_id: str,
+    body_hash: str,
+    status: int,
+    now_us: int,
+    answer: Callable[[Resolve], str],
+) -> None:
+    """Store the answer a command id replays; ``answer`` builds it from final positions.
+
+    The row is inserted now (a concurrent duplicate loses its race here, not at commit);
+    inside a PostgreSQL batch its answer is written when the batch's positions are fixed.
+    """
+    b = batch.current(conn)
+    params = {"ws": workspace, "cid": command_id, "hash": body_hash, "status": status, "now": now_us}
+    _REMEMBER.run(conn, {**params, "answer": answer(identity) if b is None else ""})
+    if b is not None:
+        b.answers.append((workspace, command_id, answer))
+
+
+def _log_visible(conn: Connection) -> None:
+    """A transaction that reads the log must see all of it: not so behind a batch's staged events."""
+    b = batch.current(conn)
+    if b is not None and b.appended:
+        raise Requeue("reads the log after this batch appended: runs first in the next batch")
 
 
 _WIRE_COLUMNS = (
@@ -230,6 +379,7 @@ _WIRE_COLUMNS = (
 
 def read_wire(conn: Connection, after: int, limit: int, workspace: str | None = None) -> list[WireEvent]:
     """Events with position > ``after`` in position order, as wire structs."""
+    _log_visible(conn)
     stmt = select(*_WIRE_COLUMNS).where(events.c.position > after)
     if workspace is not None:
         stmt = stmt.where(events.c.workspace == workspace)
@@ -251,6 +401,8 @@ def read_wire(conn: Connection, after: int, limit: int, workspace: str | None = 
 def read_recorded(conn: Connection, after: int, limit: int) -> list[RecordedEvent]:
     """Events with position > ``after`` decoded to domain events (rebuilds, projections)."""
     from eventcoord.codec import decode_event
+
+    _log_visible(conn)
 
     stmt = (
         select(*_WIRE_COLUMNS, events.c.workspace)

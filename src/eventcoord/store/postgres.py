@@ -1,36 +1,46 @@
-"""PostgreSQL backend: one transaction per command, decided by row locks in the database.
+"""PostgreSQL backend: per-replica group commit, decided by row locks in the database.
 
 Runs at READ COMMITTED: guards are explicit row locks (``SELECT ... FOR UPDATE`` on the
-project, workspace or session row a decision depends on), the one-row position counter is
-updated last so commits are ordered by position, and a race lost inside the database
-(deadlock, serialisation failure, a unique key taken concurrently) is decided again.
-Several replicas share nothing but this database.
+project, workspace or session row a decision depends on), and a race lost inside the
+database (deadlock, serialisation failure, a unique key taken concurrently) is decided
+again. Writes go through one writer per replica that commits the commands waiting at a
+moment in one transaction (``store/pg_writer.py`` explains the batch, its positions and
+its failure rules); a command arriving alone is committed at once. Several replicas share
+nothing but this database.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
+import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, text
-from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy import Connection, event, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from eventcoord.errors import ConcurrencyError, StoreError
+from eventcoord.errors import StoreError
+from eventcoord.store import batch, pg_writer, stats
 from eventcoord.store.base import EventStore, upgrade
+from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
 
 T = TypeVar("T")
-RETRIES = 12
-# serialization_failure, deadlock_detected, unique_violation, lock_not_available
-_RETRYABLE = {"40001", "40P01", "23505", "55P03"}
+RETRIES = pg_writer.RETRIES
 _MIGRATION_LOCK = 0x6576636F  # "evco": one replica migrates at a time
+#: Writers (connections, batches in flight) per replica; ``EVENTCOORD_PG_WRITERS`` sets it.
+#: With two, one decides the next batch while the other's commit reaches the disk, which
+#: helps a lone replica whose commits are slow to flush; but batches halve, and each costs
+#: its BEGIN, clock, end statement and COMMIT: on a busy machine and with several replicas
+#: one writer per replica measured faster (docs/performance.md).
+WRITERS = 1
+_WRITES = ("INSERT", "UPDATE", "DELETE", "insert", "update", "delete")
 
 
-def _sqlstate(e: DBAPIError) -> str | None:
-    orig: Any = e.orig
-    return getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+def _count_writes(conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool) -> None:
+    """Count rows a statement changed in the running batch (SQLAlchemy-executed statements)."""
+    b = batch.current(conn)
+    if b is not None and statement.lstrip().startswith(_WRITES) and (executemany or cursor.rowcount != 0):
+        b.writes += 1
 
 
 class PostgresEventStore(EventStore):
@@ -38,10 +48,17 @@ class PostgresEventStore(EventStore):
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, pool_size: int = 20) -> None:
+    def __init__(self, url: str, pool_size: int = 10, writers: int = WRITERS) -> None:
         super().__init__(url)
         self._pool_size = pool_size
+        self._writers = writers
         self._engine: AsyncEngine | None = None
+        self._writer_engine: AsyncEngine | None = None
+        self._pending: list[Job] = []
+        self._wake = asyncio.Event()
+        self._lanes: list[asyncio.Task[None]] = []
+        self._careful = 0  # batches left to run with savepoints from the start
+        self._closing = False
 
     @property
     def engine(self) -> AsyncEngine:
@@ -52,8 +69,22 @@ class PostgresEventStore(EventStore):
         self._engine = create_async_engine(
             self.url, pool_size=self._pool_size, max_overflow=self._pool_size, pool_pre_ping=False
         )
+        # Writers issue BEGIN/COMMIT themselves on the driver connection; SQLAlchemy must
+        # not open transactions of its own on theirs.
+        self._writer_engine = create_async_engine(
+            self.url, pool_size=self._writers, max_overflow=0, isolation_level="AUTOCOMMIT"
+        )
+        event.listen(self._writer_engine.sync_engine, "after_cursor_execute", _count_writes)
+        self._lanes = [asyncio.create_task(self._lane(), name=f"eventcoord-pg-writer-{i}") for i in range(self._writers)]
 
     async def close(self) -> None:
+        if self._lanes:
+            self._closing = True  # the writers finish what is waiting, then stop
+            self._wake.set()
+            await asyncio.gather(*self._lanes)
+            self._lanes = []
+        if self._writer_engine is not None:
+            await self._writer_engine.dispose()
         if self._engine is not None:
             await self._engine.dispose()
 
@@ -69,29 +100,92 @@ class PostgresEventStore(EventStore):
         if self._engine is None:
             await engine.dispose()
 
-    async def transact(self, fn: Callable[[Connection], T], *, retry: bool = True) -> T:
-        attempts = RETRIES if retry else 1
-        for attempt in range(attempts):
-            try:
-                async with self.engine.begin() as conn:
-                    return await conn.run_sync(fn)
-            except ConcurrencyError:
-                if attempt == attempts - 1:
-                    raise
-            except IntegrityError as e:
-                if _sqlstate(e) != "23505":  # only a unique key taken concurrently is a race
-                    raise StoreError(f"postgresql: {e.orig}") from e
-                if not retry or attempt == attempts - 1:
-                    raise ConcurrencyError(f"lost a race: {e.orig}") from e
-            except DBAPIError as e:
-                if _sqlstate(e) not in _RETRYABLE:
-                    raise StoreError(f"postgresql: {e.orig}") from e
-                if attempt == attempts - 1:
-                    raise ConcurrencyError(f"lost a race {attempts} times: {e.orig}") from e
-            # Jittered backoff so racing replicas do not collide in lock-step again.
-            await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
-        raise ConcurrencyError("retries exhausted")
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool) -> Any:
+        if not self._lanes or self._closing:
+            raise StoreError("postgresql: the store is not started or already closed")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending.append(Job(fn, future, retry))
+        self._wake.set()
+        return await future
 
     async def query(self, fn: Callable[[Connection], T]) -> T:
         async with self.engine.connect() as conn:
             return await conn.run_sync(fn)
+
+    async def _lane(self) -> None:
+        """One writer: whenever it is free, take every waiting command (up to MAX_BATCH).
+
+        With two writers, one decides the next batch while the other waits for its commit
+        to reach the disk (the commit holds the position counter, so commits still take
+        turns). A command arriving alone finds a free writer and is committed at once; one
+        arriving while every writer is busy joins the next batch.
+        """
+        conn: AsyncConnection | None = None
+        try:
+            while True:
+                if self._pending:
+                    jobs, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                    try:
+                        if conn is None:
+                            assert self._writer_engine is not None
+                            conn = await self._writer_engine.connect()
+                        again, lost = await self._run(conn, jobs)
+                    except Exception as e:  # a bug here must not stop the writer for good
+                        again, lost = [], True
+                        for job in jobs:
+                            if not job.future.done():
+                                job.future.set_exception(StoreError(f"postgresql writer: {e!r}"))
+                    if lost and conn is not None:  # the connection failed: a new one next time
+                        await _drop(conn)
+                        conn = None
+                    # Jobs to decide again go first, in front of the newcomers.
+                    self._pending[:0] = again
+                    continue
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+
+    async def _run(self, conn: AsyncConnection, jobs: list[Job]) -> tuple[list[Job], bool]:
+        """Run one batch and settle its jobs; returns those to decide again, and whether the connection failed."""
+        savepoints = self._careful > 0
+        attempts = sum(j.attempts for j in jobs)
+        lost = False
+        try:
+            outcomes, aborted = await conn.run_sync(pg_writer.run_batch, jobs, savepoints)
+        except Exception as e:  # the connection failed: the batch's outcome is unknown
+            outcomes, aborted, lost = [("err", StoreError(f"postgresql: {e}"))] * len(jobs), False, True
+        self._careful = pg_writer.CAREFUL_BATCHES if aborted else max(0, self._careful - 1)
+        again: list[Job] = []
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            if outcome is AGAIN:
+                again.append(job)
+            elif not job.future.done():
+                _settle(job, outcome)
+        stats.BATCHES.inc()
+        stats.COMMANDS.inc(len(jobs))
+        stats.ROLLBACKS.inc(aborted)
+        stats.AGAIN.inc(len(again))
+        stats.LOST_RACES.inc(sum(j.attempts for j in jobs) - attempts)
+        return again, lost
+
+
+async def _drop(conn: AsyncConnection) -> None:
+    """Throw a failed writer connection away."""
+    with contextlib.suppress(Exception):
+        await conn.invalidate()
+    with contextlib.suppress(Exception):
+        await conn.close()
+
+
+def _settle(job: Job, outcome: Outcome) -> None:
+    assert isinstance(outcome, tuple), outcome
+    kind, value = outcome
+    if kind == "ok":
+        job.future.set_result(value)
+    else:
+        job.future.set_exception(value)

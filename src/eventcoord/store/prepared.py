@@ -2,9 +2,15 @@
 
 Building a SQLAlchemy statement per call (``select().where()``, cache key, compile-cache
 lookup) costs ~100 µs; the SQL itself costs a few. A :class:`Prepared` statement is built
-once at import. In the SQLite writer (stdlib driver) it runs as fixed SQL text straight on
-the driver connection of the current transaction (~3 µs); elsewhere (PostgreSQL, SQLite
-reads through aiosqlite) through ``Connection.execute`` with the prebuilt statement.
+once at import and compiled once per backend to fixed SQL text, which runs straight on
+the driver connection of the current transaction:
+
+* SQLite writer (stdlib ``sqlite3``): ``execute`` on the driver connection (~3 µs).
+* PostgreSQL (asyncpg): the driver's own prepared statement (asyncpg keeps one per SQL
+  text and connection), awaited from the calling greenlet, skipping SQLAlchemy's cursor
+  adaption. Bind parameters go positionally (``$1``, ``$2`` …).
+* Anything else (SQLite reads through aiosqlite): ``Connection.execute`` with the
+  prebuilt statement.
 """
 
 from __future__ import annotations
@@ -14,14 +20,46 @@ from typing import Any
 
 from sqlalchemy import Connection
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.dialects.postgresql import asyncpg as pg_asyncpg
 from sqlalchemy.sql import Executable
+from sqlalchemy.util import await_
+
+from eventcoord.store import batch
 
 _SQLITE = sqlite.dialect(paramstyle="named")
+_ASYNCPG = pg_asyncpg.dialect()  # type: ignore[no-untyped-call]
 
 
 def _driver(conn: Connection) -> Any:
     """The DBAPI connection under ``conn``: same transaction, no SQLAlchemy layers."""
     return conn.connection.driver_connection
+
+
+def _count(status: str) -> int:
+    """The row count of an asyncpg status such as ``UPDATE 3`` or ``INSERT 0 1``."""
+    tail = status.rpartition(" ")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+class _Pg:
+    """A statement compiled for asyncpg: SQL text and the order of its parameters."""
+
+    __slots__ = ("defaults", "dml", "names", "sql")
+
+    def __init__(self, stmt: Executable) -> None:
+        compiled = stmt.compile(dialect=_ASYNCPG)  # type: ignore[attr-defined]
+        assert not compiled._bind_processors, "a Prepared statement's types need no bind processing"
+        self.sql = str(compiled)
+        self.names: tuple[str, ...] = tuple(compiled.positiontup or ())
+        # Literal values in the statement (``id == 1``) become binds with defaults.
+        self.defaults = {k: v for k, v in compiled.params.items() if v is not None}
+        #: INSERT/UPDATE/DELETE (with RETURNING when read through ``rows``/``first``).
+        self.dml = bool(compiled.isinsert or compiled.isupdate or compiled.isdelete)
+
+    def args(self, params: Mapping[str, Any]) -> list[Any]:
+        if self.defaults:
+            params = {**self.defaults, **params}
+        return [params[n] for n in self.names]
 
 
 class Prepared:
@@ -32,6 +70,7 @@ class Prepared:
         self._stmts: dict[str, Executable] = {}
         self._sqlite_sql: str | None = None
         self._defaults: dict[str, Any] = {}
+        self._pg: _Pg | None = None
 
     def statement(self, dialect: str) -> Executable:
         """The SQLAlchemy statement for a dialect."""
@@ -51,18 +90,38 @@ class Prepared:
     def _params(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
         return {**self._defaults, **params} if self._defaults else params
 
+    def _asyncpg(self) -> _Pg:
+        pg = self._pg
+        if pg is None:
+            pg = self._pg = _Pg(self.statement("postgresql"))
+        return pg
+
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
         """Every row, as tuples."""
-        if conn.dialect.driver == "pysqlite":  # the writer thread's stdlib driver
+        driver = conn.dialect.driver
+        if driver == "pysqlite":  # the SQLite writer's stdlib driver
             rows: Sequence[Sequence[Any]] = _driver(conn).execute(self._sql(), self._params(params)).fetchall()
             return rows
+        if driver == "asyncpg":
+            pg = self._asyncpg()
+            records: Sequence[Sequence[Any]] = await_(_driver(conn).fetch(pg.sql, *pg.args(params)))
+            if pg.dml and records:
+                _wrote(conn)
+            return records
         return [tuple(r) for r in conn.execute(self.statement(conn.dialect.name), params)]
 
     def first(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Any] | None:
         """The first row, or None."""
-        if conn.dialect.driver == "pysqlite":  # the writer thread's stdlib driver
+        driver = conn.dialect.driver
+        if driver == "pysqlite":  # the SQLite writer's stdlib driver
             row: Sequence[Any] | None = _driver(conn).execute(self._sql(), self._params(params)).fetchone()
             return row
+        if driver == "asyncpg":
+            pg = self._asyncpg()
+            record: Sequence[Any] | None = await_(_driver(conn).fetchrow(pg.sql, *pg.args(params)))
+            if pg.dml and record is not None:
+                _wrote(conn)
+            return record
         r = conn.execute(self.statement(conn.dialect.name), params).first()
         return None if r is None else tuple(r)
 
@@ -73,13 +132,33 @@ class Prepared:
 
     def run(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Execute; returns the row count."""
-        if conn.dialect.driver == "pysqlite":  # the writer thread's stdlib driver
+        driver = conn.dialect.driver
+        if driver == "pysqlite":  # the SQLite writer's stdlib driver
             return int(_driver(conn).execute(self._sql(), self._params(params)).rowcount)
+        if driver == "asyncpg":
+            pg = self._asyncpg()
+            count = _count(await_(_driver(conn).execute(pg.sql, *pg.args(params))))
+            if count:
+                _wrote(conn)
+            return count
         return int(conn.execute(self.statement(conn.dialect.name), params).rowcount)
 
     def many(self, conn: Connection, params: Iterable[Mapping[str, Any]]) -> None:
         """Execute once per parameter set (executemany)."""
-        if conn.dialect.driver == "pysqlite":  # the writer thread's stdlib driver
+        driver = conn.dialect.driver
+        if driver == "pysqlite":  # the SQLite writer's stdlib driver
             _driver(conn).executemany(self._sql(), (self._params(x) for x in params))
             return
+        if driver == "asyncpg":
+            pg = self._asyncpg()
+            await_(_driver(conn).executemany(pg.sql, [pg.args(x) for x in params]))
+            _wrote(conn)
+            return
         conn.execute(self.statement(conn.dialect.name), list(params))
+
+
+def _wrote(conn: Connection) -> None:
+    """Count a write for the running batch (a refusal after a write must be rolled back)."""
+    b = batch.current(conn)
+    if b is not None:
+        b.writes += 1

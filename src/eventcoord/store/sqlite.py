@@ -27,7 +27,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
+from eventcoord.store import stats
 from eventcoord.store.base import EventStore, upgrade
+from eventcoord.store.batch import identity
+from eventcoord.store.log import Pending
 
 T = TypeVar("T")
 #: Commands committed together at most (more wait for the next batch).
@@ -139,10 +142,10 @@ class SqliteEventStore(EventStore):
         if self._writer is None:
             engine.dispose()
 
-    async def transact(self, fn: Callable[[Connection], T], *, retry: bool = True) -> T:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool) -> Any:
         assert self._writer is not None, "store not started"
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
+        future: asyncio.Future[Any] = loop.create_future()
         self._pending.append(_Job(fn, future))
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -169,6 +172,8 @@ class SqliteEventStore(EventStore):
         except Exception as e:  # the batch itself failed (commit, I/O): fail each job
             outcomes = [StoreError(f"sqlite write failed: {e}")] * len(jobs)
         _answer(jobs, outcomes)
+        stats.BATCHES.inc()
+        stats.COMMANDS.inc(len(jobs))
 
     async def _checkpoint_loop(self) -> None:
         while True:
@@ -203,6 +208,7 @@ class SqliteEventStore(EventStore):
                 with conn.begin():
                     return self._run_jobs(conn, jobs, savepoints=False)
             except _PartialWrite:
+                stats.ROLLBACKS.inc()
                 with conn.begin():
                     return self._run_jobs(conn, jobs, savepoints=True)
         except Exception:
@@ -221,12 +227,14 @@ class SqliteEventStore(EventStore):
                 raw.execute("SAVEPOINT command")
             before = raw.total_changes
             try:
-                outcomes.append(job.fn(conn))
+                outcome = job.fn(conn)
+                # Positions are final as soon as SQLite's one writer hands them out.
+                outcomes.append(outcome.finish(identity) if isinstance(outcome, Pending) else outcome)
                 if savepoints:
                     raw.execute("RELEASE command")
                 continue
             except (DomainError, ConcurrencyError) as e:
-                outcome: BaseException = e
+                outcome = e
             except IntegrityError as e:
                 outcome = ConcurrencyError(str(e.orig))
             except sqlite3.IntegrityError as e:

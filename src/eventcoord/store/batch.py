@@ -1,0 +1,150 @@
+"""The state of one PostgreSQL group-commit transaction, kept on its connection.
+
+Commands of a batch are decided one after another in one transaction, but the position
+counter is advanced only once, at the end (``store/pg_writer.py``), so that its row lock is
+held from then to commit and no longer. Until then a command's events get *provisional*
+positions: numbers far above any real position (``PROVISIONAL_BASE``), unique to this
+database backend (its process id is part of them) and in the order the batch appends them.
+Read models written in the batch carry them (a lease's id, a claim's position, ...); the
+events themselves are staged here and inserted by the end statement with their real
+positions, which also moves every provisional number in the read models to its real one.
+
+A provisional number never leaves the transaction: the answers of a batch are finished
+with a :data:`Resolve` function after the counter moved (see ``log.Pending``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection
+
+#: Provisional positions start here (real positions stay far below 2**62).
+PROVISIONAL_BASE = 1 << 62
+#: Room per backend process: a batch appends fewer events than this.
+_PER_BACKEND = 1 << 24
+_KEY = "eventcoord.batch"
+
+class Resolve:
+    """Maps a position handed out inside a transaction to the one it committed with.
+
+    Positions outside the batch's provisional range (already committed ones, or any on
+    SQLite) map to themselves. Also knows the stream versions the batch's end statement
+    assigned (see ``log.RecordedEvent``).
+    """
+
+    __slots__ = ("_hi", "_lo", "_shift", "_versions")
+
+    def __init__(self, lo: int = 0, hi: int = 0, shift: int = 0, versions: Sequence[int] = ()) -> None:
+        self._lo, self._hi, self._shift, self._versions = lo, hi, shift, versions
+
+    def __call__(self, position: int) -> int:
+        return position + self._shift if self._lo <= position < self._hi else position
+
+    def version(self, position: int, version: int) -> int:
+        """The stream version of the event at ``position`` (``version`` when it was known then)."""
+        if self._lo <= position < self._hi and self._versions:
+            return self._versions[position - self._lo]
+        return version
+
+
+#: The resolve of a store whose positions are final when handed out (SQLite).
+identity = Resolve()
+
+
+class Requeue(Exception):
+    """Run this job again in the next batch: not a lost race, just not decidable now.
+
+    Raised when a command meets something an earlier command of the same batch has not
+    finished yet (an idempotency record whose answer is written at commit).
+    """
+
+
+class Batch:
+    """Provisional positions, staged events and deferred idempotency answers of a batch."""
+
+    __slots__ = ("answers", "events", "lo", "next", "now_us", "pinned", "raw", "ttl", "usual_lock_timeout", "writes")
+
+    def __init__(self, raw: Any, backend_pid: int) -> None:
+        #: The asyncpg connection the batch runs on (the same transaction as SQLAlchemy's).
+        self.raw = raw
+        self.lo = PROVISIONAL_BASE + backend_pid * _PER_BACKEND
+        self.next = self.lo
+        self.now_us = 0
+        self.ttl = 0
+        #: The connection's own ``lock_timeout``, restored before the batch's end.
+        self.usual_lock_timeout = "0"
+        #: Rows changed so far; a refused command that changed none needs no rollback.
+        self.writes = 0
+        #: Whether this transaction holds the position counter's lock already (an append
+        #: with an expected version took it, see ``log.append``).
+        self.pinned = False
+        #: Staged events, column by column (the end statement takes arrays); a version is
+        #: None when the end statement assigns it.
+        self.events: tuple[list[str], list[str], list[int | None], list[str], list[str], list[str], list[int]] = (
+            [],
+            [],
+            [],
+            [],
+            [],
+            [],
+            [],
+        )
+        #: (workspace, command_id, answer) of idempotency records whose answer is written at the end.
+        self.answers: list[tuple[str, str, Callable[[Resolve], str]]] = []
+
+    def reset(self) -> None:
+        """Forget everything (the transaction was rolled back)."""
+        self.next = self.lo
+        self.writes = 0
+        self.pinned = False
+        for column in self.events:
+            column.clear()
+        self.answers.clear()
+
+    def mark(self) -> tuple[int, int, int, int, bool]:
+        """Where the batch stands before a command runs (see :meth:`rewind`)."""
+        return self.next, len(self.events[0]), len(self.answers), self.writes, self.pinned
+
+    def rewind(self, mark: tuple[int, int, int, int, bool]) -> None:
+        """Undo a command rolled back to its savepoint: its positions go to the next one."""
+        self.next, n_events, n_answers, self.writes, self.pinned = mark
+        for column in self.events:
+            del column[n_events:]
+        del self.answers[n_answers:]
+
+    def take(self, count: int) -> int:
+        """Hand out ``count`` consecutive provisional positions; returns the first."""
+        first = self.next
+        self.next += count
+        return first
+
+    @property
+    def appended(self) -> int:
+        """Events staged so far."""
+        return self.next - self.lo
+
+    def last(self) -> int | None:
+        """The newest provisional position handed out, if any."""
+        return self.next - 1 if self.next > self.lo else None
+
+    def resolver(self, base: int, versions: Sequence[int]) -> Resolve:
+        """Provisional → real, once the counter moved from ``base``; ``versions`` in batch order."""
+        return Resolve(self.lo, self.next, base - self.lo + 1, versions)
+
+
+def current(conn: Connection) -> Batch | None:
+    """The batch running on ``conn``, if any (PostgreSQL writer only)."""
+    if conn.dialect.driver != "asyncpg":  # cheap, and SQLite's writer is the hot path too
+        return None
+    b: Batch | None = conn.info.get(_KEY)
+    return b
+
+
+def attach(conn: Connection, batch: Batch | None) -> None:
+    """Make ``batch`` the one running on ``conn`` (None detaches)."""
+    if batch is None:
+        conn.info.pop(_KEY, None)
+    else:
+        conn.info[_KEY] = batch

@@ -1,0 +1,340 @@
+"""PostgreSQL group commit: the commands waiting at a moment, decided in one transaction.
+
+A replica's writer (``postgres.WRITERS`` of them, one by default) takes every command
+waiting when it is free (up to ``MAX_BATCH``) and runs them one after another in one READ
+COMMITTED transaction on its connection, inside one greenlet (``run_batch``), the hot
+statements on the driver (asyncpg):
+
+    BEGIN; SELECT clock, ttl, short lock wait         one clock read for the batch
+    command 1 … command n                             decide, read models (provisional positions)
+    WITH h AS (UPDATE store_head …) stream heads,     the counter, once; versions; events;
+         events, renumbering                          provisional → real positions
+    COMMIT
+
+A command arriving alone finds a free writer and is committed at once: no window. Those
+arriving while the writer is busy form the next batch (group commit without a timer).
+
+**Positions.** A command's events get provisional positions (``store/batch.py``), and the
+counter is advanced once per batch by the end statement, which also inserts the events
+with their real positions and moves every provisional position in the read models to its
+real one. The counter's row lock is therefore held only from that statement to COMMIT,
+never while commands are decided, so replicas decide their batches in parallel and
+serialise only on that last step. Commits stay ordered by position (a batch takes its
+numbers under the lock and releases it by committing) and a rolled-back batch gives its
+numbers back: positions stay contiguous (SPEC §5).
+
+**Failures.** The fast pass runs the commands without savepoints (a SAVEPOINT is a round
+trip). A refusal that wrote nothing costs nothing. A database error aborts a PostgreSQL
+transaction, and a refusal after a write must be undone: then the whole transaction is
+rolled back, and
+
+* if it was a race lost inside the database (deadlock, serialisation failure, a unique key
+  taken concurrently, a lock wait cut short — see below), only the *victim* leaves the
+  batch: it is decided again in the next batch, after this one has committed and released
+  every row lock its commands took (retrying it inside this transaction could meet the
+  same lock again, held by the transaction it lost to, which may wait for ours);
+* every other command is decided again, in a pass with a SAVEPOINT per command: their
+  first decisions saw the victim's writes, which are gone, so none of those answers
+  (refusals included) may stand. In that pass a failing command is rolled back to its own
+  savepoint, which also releases the row locks it took; its neighbours keep theirs.
+
+After an abort the next batches start with savepoints directly (contention comes in runs).
+A job re-run for a lost race counts an attempt; after ``RETRIES`` the client gets 409
+``CONCURRENCY``. Re-running for a lock wait cut short or for a :class:`Requeue` is not a
+lost race and counts nothing; such a job runs first in the next batch.
+
+**Deadlocks.** Row locks taken by command *k* are held until the batch commits, so a batch
+holds the locks of many unrelated commands at once, in an order no single command chose.
+Two replicas' batches (or one replica's two writers) could wait on each other, and
+PostgreSQL only looks for deadlocks after ``deadlock_timeout`` (1 s by default). So a
+command that is not the first of its batch runs under ``lock_timeout = LOCK_WAIT_MS``: if
+it would wait longer while its batch holds other commands' locks, it gives up, is rolled
+back to its savepoint (or the pass is) and runs first in the next batch, where it may wait
+as long as a lone transaction would. A cycle needs every member waiting; a batch's first
+command holds only its own locks, like a lone transaction, and a later one waits at most
+``LOCK_WAIT_MS``. (The fast pass sets the short wait in its first statement, for the first
+command too, to save a round trip; if that one times out, the pass runs again with
+savepoints and the first command waits without limit.) The end statement waits without
+limit: whoever holds the counter is in its own end statement or commit and waits for
+nothing, so no cycle runs through the counter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import InterfaceError as SAInterfaceError
+from sqlalchemy.util import await_
+
+from eventcoord.errors import ConcurrencyError, DomainError, StoreError
+from eventcoord.store import batch
+from eventcoord.store.batch import Batch, Requeue, Resolve, identity
+from eventcoord.store.log import Pending
+
+#: Commands decided in one transaction at most (more wait for the next batch). Each one
+#: with a savepoint takes a subtransaction id; beyond 64 PostgreSQL's per-backend cache of
+#: them overflows and every snapshot in the cluster gets slower.
+MAX_BATCH = 64
+#: Times a command is decided again after losing a race inside the database.
+RETRIES = 12
+#: How long a command that is not the first of its batch may wait for a row lock: longer
+#: than a batch usually holds its locks (its decisions, then a commit's flush to disk),
+#: far shorter than PostgreSQL's deadlock detection.
+LOCK_WAIT_MS = 50
+#: Batches run with savepoints from the start after a pass had to be rolled back.
+CAREFUL_BATCHES = 16
+# serialization_failure, deadlock_detected, unique_violation, lock_not_available
+RETRYABLE = frozenset({"40001", "40P01", "23505", "55P03"})
+_LOCK_NOT_AVAILABLE = "55P03"
+
+_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+_CLOCK = (
+    "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint, "
+    "(SELECT value FROM settings WHERE key = 'ttl_seconds')"
+)
+#: The fast pass's first statement also starts the short lock wait, for every command.
+_CLOCK_WAIT_BRIEFLY = _CLOCK + f", set_config('lock_timeout', '{LOCK_WAIT_MS}ms', true)"
+_WAIT_BRIEFLY = f"SET LOCAL lock_timeout = '{LOCK_WAIT_MS}ms'"
+_ANSWERS = (
+    "UPDATE idempotency AS i SET answer = u.a "
+    "FROM unnest($1::varchar[], $2::varchar[], $3::text[]) AS u(ws, cid, a) "
+    "WHERE i.workspace = u.ws AND i.command_id = u.cid"
+)
+
+
+@dataclass(slots=True)
+class Job:
+    """One ``transact`` call waiting for the writer."""
+
+    fn: Callable[[Connection], Any]
+    future: asyncio.Future[Any]
+    retry: bool
+    #: Races lost so far.
+    attempts: int = 0
+
+
+class Again:
+    """Outcome: decide this job again in the next batch."""
+
+
+AGAIN = Again()
+#: A job's outcome: ("ok", value) | ("err", exception) | AGAIN | None (cancelled, skipped).
+Outcome = tuple[str, Any] | Again | None
+
+
+def end_statement() -> str:
+    """Advance the counter, move stream heads, insert the events, renumber: one statement.
+
+    ``$1`` the number of staged events, ``$2…$8`` their columns, ``$9…$10`` the batch's
+    provisional range ``[lo, hi)`` (a provisional ``p`` becomes ``p - lo + base + 1``),
+    ``$11`` the connection's usual ``lock_timeout``.
+    Returns ``base`` and the events' versions in position order. An
+    event staged without a version gets the next one of its stream: its stream's head
+    moves by the batch's count of them, in the batch's order. Every lock this statement
+    takes after the counter's (stream heads, its own rows) is only ever taken under the
+    counter's lock, so no end statement waits for anything but another one's commit.
+    """
+    import eventcoord.projections.tables  # noqa: F401  (registers the read-model tables)
+    from eventcoord.store.schema import metadata
+
+    ctes = [
+        # The batch's short lock wait ends before the counter's row is waited for: the
+        # qual runs on the scanned row, before the UPDATE waits for its lock.
+        "h AS (UPDATE store_head SET position = position + $1 "
+        "WHERE id = 1 AND set_config('lock_timeout', $11, true) IS NOT NULL RETURNING position - $1 AS base)",
+        "u AS (SELECT * FROM unnest($2::varchar[], $3::varchar[], $4::int[], $5::varchar[], $6::text[], $7::text[], "
+        "$8::bigint[]) WITH ORDINALITY AS u(ws, st, v, t, d, m, r, n))",
+        "w AS (SELECT n, ws, st, row_number() OVER (PARTITION BY ws, st ORDER BY n) AS k, "
+        "count(*) OVER (PARTITION BY ws, st) AS c FROM u WHERE v IS NULL)",
+        "s AS (INSERT INTO stream_heads (workspace, stream, version) SELECT w.ws, w.st, w.c FROM h, w WHERE w.k = 1 "
+        "ORDER BY w.ws, w.st ON CONFLICT (workspace, stream) DO UPDATE SET version = stream_heads.version + excluded.version "
+        "RETURNING workspace, stream, version)",
+        "e AS (INSERT INTO events (position, workspace, stream, version, type, data, metadata, recorded_us) "
+        "SELECT h.base + u.n, u.ws, u.st, coalesce(u.v, s.version - w.c + w.k), u.t, u.d, u.m, u.r "
+        "FROM h, u LEFT JOIN w ON w.n = u.n LEFT JOIN s ON s.workspace = w.ws AND s.stream = w.st "
+        "RETURNING position, version)",
+    ]
+    columns = sorted((t.name, c.name) for t in metadata.tables.values() for c in t.columns if c.info.get("position"))
+    for i, (table, col) in enumerate(columns):
+        ctes.append(
+            f"r{i} AS (UPDATE {table} SET {col} = {table}.{col} - $9 + h.base + 1 FROM h "
+            f"WHERE {table}.{col} >= $9 AND {table}.{col} < $10)"
+        )
+    return "WITH " + ", ".join(ctes) + " SELECT (SELECT base FROM h), (SELECT array_agg(version ORDER BY position) FROM e)"
+
+
+_END: list[str] = []
+
+
+def sqlstate(e: BaseException) -> str | None:
+    """The SQLSTATE of a database error (asyncpg's own or wrapped by SQLAlchemy), else None."""
+    if isinstance(e, DBAPIError):
+        orig: Any = e.orig
+        state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+        return str(state) if state else None
+    if isinstance(e, asyncpg.PostgresError):
+        return str(e.sqlstate) if e.sqlstate else None
+    return None
+
+
+def connection_lost(e: BaseException) -> bool:
+    """Whether ``e`` leaves the connection unusable (the batch's outcome is unknown)."""
+    if isinstance(e, DBAPIError) and e.connection_invalidated:
+        return True
+    lost = (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, asyncpg.ConnectionDoesNotExistError, SAInterfaceError, OSError)
+    return isinstance(e, lost)
+
+
+def failed(job: Job, e: BaseException, first: bool) -> Outcome:
+    """What becomes of a job whose ``fn`` raised ``e`` (already rolled back)."""
+    if isinstance(e, Requeue):
+        return AGAIN
+    if isinstance(e, DomainError):
+        return ("err", e)
+    state = sqlstate(e)
+    if state == _LOCK_NOT_AVAILABLE and not first:
+        return AGAIN  # our own short lock wait: no race lost, it runs first next time
+    if isinstance(e, ConcurrencyError) or state in RETRYABLE:
+        job.attempts += 1
+        if job.retry and job.attempts < RETRIES:
+            return AGAIN
+        if isinstance(e, ConcurrencyError):
+            return ("err", e)
+        return ("err", ConcurrencyError(f"lost a race {job.attempts} times: {_message(e)}"))
+    if state is not None or isinstance(e, DBAPIError):
+        return ("err", StoreError(f"postgresql: {_message(e)}"))
+    return ("err", e)  # a bug in one command must not sink its batch
+
+
+def _message(e: BaseException) -> str:
+    return str(e.orig) if isinstance(e, DBAPIError) else str(e)
+
+
+@dataclass(slots=True)
+class _Abort:
+    """The fast pass was rolled back because job ``index`` raised ``error``."""
+
+    index: int
+    error: BaseException
+
+
+def run_batch(conn: Connection, jobs: Sequence[Job], savepoints: bool) -> tuple[list[Outcome], bool]:
+    """Decide and commit ``jobs`` (in the writer's greenlet); returns outcomes and whether it aborted."""
+    raw: Any = conn.connection.driver_connection
+    b: Batch | None = conn.info.get("eventcoord.batch.state")
+    if b is None or b.raw is not raw:
+        b = conn.info["eventcoord.batch.state"] = Batch(raw, raw.get_server_pid())
+        b.usual_lock_timeout = str(await_(raw.fetchval("SHOW lock_timeout")))
+    batch.attach(conn, b)
+    try:
+        result = _attempt(conn, b, jobs, savepoints)
+        if not isinstance(result, _Abort):
+            return result, False
+        outcomes: list[Outcome] = [None] * len(jobs)
+        victim, state = jobs[result.index], sqlstate(result.error)
+        first = _first_live(jobs) == result.index
+        if state is not None and not (first and state == _LOCK_NOT_AVAILABLE):
+            # A race or a store error: the victim is out. (The first command's short lock
+            # wait is not its own rule: it is decided again below and waits as needed.)
+            outcomes[result.index] = failed(victim, result.error, first)
+        rerun = [i for i in range(len(jobs)) if outcomes[i] is None and not jobs[i].future.done()]
+        if not rerun:
+            return outcomes, True
+        again = _attempt(conn, b, [jobs[i] for i in rerun], savepoints=True)
+        assert not isinstance(again, _Abort)
+        for i, outcome in zip(rerun, again, strict=True):
+            outcomes[i] = outcome
+        return outcomes, True
+    finally:
+        batch.attach(conn, None)
+        b.reset()
+
+
+def _first_live(jobs: Sequence[Job]) -> int:
+    return next((i for i, j in enumerate(jobs) if not j.future.done()), -1)
+
+
+def _attempt(conn: Connection, b: Batch, jobs: Sequence[Job], savepoints: bool) -> list[Outcome] | _Abort:
+    """One transaction over ``jobs``: a pass, then the end statement and COMMIT."""
+    raw = b.raw
+    b.reset()
+    await_(raw.execute(_BEGIN))
+    open_ = True
+    try:
+        # Fast pass: every command waits briefly, the first too (if it times out the pass
+        # is run again with savepoints, where the first waits as long as it must).
+        row = await_(raw.fetchrow(_CLOCK if savepoints else _CLOCK_WAIT_BRIEFLY))
+        b.now_us, b.ttl = int(row[0]), int(row[1])
+        outcomes: list[Outcome] = [None] * len(jobs)
+        waits_briefly = not savepoints
+        first = True
+        for i, job in enumerate(jobs):
+            if job.future.done():  # its caller went away before it ran
+                continue
+            if not first and not waits_briefly:
+                await_(raw.execute(_WAIT_BRIEFLY))
+                waits_briefly = True
+            if savepoints:
+                await_(raw.execute("SAVEPOINT c"))
+            mark = b.mark()
+            try:
+                outcomes[i] = ("ok", job.fn(conn))
+            except Exception as e:
+                if connection_lost(e):
+                    raise
+                if savepoints:
+                    await_(raw.execute("ROLLBACK TO SAVEPOINT c"))
+                    b.rewind(mark)
+                elif sqlstate(e) is not None or b.writes != mark[3]:
+                    open_ = False
+                    await_(raw.execute("ROLLBACK"))
+                    return _Abort(i, e)
+                outcomes[i] = failed(job, e, first)
+            first = False
+        # Nothing after this waits for a row lock but the end statement, which ends the
+        # short wait itself: the answers' UPDATE touches only this batch's own rows.
+        resolve = _end(b)
+        open_ = False
+        await_(raw.execute("COMMIT"))
+    except Exception as e:
+        if not open_ or connection_lost(e):
+            raise  # COMMIT itself failed, or the connection is gone: the outcome is unknown
+        await_(raw.execute("ROLLBACK"))
+        if sqlstate(e) in RETRYABLE:  # the end statement lost a race: decide them all again
+            return [_lost(job, e) for job in jobs]
+        return [("err", StoreError(f"postgresql: {_message(e)}")) for _ in jobs]
+    return [_finish(o, resolve) for o in outcomes]
+
+
+def _lost(job: Job, e: BaseException) -> Outcome:
+    return None if job.future.done() else failed(job, e, first=True)
+
+
+def _end(b: Batch) -> Resolve:
+    """Advance the counter once, insert the events, renumber; write deferred answers."""
+    resolve: Resolve = identity
+    if b.appended:
+        if not _END:
+            _END.append(end_statement())
+        base, versions = await_(b.raw.fetchrow(_END[0], b.appended, *b.events, b.lo, b.next, b.usual_lock_timeout))
+        resolve = b.resolver(int(base), versions)
+    if b.answers:
+        ws, cids, bodies = zip(*((w, c, answer(resolve)) for w, c, answer in b.answers), strict=True)
+        await_(b.raw.execute(_ANSWERS, list(ws), list(cids), list(bodies)))
+    return resolve
+
+
+def _finish(outcome: Outcome, resolve: Resolve) -> Outcome:
+    """Finish a committed job's result with the batch's real positions."""
+    if isinstance(outcome, tuple) and outcome[0] == "ok" and isinstance(outcome[1], Pending):
+        try:
+            return ("ok", outcome[1].finish(resolve))
+        except Exception as e:  # committed, but the answer could not be built
+            return ("err", e)
+    return outcome

@@ -1,0 +1,375 @@
+"""Group commit: commands that share a transaction still succeed or fail one by one.
+
+Both stores commit the commands waiting at a moment in one transaction. These tests send
+commands concurrently (so they do share one) and check what SPEC §5 fixes: each command
+sees the ones before it, a refusal or a failed statement undoes only its own command,
+positions stay contiguous and match the answers, a race lost inside the database is
+decided again, and on PostgreSQL no provisional position ever reaches a reader or a
+committed row, and two replicas whose batches hold crossed row locks both go through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import BigInteger, Connection, Integer, func, insert, select
+from sqlalchemy.util import await_
+
+from eventcoord.api.answers import outcome_response
+from eventcoord.codec import EventMetadata, decode_command
+from eventcoord.context import Caller
+from eventcoord.errors import ConcurrencyError, DomainError
+from eventcoord.events import AgentHeartbeat
+from eventcoord.metrics import REGISTRY
+from eventcoord.projections.tables import READ_MODEL_TABLES
+from eventcoord.service import Outcome, Service
+from eventcoord.store import log, open_store
+from eventcoord.store.batch import PROVISIONAL_BASE
+from eventcoord.store.log import NewEvent
+from eventcoord.store.schema import guards
+
+OPERATOR = Caller("default", "admin", operator=True)
+
+
+def stat(name: str) -> float:
+    return REGISTRY.get_sample_value(f"eventcoord_store_{name}_total") or 0.0
+
+
+def encoded(outcome: Outcome) -> bytes:
+    """The answer envelope the API would send for ``outcome``."""
+    return bytes(outcome_response(outcome).content)
+
+
+async def execute(service: Service, body: dict[str, Any]) -> Outcome | DomainError:
+    try:
+        return await service.execute(OPERATOR, decode_command(json.dumps(body).encode()))
+    except DomainError as e:
+        return e
+
+
+def appender(tag: str, refuse: bool = False) -> Any:
+    """A transaction that appends one event to stream ``t:<tag>``; optionally refuses after."""
+
+    def run(conn: Connection) -> log.Pending[int]:
+        now_us, _ = log.clock(conn)
+        [recorded] = log.append(conn, [NewEvent(f"t:{tag}", AgentHeartbeat(session_id=tag), EventMetadata(workspace="ws"))], now_us)
+        if refuse:
+            raise DomainError("NOT_HOLDER", "refused after writing")
+        return log.Pending(lambda real: real(recorded.position))
+
+    return run
+
+
+async def assert_log_matches(store: Any, positions: dict[str, int]) -> None:
+    """The log is 1..n with no gap, and each stream ``t:<tag>`` sits where its answer said."""
+    events = await store.read(limit=1000)
+    assert [e.position for e in events] == list(range(1, len(events) + 1))
+    assert {e.stream: e.position for e in events} == {f"t:{tag}": p for tag, p in positions.items()}
+
+
+async def test_commands_of_one_batch_see_each_other(store: Any) -> None:
+    service = Service(store)
+    sessions = []
+    for i in range(20):
+        answer = await execute(service, {"type": "register_agent", "actor": f"a{i}"})
+        assert isinstance(answer, Outcome)
+        sessions.append(json.loads(encoded(answer))["result"]["session_id"])
+    batches, commands = stat("batches"), stat("batched")
+    race = await asyncio.gather(
+        *(execute(service, {"type": "claim_issue", "session_id": s, "project": "P", "issue": "HOT"}) for s in sessions),
+        *(execute(service, {"type": "heartbeat_agent", "session_id": s}) for s in sessions),
+    )
+    # They shared transactions, and each claim saw the grant committed before it.
+    assert stat("batched") - commands == 40 and stat("batches") - batches < 40
+    granted = [a for a in race[:20] if isinstance(a, Outcome)]
+    assert len(granted) == 1
+    assert all(isinstance(a, DomainError) and a.code == "ISSUE_HELD" for a in race[:20] if a not in granted)
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in race[20:])
+    events = await store.read(limit=1000)
+    assert [e.position for e in events] == list(range(1, len(events) + 1))
+    by_position = {e.position: e.type for e in events}
+    for answer in [a for a in race if isinstance(a, Outcome)]:
+        body = json.loads(encoded(answer))
+        assert body["position"] == answer.position == body["events"][-1]["position"]
+        assert all(by_position[ref["position"]] == ref["type"] for ref in body["events"])
+
+
+async def test_a_refusal_after_writing_undoes_only_its_own_command(store: Any) -> None:
+    results = await asyncio.gather(*(store.transact(appender(str(i), refuse=i % 3 == 1)) for i in range(9)), return_exceptions=True)
+    refused = [i for i, r in enumerate(results) if isinstance(r, DomainError)]
+    assert refused == [1, 4, 7]
+    positions = {str(i): r for i, r in enumerate(results) if isinstance(r, int)}
+    assert sorted(positions.values()) == list(range(1, 7))
+    await assert_log_matches(store, positions)
+
+
+async def test_a_failed_statement_fails_only_its_own_command(store: Any) -> None:
+    await store.transact(lambda c: c.execute(insert(guards).values(workspace="ws", key="taken")))
+
+    def duplicate(conn: Connection) -> None:
+        conn.execute(insert(guards).values(workspace="ws", key="taken"))
+
+    jobs = [store.transact(duplicate, retry=False) if i % 3 == 1 else store.transact(appender(str(i))) for i in range(9)]
+    results = await asyncio.gather(*jobs, return_exceptions=True)
+    assert [i for i, r in enumerate(results) if isinstance(r, ConcurrencyError)] == [1, 4, 7]
+    positions = {str(i): r for i, r in enumerate(results) if isinstance(r, int)}
+    assert sorted(positions.values()) == list(range(1, 7))
+    await assert_log_matches(store, positions)
+
+
+async def test_one_command_id_sent_many_times_at_once_is_decided_once(store: Any) -> None:
+    service = Service(store)
+    body = {"type": "register_agent", "actor": "once", "command_id": "same-id"}
+    answers = await asyncio.gather(*(execute(service, body) for _ in range(12)))
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in answers)
+    assert len({encoded(a) for a in answers if isinstance(a, Outcome)}) == 1
+    assert [e.type for e in await store.read()] == ["AgentRegistered"]
+
+
+async def test_a_lost_race_is_decided_again_in_a_later_transaction(store: Any, backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("SQLite's single writer loses no race inside the database")
+    from eventcoord.store.pg_writer import RETRIES
+
+    calls = {"flaky": 0, "hopeless": 0}
+    append = appender("flaky")
+
+    def flaky(conn: Connection) -> log.Pending[int]:
+        calls["flaky"] += 1
+        if calls["flaky"] < 3:
+            raise ConcurrencyError("lost")
+        return append(conn)
+
+    def hopeless(conn: Connection) -> None:
+        calls["hopeless"] += 1
+        raise ConcurrencyError("always lost")
+
+    neighbours = [store.transact(appender(str(i))) for i in range(4)]
+    results = await asyncio.gather(store.transact(flaky), store.transact(hopeless), *neighbours, return_exceptions=True)
+    assert calls == {"flaky": 3, "hopeless": RETRIES}
+    assert isinstance(results[1], ConcurrencyError)
+    positions = {"flaky": results[0], **{str(i): r for i, r in enumerate(results[2:])}}
+    assert sorted(positions.values()) == list(range(1, 6))
+    await assert_log_matches(store, positions)  # type: ignore[arg-type]
+    # retry=False: the first lost race is the answer.
+    calls["hopeless"] = 0
+    with pytest.raises(ConcurrencyError):
+        await store.transact(hopeless, retry=False)
+    assert calls["hopeless"] == 1
+
+
+async def test_no_provisional_position_reaches_a_committed_row(store: Any, backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("only PostgreSQL batches hand out provisional positions")
+    service = Service(store)
+    sessions = []
+    for i in range(8):
+        answer = await execute(service, {"type": "register_agent", "actor": f"a{i}"})
+        assert isinstance(answer, Outcome)
+        sessions.append(json.loads(encoded(answer))["result"]["session_id"])
+    await execute(service, {"type": "configure_project", "project": "W", "wip_limit": 100})
+    mix: list[dict[str, Any]] = []
+    for i, s in enumerate(sessions):
+        mix += [
+            {"type": "claim_issue", "session_id": s, "project": "P", "issue": f"P-{i % 5}"},
+            {"type": "claim_files", "session_id": s, "issue": f"P-{i}", "paths": [f"src/{i % 3}/", f"docs/{i}.md"]},
+            {"type": "post_message", "session_id": s, "channel": "project:P", "body": f"hello {i}"},
+            {"type": "enqueue_work", "project": "W", "issue": f"W-{i}", "priority": i % 3},
+            {"type": "claim_next_work", "session_id": s, "project": "W"},
+            {"type": "release_issue", "session_id": s, "issue": f"P-{i % 5}"},
+        ]
+    answers = await asyncio.gather(*(execute(service, body) for body in mix))
+    assert any(isinstance(a, Outcome) and a.status == 200 for a in answers)
+    head = await store.head()
+    assert 0 < head < PROVISIONAL_BASE
+
+    def largest_numbers(conn: Connection) -> dict[str, int]:
+        out = {}
+        for table in READ_MODEL_TABLES:
+            for column in table.columns:
+                if isinstance(column.type, BigInteger | Integer):
+                    out[f"{table.name}.{column.name}"] = int(conn.execute(select(func.max(column))).scalar() or 0)
+        return out
+
+    largest = await store.query(largest_numbers)
+    assert all(v < PROVISIONAL_BASE for v in largest.values()), largest
+    # Every position a read model holds is the position of an event of the log.
+    assert max(v for k, v in largest.items() if k.split(".")[1] in ("position", "lease_id", "enqueued_position")) <= head
+    for answer in answers:
+        if isinstance(answer, Outcome):
+            assert answer.position <= head
+            assert all(ref["position"] <= head for ref in json.loads(encoded(answer))["events"])
+
+
+async def test_crossed_row_locks_of_two_replicas_both_go_through(db_url: str, backend: str) -> None:
+    """Replica A's batch locks X then wants Y; replica B's locks Y then wants X.
+
+    Each lock is taken by a different command of the batch, so no lock order inside one
+    command can prevent the cycle. The second command of each batch gives up its wait
+    after a short lock timeout and is decided again first in its next batch: all four
+    commit, and no deadlock had to be detected (no race was lost).
+    """
+    if backend != "postgresql":
+        pytest.skip("two replicas share one database only on PostgreSQL")
+    a, b = open_store(db_url), open_store(db_url)
+    for s in (a, b):
+        await s.start()
+    await a.migrate()
+    try:
+        await a.transact(lambda c: c.execute(insert(guards), [{"workspace": "ws", "key": "X"}, {"workspace": "ws", "key": "Y"}]))
+        a_has_x, b_has_y = asyncio.Event(), asyncio.Event()
+
+        def lock(key: str, have: asyncio.Event | None = None, want: asyncio.Event | None = None) -> Any:
+            append = appender(f"{key}-{id(have)}-{id(want)}")
+
+            def run(conn: Connection) -> log.Pending[int]:
+                conn.execute(select(guards.c.key).where((guards.c.workspace == "ws") & (guards.c.key == key)).with_for_update())
+                if have is not None:
+                    have.set()
+                if want is not None:
+                    await_(asyncio.wait_for(want.wait(), 10))
+                return append(conn)
+
+            return run
+
+        lost, again = stat("lost_races"), stat("again")
+        results = await asyncio.gather(
+            a.transact(lock("X", have=a_has_x, want=b_has_y)),
+            a.transact(lock("Y")),
+            b.transact(lock("Y", have=b_has_y, want=a_has_x)),
+            b.transact(lock("X")),
+        )
+        assert sorted(results) == [1, 2, 3, 4]
+        assert stat("lost_races") == lost and stat("again") > again
+        events = await a.read()
+        assert [e.position for e in events] == [1, 2, 3, 4]
+    finally:
+        for s in (a, b):
+            await s.close()
+
+
+async def test_stream_versions_follow_positions_when_assigned_at_commit(store: Any) -> None:
+    """Appends without an expected version, many per transaction: versions are 1..n per stream."""
+
+    async def write(i: int) -> list[Any]:
+        stream = "session:shared" if i % 2 else f"session:{i % 5}"
+        recorded: list[Any] = await store.append("ws", stream, None, [AgentHeartbeat(session_id=str(i))] * (1 + i % 3))
+        return recorded
+
+    async def write_expecting(i: int) -> list[Any]:
+        # Expected versions in the same transactions: a new stream, and the shared one.
+        recorded: list[Any] = await store.append("ws", f"pinned:{i}", 0, [AgentHeartbeat(session_id=f"p{i}")] * 2)
+        with contextlib.suppress(ConcurrencyError):  # -1 never matches; 0 only if nothing committed before
+            recorded += await store.append("ws", "session:shared", -1 if i else 0, [AgentHeartbeat(session_id="x")])
+        return recorded
+
+    batches = await asyncio.gather(*(write(i) for i in range(40)), *(write_expecting(i) for i in range(6)))
+    answered = [r for rs in batches for r in rs]
+    events = await store.read(limit=1000)
+    assert sorted((r.position, r.stream, r.version) for r in answered) == [(e.position, e.stream, e.version) for e in events]
+    by_stream: dict[str, list[int]] = {}
+    for e in events:
+        by_stream.setdefault(e.stream, []).append(e.version)
+    assert all(versions == list(range(1, len(versions) + 1)) for versions in by_stream.values())
+    # An expected version still decides alone, against the versions committed so far.
+    with pytest.raises(ConcurrencyError):
+        await store.append("ws", "session:shared", 1, [AgentHeartbeat(session_id="late")])
+    [late] = await store.append("ws", "session:shared", len(by_stream["session:shared"]), [AgentHeartbeat(session_id="late")])
+    assert (late.position, late.version) == (len(events) + 1, len(by_stream["session:shared"]) + 1)
+
+
+async def test_a_batch_waits_for_the_counter_as_long_as_another_replica_holds_it(db_url: str, backend: str) -> None:
+    """Only lock waits while deciding are cut short; the end statement's wait for the counter is not."""
+    if backend != "postgresql":
+        pytest.skip("two replicas share one database only on PostgreSQL")
+    a, b = open_store(db_url), open_store(db_url)
+    for s in (a, b):
+        await s.start()
+    await a.migrate()
+    try:
+        pinned = asyncio.Event()
+
+        def hold_the_counter(conn: Connection) -> log.Pending[int]:
+            now_us, _ = log.clock(conn)
+            # An expected version takes the counter's lock while deciding; then dawdle.
+            [r] = log.append(conn, [NewEvent("held", AgentHeartbeat(session_id="h"), EventMetadata(workspace="ws"))], now_us, {"held": 0})
+            pinned.set()
+            await_(asyncio.sleep(0.3))
+            return log.Pending(lambda real: real(r.position))
+
+        lost = stat("lost_races")
+        holder = asyncio.create_task(b.transact(hold_the_counter, retry=False))
+        await pinned.wait()
+        results = await asyncio.gather(*(a.transact(appender(str(i))) for i in range(3)))
+        assert await holder == 1
+        assert sorted(results) == [2, 3, 4] and stat("lost_races") == lost
+    finally:
+        for s in (a, b):
+            await s.close()
+
+
+async def test_a_lone_command_waits_for_a_lock_as_long_as_its_holder_keeps_it(db_url: str, backend: str) -> None:
+    """The short lock wait never refuses the first command of a batch: it waits, then decides."""
+    if backend != "postgresql":
+        pytest.skip("two replicas share one database only on PostgreSQL")
+    from eventcoord.store.pg_writer import LOCK_WAIT_MS
+
+    a, b = open_store(db_url), open_store(db_url)
+    for s in (a, b):
+        await s.start()
+    await a.migrate()
+    try:
+        await a.transact(lambda c: c.execute(insert(guards).values(workspace="ws", key="X")))
+        locked = asyncio.Event()
+        lock_x = select(guards.c.key).where((guards.c.workspace == "ws") & (guards.c.key == "X")).with_for_update()
+        append_a, append_b = appender("a"), appender("b")
+
+        def hold(conn: Connection) -> log.Pending[int]:
+            conn.execute(lock_x)
+            locked.set()
+            await_(asyncio.sleep(6 * LOCK_WAIT_MS / 1000))
+            return append_b(conn)
+
+        def wait_for_x(conn: Connection) -> log.Pending[int]:
+            conn.execute(lock_x)
+            return append_a(conn)
+
+        lost, rollbacks = stat("lost_races"), stat("batch_rollbacks")
+        holder = asyncio.create_task(b.transact(hold))
+        await locked.wait()
+        assert await a.transact(wait_for_x) == 2
+        assert await holder == 1
+        assert stat("lost_races") == lost and stat("batch_rollbacks") > rollbacks
+    finally:
+        for s in (a, b):
+            await s.close()
+
+
+async def test_two_writers_in_one_replica_keep_the_log_contiguous(db_url: str, backend: str) -> None:
+    """Two batches in flight in one process race like two replicas: the database decides."""
+    if backend != "postgresql":
+        pytest.skip("only the PostgreSQL store has several writers")
+    from eventcoord.store.postgres import PostgresEventStore
+
+    store = PostgresEventStore(db_url, writers=2)
+    await store.start()
+    await store.migrate()
+    try:
+        service = Service(store)
+        sessions = [json.loads(encoded(a))["result"]["session_id"] for a in await asyncio.gather(
+            *(service.execute(OPERATOR, decode_command(json.dumps({"type": "register_agent", "actor": f"w{i}"}).encode())) for i in range(24))
+        )]
+        race = await asyncio.gather(
+            *(execute(service, {"type": "claim_issue", "session_id": s, "project": "P", "issue": "HOT"}) for s in sessions),
+            *(store.transact(appender(str(i))) for i in range(40)),
+        )
+        assert sum(isinstance(a, Outcome) for a in race[:24]) == 1
+        events = await store.read(limit=1000)
+        assert [e.position for e in events] == list(range(1, len(events) + 1))
+        assert sorted(race[24:]) == sorted(e.position for e in events if e.stream.startswith("t:"))  # type: ignore[type-var]
+    finally:
+        await store.close()
