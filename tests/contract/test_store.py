@@ -114,9 +114,8 @@ async def test_events_round_trip_through_the_codec(store: Any) -> None:
     assert wire.recorded_at.endswith("Z")
 
 
-async def test_postgres_events_table_refuses_update_and_delete(store: Any, backend: str) -> None:
-    if backend != "postgresql":
-        pytest.skip("the immutability trigger is PostgreSQL's")
+@pytest.mark.postgres
+async def test_postgres_events_table_refuses_update_and_delete(store: Any) -> None:
     from eventcoord.errors import StoreError
 
     await store.append("ws", "session:a", 0, [hb("a")])
