@@ -1,8 +1,8 @@
 """Shared fixtures: real backends (SQLite files, the real PostgreSQL), real server processes.
 
 Every store-backed test (one that uses ``backend``, ``db_url``, ``store`` or a server)
-runs once per backend; a test marked ``@pytest.mark.postgres`` runs on PostgreSQL only,
-and every PostgreSQL run carries the ``postgres`` marker (``-m "not postgres"`` runs the
+runs once per backend; a test marked ``@pytest.mark.postgres`` runs on PostgreSQL only
+(``sqlite``: on SQLite only), and every PostgreSQL run carries the ``postgres`` marker (``-m "not postgres"`` runs the
 SQLite half). PostgreSQL comes from ``EVENTCOORD_TEST_PG_URL`` (a server URL; each test
 gets a fresh database cloned from a migrated template). Without it the PostgreSQL half is
 skipped — except in CI (``CI=true``), where a missing PostgreSQL fails the run instead.
@@ -70,12 +70,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run a store-backed test on both backends, or on PostgreSQL only when so marked."""
+    """Run a store-backed test on both backends, or on the one its marker names."""
     if "backend" not in metafunc.fixturenames:
         return
-    only_pg = metafunc.definition.get_closest_marker("postgres") is not None
-    params = [pytest.param(name, marks=pytest.mark.postgres) if name == "postgresql" else name for name in BACKENDS]
-    metafunc.parametrize("backend", params[1:] if only_pg else params, indirect=True)
+    only = [name for name, marker in (("postgresql", "postgres"), ("sqlite", "sqlite")) if metafunc.definition.get_closest_marker(marker)]
+    names = only or BACKENDS
+    params = [pytest.param(name, marks=pytest.mark.postgres) if name == "postgresql" else name for name in names]
+    metafunc.parametrize("backend", params, indirect=True)
 
 
 @pytest.fixture
