@@ -98,6 +98,19 @@ def test_serve_refuses_invalid_settings_with_a_clear_message(db_url: str) -> Non
     assert bad_db.returncode == 2 and "--db" in bad_db.stderr
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("EVENTCOORD_PORT", "abc"), ("EVENTCOORD_PORT", "70000"), ("EVENTCOORD_TTL_SECONDS", "1.5"), ("EVENTCOORD_DB_URL", "mysql://x")],
+)
+def test_a_bad_environment_setting_is_one_line_naming_it(tmp_path: Path, variable: str, value: str) -> None:
+    for command in (["serve", "--nats", "off"], ["migrate"]):
+        done = run_cli(*command, "--data-dir", str(tmp_path), env={variable: value})
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert done.stdout == ""
+        [line] = done.stderr.splitlines()
+        assert line.startswith("eventcoord: ") and variable in line and value in line, line
+
+
 def test_migrate_defaults_to_sqlite_under_the_data_dir(tmp_path: Path) -> None:
     done = run_cli("migrate", "--data-dir", str(tmp_path / "state"))
     assert done.returncode == 0, done.stderr
