@@ -55,7 +55,6 @@ from eventcoord.events import (
 )
 
 ACTIVE = ("claimed", "running")
-TERMINAL = frozenset({"done", "failed", "oom_killed", "cancelled"})
 
 
 @dataclass(frozen=True, slots=True)

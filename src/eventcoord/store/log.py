@@ -1,7 +1,8 @@
 """Backend-neutral SQL over the log: append with expected versions, read by position.
 
-Plain SQLAlchemy Core on a synchronous ``Connection``: the SQLite writer thread calls it
-directly, PostgreSQL through ``AsyncConnection.run_sync``; one implementation, two backends.
+Plain SQLAlchemy Core on a synchronous ``Connection``: the SQLite writer calls it directly
+on the event loop, PostgreSQL through ``AsyncConnection.run_sync``; one implementation, two
+backends.
 """
 
 from __future__ import annotations

@@ -53,14 +53,14 @@ class Prepared:
 
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
         """Every row, as tuples."""
-        if conn.dialect.driver == "pysqlite":  # the writer thread's stdlib driver
+        if conn.dialect.driver == "pysqlite":  # the SQLite writer (stdlib driver, on the event loop)
             rows: Sequence[Sequence[Any]] = _driver(conn).execute(self._sql(), self._params(params)).fetchall()
             return rows
         return [tuple(r) for r in conn.execute(self.statement(conn.dialect.name), params)]
 
     def first(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Any] | None:
         """The first row, or None."""
-        if conn.dialect.driver == "pysqlite":  # the writer thread's stdlib driver
+        if conn.dialect.driver == "pysqlite":  # the SQLite writer (stdlib driver, on the event loop)
             row: Sequence[Any] | None = _driver(conn).execute(self._sql(), self._params(params)).fetchone()
             return row
         r = conn.execute(self.statement(conn.dialect.name), params).first()
@@ -73,13 +73,13 @@ class Prepared:
 
     def run(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Execute; returns the row count."""
-        if conn.dialect.driver == "pysqlite":  # the writer thread's stdlib driver
+        if conn.dialect.driver == "pysqlite":  # the SQLite writer (stdlib driver, on the event loop)
             return int(_driver(conn).execute(self._sql(), self._params(params)).rowcount)
         return int(conn.execute(self.statement(conn.dialect.name), params).rowcount)
 
     def many(self, conn: Connection, params: Iterable[Mapping[str, Any]]) -> None:
         """Execute once per parameter set (executemany)."""
-        if conn.dialect.driver == "pysqlite":  # the writer thread's stdlib driver
+        if conn.dialect.driver == "pysqlite":  # the SQLite writer (stdlib driver, on the event loop)
             _driver(conn).executemany(self._sql(), (self._params(x) for x in params))
             return
         conn.execute(self.statement(conn.dialect.name), list(params))
