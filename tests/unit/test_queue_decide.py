@@ -17,6 +17,7 @@ from tests.unit.givens import NOW, SECOND, TTL, code_of, ctx, session
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Decision
 from eventcoord.domain import queue as domain
+from eventcoord.domain.files import normalise_paths
 from eventcoord.domain.issues import IssueState, IssueView, LeaseState
 from eventcoord.domain.queue import FileClaimView, ItemState, StaleWork
 from eventcoord.domain.sessions import SessionState
@@ -109,9 +110,9 @@ def finish(it: ItemState, session_id: str | None, admin: bool, outcome: Any, rea
 
 
 def test_paths_are_normalised_deduplicated_and_refused_by_index() -> None:
-    assert domain.normalise_paths(["./src//a.py", "src/a.py", "docs/"]) == ["src/a.py", "docs/"]
+    assert normalise_paths(["./src//a.py", "src/a.py", "docs/"]) == ["src/a.py", "docs/"]
     for bad, index, reason in ((["a", "/abs"], 1, "absolute"), (["../x"], 0, "dotdot"), (["ok", "ok2", ""], 2, "empty")):
-        code, details = code_of(domain.normalise_paths, bad)
+        code, details = code_of(normalise_paths, bad)
         assert (code, details) == ("VALIDATION", {"field": f"paths[{index}]", "reason": reason})
 
 
