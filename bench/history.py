@@ -227,7 +227,7 @@ def percentiles(samples_us: list[float]) -> dict[str, float]:
 
 class _Timed:
     """Wraps a store's ``transact`` to time the function run inside the transaction:
-    load state + decide + append + read models, without the thread hop and the commit."""
+    load state + decide + append + read models, without the batching and the commit."""
 
     def __init__(self, store: Any) -> None:
         self.inner: list[float] = []

@@ -1,30 +1,25 @@
 """Shared fixtures: real backends (SQLite files, the real PostgreSQL), real server processes.
 
-Every store-backed test runs once per backend. PostgreSQL comes from
-``EVENTCOORD_TEST_PG_URL`` (a server URL; each test gets a fresh database cloned from a
-migrated template). Without it the PostgreSQL half is skipped — except in CI
-(``CI=true``), where a missing PostgreSQL fails the run instead.
+Every store-backed test (one that uses ``backend``, ``db_url``, ``store`` or a server)
+runs once per backend; a test marked ``@pytest.mark.postgres`` runs on PostgreSQL only
+(``sqlite``: on SQLite only), and every PostgreSQL run carries the ``postgres`` marker (``-m "not postgres"`` runs the
+SQLite half). PostgreSQL comes from ``EVENTCOORD_TEST_PG_URL`` (a server URL; each test
+gets a fresh database cloned from a migrated template). Without it the PostgreSQL half is
+skipped — except in CI (``CI=true``), where a missing PostgreSQL fails the run instead.
+Helpers that tests import live in ``tests/helpers.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from tests.helpers import IN_CI, PG_URL, Api, ServerProcess
 
-PG_URL = os.environ.get("EVENTCOORD_TEST_PG_URL", "")
-IN_CI = os.environ.get("CI", "").lower() == "true"
-BOOTSTRAP = "test-bootstrap-token"
 BACKENDS = ["sqlite", "postgresql"]
 
 
@@ -74,7 +69,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         asyncio.run(_pg_exec(f'DROP DATABASE IF EXISTS "{_TEMPLATE[0]}" WITH (FORCE)'))
 
 
-@pytest.fixture(params=BACKENDS)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run a store-backed test on both backends, or on the one its marker names."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    only = [name for name, marker in (("postgresql", "postgres"), ("sqlite", "sqlite")) if metafunc.definition.get_closest_marker(marker)]
+    names = only or BACKENDS
+    params = [pytest.param(name, marks=pytest.mark.postgres) if name == "postgresql" else name for name in names]
+    metafunc.parametrize("backend", params, indirect=True)
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
     """The backend under test; PostgreSQL must not be skipped in CI."""
     name: str = request.param
@@ -113,57 +118,6 @@ async def store(db_url: str) -> AsyncIterator[Any]:
         await s.close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ServerProcess:
-    """A real ``eventcoord serve`` process."""
-
-    def __init__(self, db_url: str, data_dir: Path, ttl_seconds: int | None = None, nats: str = "off", extra_env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        args = [sys.executable, "-m", "eventcoord.cli", "serve", "--db", db_url, "--data-dir", str(data_dir), "--nats", nats, "--port", str(self.port)]
-        if ttl_seconds is not None:
-            args += ["--ttl-seconds", str(ttl_seconds)]
-        env = {**os.environ, "EVENTCOORD_BOOTSTRAP_TOKEN": BOOTSTRAP, **(extra_env or {})}
-        self.log_path = data_dir / f"server-{self.port}.log"
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(args, env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        self._wait_ready()
-
-    def _wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.log_path.read_text()}")
-            try:
-                if httpx.get(self.base_url + "/health", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"server not ready:\n{self.log_path.read_text()}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-        self._log.close()
-
-
 @pytest.fixture
 def start_server(db_url: str, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     """Start real server processes on the test's database; all are stopped afterwards."""
@@ -183,57 +137,6 @@ def start_server(db_url: str, tmp_path: Path) -> Iterator[Callable[..., ServerPr
 def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
     """One real server on the backend under test, bootstrap token accepted."""
     return start_server()
-
-
-class Api:
-    """A thin async client of one server, authenticated with one token."""
-
-    def __init__(self, base_url: str, token: str = BOOTSTRAP) -> None:
-        self.http = httpx.AsyncClient(base_url=base_url, headers={"authorization": f"Bearer {token}"}, timeout=30.0)
-
-    async def command(self, body: dict[str, Any]) -> httpx.Response:
-        return await self.http.post("/v1/commands", json=body)
-
-    async def ok(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Send a command that must succeed; return its result."""
-        r = await self.command(body)
-        assert r.status_code == 200, r.text
-        payload: dict[str, Any] = r.json()
-        assert payload["ok"] is True
-        return payload["result"] if payload["result"] is not None else {}
-
-    async def error(self, body: dict[str, Any], status: int, code: str) -> dict[str, Any]:
-        """Send a command that must fail with ``code``; return the error member."""
-        r = await self.command(body)
-        assert r.status_code == status, r.text
-        err: dict[str, Any] = r.json()["error"]
-        assert err["code"] == code, r.text
-        return err
-
-    async def get(self, path: str, **params: Any) -> dict[str, Any]:
-        r = await self.http.get(path, params=params)
-        assert r.status_code == 200, r.text
-        body: dict[str, Any] = r.json()
-        return body
-
-    async def events(self, *types: str) -> list[dict[str, Any]]:
-        """The whole log of this token's workspace (optionally only some event types)."""
-        out: list[dict[str, Any]] = []
-        after = 0
-        while True:
-            page = (await self.get("/v1/events", after=after, limit=1000))["events"]
-            if not page:
-                return [e for e in out if not types or e["type"] in types]
-            out.extend(page)
-            after = page[-1]["position"]
-
-    async def register(self, **fields: Any) -> str:
-        result = await self.ok({"type": "register_agent", **fields})
-        sid: str = result["session_id"]
-        return sid
-
-    async def close(self) -> None:
-        await self.http.aclose()
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ async def start(settings: Settings) -> Runtime:
             conn.execute(
                 update(settings_table).where(settings_table.c.key == "ttl_seconds").values(value=str(settings.ttl_seconds))
             )
-        log.forget_ttl()
+        log.forget_ttl(conn)
 
     try:
         await store.transact(prepare)

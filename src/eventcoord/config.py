@@ -36,9 +36,9 @@ class Settings:
         if not (self.nats in ("embedded", "off") or self.nats.startswith(("nats://", "tls://"))):
             raise ConfigError(f"--nats / EVENTCOORD_NATS_URL must be 'embedded', 'off' or a nats:// URL, got {self.nats!r}")
         if not 0 <= self.port <= 65535:
-            raise ConfigError(f"--port must be 0..65535, got {self.port}")
+            raise ConfigError(f"--port / EVENTCOORD_PORT must be 0..65535, got {self.port}")
         if self.ttl_seconds is not None and not 1 <= self.ttl_seconds <= 86400:
-            raise ConfigError(f"--ttl-seconds must be 1..86400, got {self.ttl_seconds}")
+            raise ConfigError(f"--ttl-seconds / EVENTCOORD_TTL_SECONDS must be 1..86400, got {self.ttl_seconds}")
         return self
 
 
@@ -51,9 +51,20 @@ def from_env(**overrides: object) -> Settings:
         "nats": env.get("EVENTCOORD_NATS_URL", "embedded"),
         "nats_stream": env.get("EVENTCOORD_NATS_STREAM", "EVENTCOORD"),
         "host": env.get("EVENTCOORD_HOST", "127.0.0.1"),
-        "port": int(env.get("EVENTCOORD_PORT", "8765")),
-        "ttl_seconds": int(env["EVENTCOORD_TTL_SECONDS"]) if env.get("EVENTCOORD_TTL_SECONDS") else None,
+        "port": _int_env("EVENTCOORD_PORT", 8765),
+        "ttl_seconds": _int_env("EVENTCOORD_TTL_SECONDS", None),
         "bootstrap_token": env.get("EVENTCOORD_BOOTSTRAP_TOKEN") or None,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values).validate()  # type: ignore[arg-type]
+
+
+def _int_env(name: str, default: int | None) -> int | None:
+    """An integer environment variable; a value that is not one names the variable."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None

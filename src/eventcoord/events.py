@@ -45,6 +45,9 @@ class AgentEnded(Event, frozen=True, kw_only=True, tag="AgentEnded"):
 
 
 class HeartbeatsCompacted(Event, frozen=True, kw_only=True, tag="HeartbeatsCompacted"):
+    """A session's heartbeats up to a position, summarised. SPEC §2 requires the type;
+    nothing emits it yet (no compaction runs), so no projection applies it."""
+
     session_id: str
     up_to_position: int
     count: int

@@ -10,7 +10,6 @@ import re
 
 ACTOR_CAP = 64
 HOST_CAP = 64
-REASON_CAP = 240
 BODY_CAP = 4096
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")

@@ -97,7 +97,7 @@ def command_digest(cmd: AnyCommand) -> str:
 class Service:
     """The command pipeline over one event store."""
 
-    def __init__(self, store: EventStore, on_commit: Callable[[int], None] | None = None) -> None:
+    def __init__(self, store: EventStore, on_commit: Callable[[], None] | None = None) -> None:
         self.store = store
         self._on_commit = on_commit
 
@@ -133,7 +133,7 @@ class Service:
             metrics.EVENTS.inc(outcome.appended)
             metrics.HEAD.set(outcome.position)
             if self._on_commit is not None:
-                self._on_commit(outcome.position)
+                self._on_commit()
         return outcome
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.conftest import BOOTSTRAP, IN_CI
+from tests.helpers import BOOTSTRAP, IN_CI
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts" / "browser"

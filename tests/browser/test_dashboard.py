@@ -15,7 +15,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 from tests.browser.conftest import PageLog, SyncApi, sign_in, snapshot
-from tests.conftest import ServerProcess
+from tests.helpers import ServerProcess
 
 
 @pytest.fixture

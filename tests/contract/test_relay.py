@@ -11,7 +11,7 @@ import asyncio
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
@@ -19,6 +19,7 @@ import nats
 import pytest
 from nats.js import api
 from sqlalchemy import select, update
+from tests.helpers import wait_until
 
 from eventcoord.codec import WireEvent
 from eventcoord.events import AgentHeartbeat, MessagePosted
@@ -33,14 +34,6 @@ async def broker() -> AsyncIterator[EmbeddedBroker]:
     async with throwaway_broker() as b:
         yield b
 
-
-async def wait_until(cond: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def append(store: Any, relays: list[Relay], n: int, workspace: str = "ws", tag: str = "s") -> None:
@@ -259,7 +252,7 @@ async def test_a_stream_bound_to_another_store_is_refused(store: Any, broker: Em
         await nc.close()
 
 
-@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+@pytest.mark.postgres
 async def test_two_relays_on_one_store_only_one_publishes(store: Any, broker: EmbeddedBroker) -> None:
     a = relay_for(store, broker.url, "a", lease_seconds=1.5)
     b = relay_for(store, broker.url, "b", lease_seconds=1.5)

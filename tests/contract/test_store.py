@@ -114,9 +114,8 @@ async def test_events_round_trip_through_the_codec(store: Any) -> None:
     assert wire.recorded_at.endswith("Z")
 
 
-async def test_postgres_events_table_refuses_update_and_delete(store: Any, backend: str) -> None:
-    if backend != "postgresql":
-        pytest.skip("the immutability trigger is PostgreSQL's")
+@pytest.mark.postgres
+async def test_postgres_events_table_refuses_update_and_delete(store: Any) -> None:
     from eventcoord.errors import StoreError
 
     await store.append("ws", "session:a", 0, [hb("a")])
@@ -124,3 +123,35 @@ async def test_postgres_events_table_refuses_update_and_delete(store: Any, backe
         with pytest.raises(StoreError, match="immutable"):
             await store.transact(lambda c, sql=sql: c.execute(text(sql)), retry=False)
     assert [e.type for e in await store.read()] == ["AgentHeartbeat"]
+
+
+async def test_the_ttl_is_cached_per_database_connection(store: Any, tmp_path: Any) -> None:
+    """Each database answers its own TTL, re-read after this process wrote it."""
+    from sqlalchemy import Connection, update
+
+    from eventcoord.store import log, open_store
+    from eventcoord.store.schema import settings
+
+    def set_ttl(seconds: int) -> Any:
+        def run(conn: Connection) -> None:
+            log.clock(conn)  # cache the old value on this connection first
+            conn.execute(update(settings).where(settings.c.key == "ttl_seconds").values(value=str(seconds)))
+            log.forget_ttl(conn)
+
+        return run
+
+    def ttl(conn: Connection) -> int:
+        return log.clock(conn)[1]
+
+    other = open_store(f"sqlite+aiosqlite:///{tmp_path}/other.db")
+    await other.start()
+    await other.migrate()
+    try:
+        await store.transact(set_ttl(5))
+        assert await store.transact(ttl) == 5
+        assert await other.transact(ttl) == 120
+        await other.transact(set_ttl(9))
+        assert await other.transact(ttl) == 9
+        assert await store.transact(ttl) == 5
+    finally:
+        await other.close()

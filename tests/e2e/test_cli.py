@@ -3,42 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tests.conftest import Api, ServerProcess
-
-
-def eventcoord(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the installed ``eventcoord`` script (the console entry point) with a clean env."""
-    script = Path(sys.executable).with_name("eventcoord")
-    argv = [str(script)] if script.exists() else [sys.executable, "-m", "eventcoord.cli"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTCOORD_")}
-    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
-
-
-async def all_events(api: Api) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    after = 0
-    while page := (await api.get("/v1/events", after=after, limit=1000))["events"]:
-        out.extend(page)
-        after = page[-1]["position"]
-    return out
+from tests.helpers import Api, ServerProcess, run_cli
 
 
 async def test_migrate_then_token_create_gives_a_token_the_server_accepts(
     db_url: str, start_server: Callable[..., ServerProcess]
 ) -> None:
     for _ in range(2):  # migrating twice is harmless
-        done = eventcoord("migrate", "--db", db_url)
+        done = run_cli("migrate", "--db", db_url)
         assert done.returncode == 0, done.stderr
         assert "migrated" in done.stdout
-    created = eventcoord("token", "create", "--db", db_url, "--workspace", "W", "--role", "agent")
+    created = run_cli("token", "create", "--db", db_url, "--workspace", "W", "--role", "agent")
     assert created.returncode == 0, created.stderr
     token = created.stdout.strip()
     assert token and "\n" not in token and " " not in token
@@ -47,14 +26,14 @@ async def test_migrate_then_token_create_gives_a_token_the_server_accepts(
     agent, admin = Api(server.base_url, token), Api(server.base_url)
     try:
         sid = await agent.register(actor="cli-agent")
-        [event] = await all_events(agent)
+        [event] = await agent.events()
         assert event["metadata"]["workspace"] == "W" and event["data"]["session_id"] == sid
         assert [a["session_id"] for a in (await agent.get("/v1/agents"))["agents"]] == [sid]
         # The token is an agent of W: no human sessions, no token issue, nothing of default.
         await agent.error({"type": "register_agent", "kind": "human"}, 403, "FORBIDDEN")
         await agent.error({"type": "issue_token", "role": "reader"}, 403, "FORBIDDEN")
         assert (await admin.get("/v1/agents"))["agents"] == []
-        assert await all_events(admin) == []
+        assert await admin.events() == []
     finally:
         await agent.close()
         await admin.close()
@@ -62,18 +41,18 @@ async def test_migrate_then_token_create_gives_a_token_the_server_accepts(
 
 @pytest.mark.parametrize("role", ["admin", "human", "reader"])
 def test_token_create_for_each_role_prints_a_distinct_token(db_url: str, role: str) -> None:
-    first = eventcoord("token", "create", "--db", db_url, "--workspace", "team-1", "--role", role)
-    second = eventcoord("token", "create", "--db", db_url, "--workspace", "team-1", "--role", role)
+    first = run_cli("token", "create", "--db", db_url, "--workspace", "team-1", "--role", role)
+    second = run_cli("token", "create", "--db", db_url, "--workspace", "team-1", "--role", role)
     assert first.returncode == second.returncode == 0, first.stderr + second.stderr
     assert first.stdout.strip() != second.stdout.strip()
 
 
 def test_token_create_refuses_bad_input(db_url: str) -> None:
-    bad_workspace = eventcoord("token", "create", "--db", db_url, "--workspace", "no spaces", "--role", "agent")
+    bad_workspace = run_cli("token", "create", "--db", db_url, "--workspace", "no spaces", "--role", "agent")
     assert bad_workspace.returncode == 2 and "workspace" in bad_workspace.stderr
-    bad_role = eventcoord("token", "create", "--db", db_url, "--workspace", "W", "--role", "root")
+    bad_role = run_cli("token", "create", "--db", db_url, "--workspace", "W", "--role", "root")
     assert bad_role.returncode == 2 and "role" in bad_role.stderr
-    missing = eventcoord("token", "create", "--db", db_url, "--role", "agent")
+    missing = run_cli("token", "create", "--db", db_url, "--role", "agent")
     assert missing.returncode == 2
 
 
@@ -87,12 +66,12 @@ async def test_rebuild_reproduces_what_the_server_shows(db_url: str, start_serve
         await api.ok({"type": "end_agent", "session_id": b, "handoff_note": "done"})
         await api.ok({"type": "configure_project", "project": "P", "wip_limit": 2})
         before = (await api.get("/v1/agents"))["agents"]
-        head = len(await all_events(api))
+        head = len(await api.events())
     finally:
         await api.close()
     server.stop()
 
-    done = eventcoord("rebuild", "--db", db_url)
+    done = run_cli("rebuild", "--db", db_url)
     assert done.returncode == 0, done.stderr
     assert f"from {head} events" in done.stdout
 
@@ -112,18 +91,31 @@ def test_serve_refuses_invalid_settings_with_a_clear_message(db_url: str) -> Non
         (["--nats", "carrier-pigeon"], "--nats"),
         (["--port", "70000"], "--port"),
     ):
-        done = eventcoord("serve", "--db", db_url, *args)
+        done = run_cli("serve", "--db", db_url, *args)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert word in done.stderr
-    bad_db = eventcoord("serve", "--db", "mysql://nowhere/x")
+    bad_db = run_cli("serve", "--db", "mysql://nowhere/x")
     assert bad_db.returncode == 2 and "--db" in bad_db.stderr
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("EVENTCOORD_PORT", "abc"), ("EVENTCOORD_PORT", "70000"), ("EVENTCOORD_TTL_SECONDS", "1.5"), ("EVENTCOORD_DB_URL", "mysql://x")],
+)
+def test_a_bad_environment_setting_is_one_line_naming_it(tmp_path: Path, variable: str, value: str) -> None:
+    for command in (["serve", "--nats", "off"], ["migrate"]):
+        done = run_cli(*command, "--data-dir", str(tmp_path), env={variable: value})
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert done.stdout == ""
+        [line] = done.stderr.splitlines()
+        assert line.startswith("eventcoord: ") and variable in line and value in line, line
+
+
 def test_migrate_defaults_to_sqlite_under_the_data_dir(tmp_path: Path) -> None:
-    done = eventcoord("migrate", "--data-dir", str(tmp_path / "state"))
+    done = run_cli("migrate", "--data-dir", str(tmp_path / "state"))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "state" / "eventcoord.db").exists()
-    token = eventcoord("token", "create", "--data-dir", str(tmp_path / "state"), "--workspace", "w", "--role", "reader")
+    token = run_cli("token", "create", "--data-dir", str(tmp_path / "state"), "--workspace", "w", "--role", "reader")
     assert token.returncode == 0 and token.stdout.strip()
 
 
@@ -146,14 +138,14 @@ async def test_rebuild_while_the_server_serves_loses_nothing(db_url: str, start_
     try:
         writers = [asyncio.create_task(writer(i)) for i in range(8)]
         await asyncio.sleep(0.5)
-        done = await asyncio.to_thread(eventcoord, "rebuild", "--db", db_url)
+        done = await asyncio.to_thread(run_cli, "rebuild", "--db", db_url)
         stop.set()
         beats = await asyncio.gather(*writers)
         assert done.returncode == 0, done.stderr
         assert failures == []
         before = (await api.get("/v1/agents"))["agents"]
         assert len(before) == 8 and all(a["live"] for a in before)
-        events = await all_events(api)
+        events = await api.events()
         assert [e["position"] for e in events] == list(range(1, len(events) + 1))
         assert len(events) == 8 + sum(beats)
     finally:
@@ -161,7 +153,7 @@ async def test_rebuild_while_the_server_serves_loses_nothing(db_url: str, start_
         await api.close()
     server.stop()
     # What the server left equals a rebuild from scratch.
-    again = eventcoord("rebuild", "--db", db_url)
+    again = run_cli("rebuild", "--db", db_url)
     assert again.returncode == 0, again.stderr
     second = start_server()
     check = Api(second.base_url)

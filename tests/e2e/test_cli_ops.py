@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.conftest import BOOTSTRAP, Api, ServerProcess, free_port
+from tests.helpers import BOOTSTRAP, Api, ServerProcess, free_port
 
 
 def ec(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,7 @@ refusals raised as ``eventcoord.errors.Refused`` by code family."""
 from __future__ import annotations
 
 import pytest
-from tests.conftest import BOOTSTRAP, ServerProcess, free_port
+from tests.helpers import BOOTSTRAP, ServerProcess, free_port
 
 from eventcoord.client import AsyncClient, Client, results
 from eventcoord.errors import (

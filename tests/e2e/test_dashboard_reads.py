@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import httpx
-from tests.conftest import Api, ServerProcess
+from tests.helpers import Api, ServerProcess
 
 
 async def test_leases_limit_bounds_the_page_in_the_usual_order(api: Api) -> None:

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from mcp import Client, StdioServerParameters
-from tests.conftest import BOOTSTRAP, Api, ServerProcess
 from tests.e2e.test_first_run import shell_block
+from tests.helpers import BOOTSTRAP, Api, ServerProcess
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 

@@ -11,13 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.conftest import Api, ServerProcess
+from tests.helpers import Api, ServerProcess
 
 from eventcoord.domain.paths import overlaps
-
-
-async def events_of(api: Api, *types: str) -> list[dict[str, Any]]:
-    return await api.events(*types)
 
 
 def claim(sid: str | None, issue: str, *paths: str, **kw: Any) -> dict[str, Any]:
@@ -80,7 +76,7 @@ async def test_overlap_not_string_equality(api: Api) -> None:
         r = await api.command(claim(b, f"B-{i}", f"case{i}/{requested}", exclusive=requested_exclusive))
         assert r.status_code == (409 if conflict else 200), (held, requested, r.text)
         expected_conflicts += conflict
-        assert len(await events_of(api, "ClaimConflict")) == expected_conflicts
+        assert len(await api.events("ClaimConflict")) == expected_conflicts
 
 
 async def test_conflict_is_all_or_nothing_with_details_and_events(api: Api) -> None:
@@ -96,7 +92,7 @@ async def test_conflict_is_all_or_nothing_with_details_and_events(api: Api) -> N
             {"path": "Makefile", "holder_path": "Makefile", "holder_issue": "ADMIN-1", "holder_session_id": None, "holder_actor_key": "token:admin"},
         ]
     }
-    after = [e for e in await events_of(api) if e["position"] > before]
+    after = [e for e in await api.events() if e["position"] > before]
     assert [e["type"] for e in after] == ["ClaimConflict"] * 3  # nothing else written
     assert [e["data"]["path"] for e in after] == ["src/main.py", "docs/README.md", "Makefile"]
     assert all(e["data"]["forced"] is False and e["data"]["issue"] == "B-1" and e["data"]["session_id"] == b for e in after)
@@ -120,11 +116,11 @@ async def test_force_overrides_and_tells_both_sides(api: Api) -> None:
         assert got["overridden"] == [
             {"path": "src/**/*.py", "holder_path": "src/", "holder_issue": "A-1", "holder_session_id": a, "holder_actor_key": "alice"}
         ]
-        types = [e["type"] for e in await events_of(api)]
+        types = [e["type"] for e in await api.events()]
         assert types[-5:] == ["FileClaimReleased", "ClaimConflict", "FilesClaimed", "MessagePosted", "MessagePosted"]
-        released = (await events_of(api, "FileClaimReleased"))[-1]["data"]
+        released = (await api.events("FileClaimReleased"))[-1]["data"]
         assert (released["reason"], released["session_id"], released["paths"], released["by_session_id"]) == ("overridden", a, ["src/"], b)
-        conflict = (await events_of(api, "ClaimConflict"))[-1]["data"]
+        conflict = (await api.events("ClaimConflict"))[-1]["data"]
         assert conflict["forced"] is True and conflict["holder_session_id"] == a
         on_issue = (await agent.get("/v1/messages", channel="issue:B-1"))["messages"]
         assert len(on_issue) == 1 and "A-1" in on_issue[0]["body"] and on_issue[0]["session_id"] == b
@@ -153,14 +149,14 @@ async def test_stale_holders_are_reclaimed_silently_sessionless_claims_are_not(
         assert {r["path"]: r["live"] for r in rows} == {"src/": False, "lib/a.py": False, "docs/": True}
         got = await api.ok(claim(fresh, "F-1", "src/app.py"))
         assert got["expired"] == [{"holder_path": "src/", "holder_issue": "D-1", "holder_session_id": dead}]
-        released = await events_of(api, "FileClaimReleased")
+        released = await api.events("FileClaimReleased")
         assert [(e["data"]["reason"], e["data"]["paths"], e["data"]["by_session_id"]) for e in released] == [("expired", ["src/"], fresh)]
-        assert await events_of(api, "ClaimConflict") == []
+        assert await api.events("ClaimConflict") == []
         assert (await api.get("/v1/conflicts"))["conflicts"] == []
         # the session-less claim outlives every TTL and yields only to force
         await api.error(claim(fresh, "F-1", "docs/guide.md"), 409, "FILES_CLAIMED")
         await api.ok(claim(fresh, "F-1", "docs/guide.md", force=True))
-        assert (await events_of(api, "FileClaimReleased"))[-1]["data"]["reason"] == "overridden"
+        assert (await api.events("FileClaimReleased"))[-1]["data"]["reason"] == "overridden"
         # a stale claiming session is refused
         await asyncio.sleep(1.2)
         await api.error(claim(fresh, "F-1", "other"), 409, "SESSION_NOT_LIVE")
@@ -177,9 +173,9 @@ async def test_stale_holders_are_reclaimed_silently_sessionless_claims_are_not(
 
 
 async def dump_read_models(db_url: str) -> dict[str, list[Any]]:
+    from eventcoord.projections.tables import conflicts, file_claims, messages
     from sqlalchemy import Connection, select
 
-    from eventcoord.projections.tables import conflicts, file_claims, messages
     from eventcoord.store import open_store
 
     def run(conn: Connection) -> dict[str, list[Any]]:
@@ -204,7 +200,7 @@ async def test_release_files_and_end_agent(api: Api) -> None:
     await api.ok(claim(a, "A-1", "src/x.py"))
     ended = await api.ok({"type": "end_agent", "session_id": a})
     assert sorted(ended["released_claims"]) == ["docs/", "src/x.py"]
-    last = [e["data"] for e in await events_of(api, "FileClaimReleased")][-2:]
+    last = [e["data"] for e in await api.events("FileClaimReleased")][-2:]
     assert sorted((e["issue"], e["reason"]) for e in last) == [("A-1", "agent_ended"), ("A-2", "agent_ended")]
     assert await live_claims(api) == [("admin.txt", "A-1", None)]
     await api.error(claim(a, "A-3", "x"), 409, "SESSION_NOT_LIVE")
@@ -312,9 +308,8 @@ async def test_twenty_concurrent_claimers_never_hold_overlapping_exclusive_claim
         await asyncio.gather(*(c.close() for c in clients))
 
 
-async def test_the_same_race_across_two_server_processes(backend: str, start_server: Callable[..., ServerProcess]) -> None:
-    if backend != "postgresql":
-        pytest.skip("two processes share one PostgreSQL")
+@pytest.mark.postgres
+async def test_the_same_race_across_two_server_processes(start_server: Callable[..., ServerProcess]) -> None:
     one, two = start_server(), start_server()
     clients = [Api((one if i % 2 else two).base_url) for i in range(20)]
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 from mcp import Client, StdioServerParameters
-from tests.conftest import free_port
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

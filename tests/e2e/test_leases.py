@@ -4,19 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import pytest
-from tests.conftest import Api, ServerProcess
-
-
-async def events_of(api: Api, *types: str) -> list[dict[str, Any]]:
-    return await api.events(*types)
-
-
-async def agent_api(api: Api, base_url: str) -> Api:
-    token = (await api.ok({"type": "issue_token", "role": "agent"}))["token"]
-    return Api(base_url, token)
+from tests.helpers import Api, ServerProcess
 
 
 async def test_claim_release_and_not_holder(api: Api) -> None:
@@ -32,7 +22,7 @@ async def test_claim_release_and_not_holder(api: Api) -> None:
     await api.ok({"type": "release_issue", "session_id": a, "issue": "P-1", "reason": "completed"})
     second = await api.ok({"type": "claim_issue", "session_id": b, "project": "P", "issue": "P-1"})
     assert second["fencing_token"] == 2
-    released = await events_of(api, "LeaseReleased")
+    released = await api.events("LeaseReleased")
     assert [e["data"]["reason"] for e in released] == ["completed"]
     await api.error({"type": "claim_issue", "session_id": a, "project": "Q", "issue": "P-1"}, 422, "VALIDATION")
     leases = (await api.get("/v1/leases"))["leases"]
@@ -47,7 +37,7 @@ async def test_twenty_concurrent_clients_racing_for_one_issue_have_one_winner(ap
     codes = sorted(r.status_code for r in answers)
     assert codes.count(200) == 1 and codes.count(409) == 23
     assert {r.json()["error"]["code"] for r in answers if r.status_code == 409} == {"ISSUE_HELD"}
-    assert len(await events_of(api, "LeaseGranted")) == 1
+    assert len(await api.events("LeaseGranted")) == 1
 
 
 async def test_ten_concurrent_claims_against_wip_limit_three(api: Api) -> None:
@@ -61,13 +51,12 @@ async def test_ten_concurrent_claims_against_wip_limit_three(api: Api) -> None:
     assert len(granted) == 3 and len(denied) == 7
     assert all(d["error"]["code"] == "WIP_CAP_REACHED" for d in denied)
     assert all(d["error"]["details"] == {"project": "P", "limit": 3, "live_count": 3} for d in denied)
-    assert len(await events_of(api, "WipCapDenied")) == 7
-    assert len(await events_of(api, "LeaseGranted")) == 3
+    assert len(await api.events("WipCapDenied")) == 7
+    assert len(await api.events("LeaseGranted")) == 3
 
 
-async def test_races_across_two_server_processes_on_one_postgres(backend: str, start_server: Callable[..., ServerProcess]) -> None:
-    if backend != "postgresql":
-        pytest.skip("two processes share one PostgreSQL")
+@pytest.mark.postgres
+async def test_races_across_two_server_processes_on_one_postgres(start_server: Callable[..., ServerProcess]) -> None:
     one, two = start_server(), start_server()
     a, b = Api(one.base_url), Api(two.base_url)
     try:
@@ -87,8 +76,8 @@ async def test_races_across_two_server_processes_on_one_postgres(backend: str, s
         leases = (await a.get("/v1/leases", project="P"))["leases"]
         assert len(leases) == 3
         assert sum(r.status_code == 200 for r in cap) + 1 >= 3
-        assert len(await events_of(a, "WipCapDenied")) == sum(r.status_code == 409 and r.json()["error"]["code"] == "WIP_CAP_REACHED" for r in cap)
-        positions = [e["position"] for e in await events_of(b)]
+        assert len(await a.events("WipCapDenied")) == sum(r.status_code == 409 and r.json()["error"]["code"] == "WIP_CAP_REACHED" for r in cap)
+        positions = [e["position"] for e in await b.events()]
         assert positions == list(range(1, len(positions) + 1))
     finally:
         await a.close()
@@ -112,7 +101,7 @@ async def test_stale_holder_is_reclaimed_with_its_handoff_note(start_server: Cal
         got = await api.ok({"type": "claim_issue", "session_id": b, "project": "P", "issue": "P-1"})
         assert got["fencing_token"] == 2
         assert got["reclaimed_from"] == {"session_id": a, "actor_key": "alice", "handoff_note": "tests written,\nimpl next"}
-        released = await events_of(api, "LeaseReleased")
+        released = await api.events("LeaseReleased")
         assert released[-1]["data"]["reason"] == "expired" and released[-1]["data"]["session_id"] == a
         # The woken zombie is caught at the publish gate.
         await api.ok({"type": "heartbeat_agent", "session_id": a})
@@ -127,7 +116,7 @@ async def test_stale_holder_is_reclaimed_with_its_handoff_note(start_server: Cal
 async def test_human_held_leases_are_never_reclaimed_but_can_be_forced(start_server: Callable[..., ServerProcess]) -> None:
     server = start_server(ttl_seconds=1)
     admin = Api(server.base_url)
-    agent = await agent_api(admin, server.base_url)
+    agent = await admin.client("agent")
     try:
         human = await admin.register(actor="carol", kind="human")
         await agent.error({"type": "register_agent", "actor": "x", "kind": "human"}, 403, "FORBIDDEN")
@@ -143,7 +132,7 @@ async def test_human_held_leases_are_never_reclaimed_but_can_be_forced(start_ser
         boss = await admin.register(actor="dave", kind="human")
         forced = await admin.ok({"type": "claim_issue", "session_id": boss, "project": "P", "issue": "P-1", "force": True})
         assert forced["fencing_token"] == 2
-        assert (await events_of(admin, "LeaseReleased"))[-1]["data"]["reason"] == "superseded"
+        assert (await admin.events("LeaseReleased"))[-1]["data"]["reason"] == "superseded"
     finally:
         await admin.close()
         await agent.close()
@@ -186,7 +175,7 @@ async def test_end_agent_releases_every_lease_with_its_handoff_note(api: Api) ->
         await api.ok({"type": "claim_issue", "session_id": a, "project": "P", "issue": issue})
     ended = await api.ok({"type": "end_agent", "session_id": a, "handoff_note": "see branch wip/p"})
     assert sorted(ended["released_leases"]) == ["P-1", "P-2"]
-    reasons = [e["data"]["reason"] for e in await events_of(api, "LeaseReleased")]
+    reasons = [e["data"]["reason"] for e in await api.events("LeaseReleased")]
     assert reasons == ["agent_ended", "agent_ended"]
     got = await api.ok({"type": "claim_issue", "session_id": b, "project": "P", "issue": "P-2"})
     assert got["handoff_note"] == "see branch wip/p" and "reclaimed_from" not in got

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
-from tests.conftest import BOOTSTRAP, Api, ServerProcess, free_port
+from tests.helpers import BOOTSTRAP, Api, ServerProcess, free_port
 
 TRANSPORTS = ["stdio", "http"]
 

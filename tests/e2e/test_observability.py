@@ -6,7 +6,7 @@ import asyncio
 import json
 
 import httpx
-from tests.conftest import BOOTSTRAP, Api, ServerProcess
+from tests.helpers import BOOTSTRAP, Api, ServerProcess
 
 
 async def test_metrics_count_commands_by_type_and_outcome(api: Api, server: ServerProcess) -> None:

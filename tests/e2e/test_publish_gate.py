@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import BOOTSTRAP, Api, ServerProcess
+from tests.helpers import BOOTSTRAP, Api, ServerProcess
 
 
 def run(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

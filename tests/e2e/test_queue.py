@@ -11,16 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.conftest import Api, ServerProcess
-
-
-async def events_of(api: Api, *types: str) -> list[dict[str, Any]]:
-    return await api.events(*types)
-
-
-async def agent_api(api: Api, base_url: str, role: str = "agent") -> Api:
-    token = (await api.ok({"type": "issue_token", "role": role}))["token"]
-    return Api(base_url, token)
+from tests.helpers import Api, ServerProcess
 
 
 async def enqueue(api: Api, project: str = "P", **fields: Any) -> str:
@@ -50,7 +41,7 @@ async def test_claim_order_lifecycle_and_the_audit_ledger(api: Api, server: Serv
     low = await enqueue(api, priority=1, payload={"job": "low"})
     high_a = await enqueue(api, priority=5, issue="P-1", payload={"job": "a"}, paths=["./src//a.py"])
     high_b = await enqueue(api, priority=5, payload=None)
-    agent = await agent_api(api, server.base_url)
+    agent = await api.client("agent")
     try:
         w = await agent.register(actor="worker-1", host="host-a")
         first = await claim(agent, w)
@@ -69,7 +60,7 @@ async def test_claim_order_lifecycle_and_the_audit_ledger(api: Api, server: Serv
         await agent.ok({"type": "finish_work", "session_id": w, "item_id": low, "outcome": "cancelled"})
     finally:
         await agent.close()
-    released = await events_of(api, "LeaseReleased")
+    released = await api.events("LeaseReleased")
     assert [(e["data"]["issue"], e["data"]["reason"]) for e in released] == [("P-1", "completed")]
     queue = (await api.get("/v1/queue", project="P"))["items"]
     assert [i["item_id"] for i in queue] == [low, high_a, high_b]
@@ -92,7 +83,7 @@ async def test_claim_order_lifecycle_and_the_audit_ledger(api: Api, server: Serv
 
 
 async def test_invalid_transitions_not_holder_and_validation(api: Api, server: ServerProcess) -> None:
-    agent = await agent_api(api, server.base_url)
+    agent = await api.client("agent")
     try:
         a = await agent.register(actor="a")
         b = await agent.register(actor="b")
@@ -179,7 +170,7 @@ async def test_issue_held_or_over_cap_is_skipped_without_denials(api: Api) -> No
     # The cap (2) is now full (H-1, F-1): F-2 is skipped, the issue-less item is not.
     assert (await claim(api, w) or {})["item_id"] == plain
     assert await claim(api, w) is None
-    assert await events_of(api, "WipCapDenied") == []
+    assert await api.events("WipCapDenied") == []
     await api.ok({"type": "release_issue", "session_id": holder, "issue": "H-1"})
     got = await claim(api, w)
     assert got is not None and got["item_id"] == held and got["fencing_token"] == 2
@@ -189,9 +180,7 @@ async def test_issue_held_or_over_cap_is_skipped_without_denials(api: Api) -> No
 async def test_paths_overlapping_a_live_exclusive_claim_are_skipped(api: Api) -> None:
     owner = await api.register(actor="owner")
     w = await api.register(actor="w")
-    claimed = await api.command({"type": "claim_files", "session_id": owner, "issue": "C-1", "paths": ["src/core/"]})
-    if claimed.status_code != 200:
-        pytest.skip(f"claim_files is not available yet: {claimed.text}")
+    await api.ok({"type": "claim_files", "session_id": owner, "issue": "C-1", "paths": ["src/core/"]})
     clash = await enqueue(api, priority=9, paths=["src/core/**/*.py"])
     mine = await enqueue(api, priority=5, paths=["src/*.md"])
     assert (await claim(api, w) or {})["item_id"] == mine
@@ -212,7 +201,7 @@ async def drain(api: Api, base_urls: list[str], items: list[str], workers: int, 
     handed: list[str] = []
 
     async def worker(n: int) -> None:
-        client = await agent_api(api, base_urls[n % len(base_urls)])
+        client = await api.client("agent", base_url=base_urls[n % len(base_urls)])
         try:
             sid = await client.register(actor=f"worker-{n}", host=f"host-{n % len(base_urls)}")
             while len(finished) < len(items):
@@ -229,7 +218,7 @@ async def drain(api: Api, base_urls: list[str], items: list[str], workers: int, 
 
     await asyncio.wait_for(asyncio.gather(*(worker(n) for n in range(workers))), timeout=60)
     assert sorted(handed) == sorted(items) and len(set(finished)) == len(items)
-    events = await events_of(api)
+    events = await api.events()
     claims = Counter(e["data"]["item_id"] for e in events if e["type"] == "WorkClaimed")
     assert set(claims) == set(items) and set(claims.values()) == {1}
     assert not [e for e in events if e["type"] == "WorkRequeued"]
@@ -246,7 +235,7 @@ async def drain(api: Api, base_urls: list[str], items: list[str], workers: int, 
 async def test_a_killed_worker_is_recovered_by_the_next_claim(db_url: str, start_server: Callable[..., ServerProcess]) -> None:
     server = start_server(ttl_seconds=1)
     api = Api(server.base_url)
-    agent = await agent_api(api, server.base_url)
+    agent = await api.client("agent")
     try:
         victim = await agent.register(actor="victim", host="h-dead")
         human = await api.register(actor="person", kind="human")
@@ -261,7 +250,7 @@ async def test_a_killed_worker_is_recovered_by_the_next_claim(db_url: str, start
         rescuer = await agent.register(actor="rescuer")
         got = await claim(agent, rescuer)
         assert got is not None and got["item_id"] == item and got["fencing_token"] == 2
-        events = await events_of(api)
+        events = await api.events()
         requeued = [e["data"] for e in events if e["type"] == "WorkRequeued"]
         assert sorted((r["item_id"], r["session_id"], r["reason"]) for r in requeued) == sorted(
             [(item, victim, "worker_stale"), (plain, victim, "worker_stale")]
@@ -283,7 +272,7 @@ async def test_a_killed_worker_is_recovered_by_the_next_claim(db_url: str, start
         # Any queue command on the project recovers: here an enqueue, after the rescuer dies.
         await asyncio.sleep(1.3)
         await enqueue(api)
-        last = [e["data"] for e in await events_of(api, "WorkRequeued", "LeaseReleased")][-2:]
+        last = [e["data"] for e in await api.events("WorkRequeued", "LeaseReleased")][-2:]
         assert (last[0]["item_id"], last[0]["session_id"], last[0]["reason"]) == (item, rescuer, "worker_stale")
         assert (last[1]["issue"], last[1]["reason"]) == ("K-1", "expired")
         status = {i["item_id"]: i["status"] for i in (await api.get("/v1/queue"))["items"]}
@@ -366,21 +355,19 @@ async def test_dispatchers_race_for_one_named_lease(api: Api) -> None:
     released = await api.ok({"type": "release_lease", "session_id": new_leader, "name": "queue-dispatcher"})
     assert released["fencing_token"] == 2
     assert (await api.ok({"type": "acquire_lease", "session_id": leader, "name": "queue-dispatcher"}))["fencing_token"] == 3
-    types = [e["type"] for e in await events_of(api) if e["stream"] == "lease:queue-dispatcher"]
+    types = [e["type"] for e in await api.events() if e["stream"] == "lease:queue-dispatcher"]
     assert types == [
         "NamedLeaseAcquired", "NamedLeaseRenewed", "NamedLeaseRenewed",
         "NamedLeaseReleased", "NamedLeaseAcquired", "NamedLeaseReleased", "NamedLeaseAcquired",
     ]
-    reasons = [e["data"].get("reason") for e in await events_of(api, "NamedLeaseReleased")]
+    reasons = [e["data"].get("reason") for e in await api.events("NamedLeaseReleased")]
     assert reasons == ["expired", "released"]
     listed = (await api.get("/v1/named-leases"))["leases"]
     assert [(x["name"], x["session_id"], x["fencing_token"], x["held"]) for x in listed] == [("queue-dispatcher", leader, 3, True)]
 
 
 @pytest.mark.postgres
-async def test_two_server_processes_drain_one_queue(backend: str, start_server: Callable[..., ServerProcess]) -> None:
-    if backend != "postgresql":
-        pytest.skip("two replicas share one database only on PostgreSQL")
+async def test_two_server_processes_drain_one_queue(start_server: Callable[..., ServerProcess]) -> None:
     one, two = start_server(), start_server()
     api = Api(one.base_url)
     try:

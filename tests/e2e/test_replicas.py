@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.conftest import Api, ServerProcess
+from tests.helpers import Api, ServerProcess
 
 
 async def test_three_replicas_race_on_one_postgres(backend: str, start_server: Callable[..., ServerProcess]) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from tests.conftest import BOOTSTRAP, Api, ServerProcess
+from tests.helpers import BOOTSTRAP, Api, ServerProcess
 
 from eventcoord.client.subscriber import subscribe
 from eventcoord.outbox.broker import throwaway_broker

@@ -26,7 +26,7 @@ from eventcoord.events import (
     NamedLeaseReleased,
     WorkRequeued,
 )
-from eventcoord.sanitize import ACTOR_CAP, BODY_CAP, HOST_CAP, REASON_CAP, clean_line, clean_text
+from eventcoord.sanitize import ACTOR_CAP, BODY_CAP, HOST_CAP, clean_line, clean_text
 
 NOW = 1_800_000_000_000_000  # microseconds
 TTL = 120
@@ -328,7 +328,7 @@ def test_require_live_refuses_ended_and_stale_sessions() -> None:
 def test_clean_line_strips_c0_del_c1_then_caps() -> None:
     assert clean_line("a" + ALL_CONTROL + "b", ACTOR_CAP) == "ab"
     assert clean_line("\x00" * 100 + "x" * 100, 64) == "x" * 64
-    assert clean_line("tab\there\nnew", REASON_CAP) == "tabherenew"
+    assert clean_line("tab\there\nnew", HOST_CAP) == "tabherenew"
     assert clean_line(None, 64) is None
     # Just outside the control ranges: kept.
     assert clean_line("\x20\x7e\xa0\u2028é", 64) == "\x20\x7e\xa0\u2028é"
@@ -341,7 +341,7 @@ def test_clean_text_keeps_newline_and_tab_only() -> None:
     assert clean_text(None) is None
 
 
-@given(st.text(), st.sampled_from([ACTOR_CAP, HOST_CAP, REASON_CAP, BODY_CAP]))
+@given(st.text(), st.sampled_from([ACTOR_CAP, HOST_CAP, BODY_CAP]))
 def test_clean_line_property(value: str, cap: int) -> None:
     out = clean_line(value, cap)
     assert out is not None

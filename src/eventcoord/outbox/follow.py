@@ -17,8 +17,6 @@ from eventcoord.store.base import EventStore
 POLL_INTERVAL = 0.2
 #: Events read per query while catching up.
 PAGE = 500
-#: An SSE comment: send it when idle so proxies keep the connection open.
-SSE_KEEPALIVE = b": keepalive\n\n"
 
 
 async def follow(

@@ -31,7 +31,6 @@ import logging
 import os
 import random
 import socket
-import time
 import uuid
 from typing import Any, Literal
 
@@ -43,7 +42,6 @@ from nats.js import JetStreamContext, api
 from sqlalchemy import Connection, select
 
 from eventcoord.codec import WireEvent, encode
-from eventcoord.outbox import leadership
 from eventcoord.outbox.jetstream import (
     DEFAULT_DUPLICATE_WINDOW,
     DEFAULT_MAX_AGE,
@@ -55,6 +53,7 @@ from eventcoord.outbox.jetstream import (
     stream_config,
     subject_of,
 )
+from eventcoord.outbox.leadership import RelayLease
 from eventcoord.store.base import EventStore
 from eventcoord.store.schema import settings
 
@@ -100,6 +99,7 @@ class Relay:
         self.stream_name = stream_name
         self.instance_id = instance_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease_seconds = lease_seconds
+        self._lease = RelayLease(stream_name, self.instance_id, lease_seconds)
         self.poll_interval = poll_interval
         self.window = max(1, window)
         self.ack_timeout = ack_timeout
@@ -110,12 +110,7 @@ class Relay:
         self._wake = asyncio.Event()
         self._nc: NATS | None = None
         self._store_id: str | None = None
-        self._token: int | None = None  # our fencing token while we believe we lead
-        self._lease_valid_until = 0.0  # monotonic; never publish past it without renewing
-        self._renew_at = 0.0
-        self._flushed_at = 0.0
         self._checkpoint = 0  # highest position known to be in the stream
-        self._persisted = 0  # the checkpoint as last written to relay_state
         self._head = 0
         self._head_task: asyncio.Task[None] | None = None
         self._refused: str | None = None
@@ -138,11 +133,7 @@ class Relay:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._task = self._head_task = None
-        try:
-            await self.store.transact(self._release_txn(self._token, self._checkpoint))
-        except Exception as e:  # shutting down: the lease simply expires instead
-            log.warning("relay: could not release the lease: %s", e)
-        self._token = None
+        await self._lease.release(self.store, self._checkpoint)
         await self._disconnect()
 
     def notify(self) -> None:
@@ -150,13 +141,9 @@ class Relay:
         self._wake.set()
 
     @property
-    def _standby_interval(self) -> float:
-        return min(self.lease_seconds / 3, 1.0)
-
-    @property
     def leader(self) -> bool:
         """Whether this relay holds a lease it may publish under."""
-        return self._token is not None and time.monotonic() < self._lease_valid_until
+        return self._lease.held
 
     @property
     def broker_connected(self) -> bool:
@@ -217,7 +204,7 @@ class Relay:
         js = self._js()
         while self.broker_connected:
             if not await self._hold_lease():
-                await asyncio.sleep(self._standby_interval)
+                await asyncio.sleep(self._lease.standby_interval)
                 continue
             try:
                 position, seq = await self._resync(js)
@@ -237,10 +224,10 @@ class Relay:
 
     async def _publish_loop(self, js: JetStreamContext, position: int, seq: int) -> None:
         """Publish everything after ``position``; ``seq`` is the stream's last sequence."""
-        token = self._token
+        token = self._lease.token
         while self.broker_connected:
             # A new token means the lease lapsed and was re-taken: re-read the stream tail.
-            if not await self._hold_lease() or self._token != token:
+            if not await self._hold_lease() or self._lease.token != token:
                 return
             self._wake.clear()  # before reading, so a commit during the read is not missed
             batch = await self.store.read(after=position, limit=self.window)
@@ -248,7 +235,7 @@ class Relay:
             if batch:
                 self._head = max(self._head, batch[-1].position)
             if not batch:
-                if self._checkpoint > self._persisted:
+                if self._checkpoint > self._lease.persisted:
                     await self._hold_lease(flush=True)
                 await self._idle(self.poll_interval)
                 continue
@@ -302,7 +289,7 @@ class Relay:
         info = await ensure_stream(js, self.stream_name, self.stream_config, self._store_id or "")
         last_seq = info.state.last_seq
         in_stream = await last_position(js, self.stream_name, info.state)
-        position = max(self._persisted, self._checkpoint, in_stream)
+        position = max(self._lease.persisted, self._checkpoint, in_stream)
         self._checkpoint = position
         if position > self._head and not self._warned_ahead:
             self._head = await self.store.head()
@@ -317,36 +304,10 @@ class Relay:
 
     async def _hold_lease(self, flush: bool = False) -> bool:
         """Acquire, renew and flush as due; True while this relay may publish."""
-        now = time.monotonic()
-        dirty = self._checkpoint > self._persisted
-        due = now >= self._renew_at or (dirty and (flush or now - self._flushed_at >= 0.25))
-        if not due:
-            return self.leader
-        checkpoint = self._checkpoint
-        token, persisted = await self.store.transact(self._lease_txn(self._token, checkpoint))
-        if token is None:
-            if self._token is not None:
-                log.warning("relay %s: lost the lease of %s", self.instance_id, self.stream_name)
-            self._token = None
-            self._renew_at = now + self._standby_interval
-            self._persisted = persisted
-            # A standby reports the leader's progress.
-            self._checkpoint = persisted
-            return False
-        if self._token != token:
-            log.info("relay %s: leads %s (fencing token %d)", self.instance_id, self.stream_name, token)
-        self._token = token
-        self._persisted = max(persisted, checkpoint)
-        self._lease_valid_until = now + self.lease_seconds * 0.8  # margin for clock drift
-        self._renew_at = now + self.lease_seconds / 3
-        self._flushed_at = now
-        return True
-
-    def _lease_txn(self, token: int | None, checkpoint: int) -> Any:
-        return leadership.lease_txn(self.stream_name, self.instance_id, int(self.lease_seconds * 1_000_000), token, checkpoint)
-
-    def _release_txn(self, token: int | None, checkpoint: int) -> Any:
-        return leadership.release_txn(self.stream_name, self.instance_id, token, checkpoint)
+        leading, leaders_checkpoint = await self._lease.hold(self.store, self._checkpoint, flush)
+        if leaders_checkpoint is not None:
+            self._checkpoint = leaders_checkpoint  # a standby reports the leader's progress
+        return leading
 
     # --- plumbing -----------------------------------------------------------------------
 

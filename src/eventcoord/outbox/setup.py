@@ -32,8 +32,8 @@ class Outbox:
     relay: Relay | None = None
     broker: EmbeddedBroker | None = None
 
-    def committed(self, position: int) -> None:
-        """Events up to ``position`` were just committed: wake the followers and the relay."""
+    def committed(self) -> None:
+        """Events were just committed: wake the followers and the relay."""
         pulse(self.signal)
         if self.relay is not None:
             self.relay.notify()

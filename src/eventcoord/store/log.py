@@ -1,8 +1,8 @@
 """Backend-neutral SQL over the log: append with expected versions, read by position.
 
-Plain SQLAlchemy Core on a synchronous ``Connection``: the SQLite writer calls it directly,
-PostgreSQL inside the writer's greenlet; one implementation, two backends. On PostgreSQL a
-command runs inside a group-commit batch (``store/batch.py``): ``append`` hands out
+Plain SQLAlchemy Core on a synchronous ``Connection``: the SQLite writer calls it directly
+on the event loop, PostgreSQL inside the writer's greenlet; one implementation, two
+backends. On PostgreSQL a command runs inside a group-commit batch (``store/batch.py``): ``append`` hands out
 provisional positions and stages the events, and whatever a transaction returns that
 mentions positions is a :class:`Pending` result, finished once the real ones are known.
 """
@@ -114,7 +114,9 @@ Expected = int | None
 #: How long a process trusts the TTL it read from ``settings`` (replicas pick up a
 #: change made by another replica's ``serve --ttl-seconds`` within this many seconds).
 TTL_REFRESH_SECONDS = 2.0
-_ttl_cache: dict[int, tuple[int, float]] = {}
+#: Where the TTL is cached: on the database connection it was read through
+#: (``Connection.info``), so it lives and dies with that connection to that database.
+_TTL_KEY = "eventcoord.ttl"
 
 _READ_TTL = Prepared(lambda d: select(settings.c.value).where(settings.c.key == "ttl_seconds"))
 _PG_NOW = "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint"
@@ -135,19 +137,19 @@ def clock(conn: Connection) -> tuple[int, int]:
 
 def ttl_seconds(conn: Connection) -> int:
     """The liveness TTL kept in the database, re-read at most every couple of seconds."""
-    key = id(conn.engine)
-    hit = _ttl_cache.get(key)
+    info = conn.info
+    hit: tuple[int, float] | None = info.get(_TTL_KEY)
     now = time.monotonic()
     if hit is not None and hit[1] > now:
         return hit[0]
     ttl = int(_READ_TTL.scalar(conn, {}))
-    _ttl_cache[key] = (ttl, now + TTL_REFRESH_SECONDS)
+    info[_TTL_KEY] = (ttl, now + TTL_REFRESH_SECONDS)
     return ttl
 
 
-def forget_ttl() -> None:
-    """Drop cached TTLs (after this process wrote a new one)."""
-    _ttl_cache.clear()
+def forget_ttl(conn: Connection) -> None:
+    """Drop the TTL cached on ``conn`` (after writing a new one through it)."""
+    conn.info.pop(_TTL_KEY, None)
 
 
 def append(

@@ -99,7 +99,7 @@ class Prepared:
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
         """Every row, as tuples."""
         driver = conn.dialect.driver
-        if driver == "pysqlite":  # the SQLite writer's stdlib driver
+        if driver == "pysqlite":  # the SQLite writer (stdlib driver, on the event loop)
             rows: Sequence[Sequence[Any]] = _driver(conn).execute(self._sql(), self._params(params)).fetchall()
             return rows
         if driver == "asyncpg":
@@ -113,7 +113,7 @@ class Prepared:
     def first(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Any] | None:
         """The first row, or None."""
         driver = conn.dialect.driver
-        if driver == "pysqlite":  # the SQLite writer's stdlib driver
+        if driver == "pysqlite":  # the SQLite writer (stdlib driver, on the event loop)
             row: Sequence[Any] | None = _driver(conn).execute(self._sql(), self._params(params)).fetchone()
             return row
         if driver == "asyncpg":
@@ -133,7 +133,7 @@ class Prepared:
     def run(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Execute; returns the row count."""
         driver = conn.dialect.driver
-        if driver == "pysqlite":  # the SQLite writer's stdlib driver
+        if driver == "pysqlite":  # the SQLite writer (stdlib driver, on the event loop)
             return int(_driver(conn).execute(self._sql(), self._params(params)).rowcount)
         if driver == "asyncpg":
             pg = self._asyncpg()
@@ -146,7 +146,7 @@ class Prepared:
     def many(self, conn: Connection, params: Iterable[Mapping[str, Any]]) -> None:
         """Execute once per parameter set (executemany)."""
         driver = conn.dialect.driver
-        if driver == "pysqlite":  # the SQLite writer's stdlib driver
+        if driver == "pysqlite":  # the SQLite writer (stdlib driver, on the event loop)
             _driver(conn).executemany(self._sql(), (self._params(x) for x in params))
             return
         if driver == "asyncpg":

@@ -1,0 +1,115 @@
+"""claim_next_work: the next eligible item, in priority then age order.
+
+An item is skipped while blocked, while one of its paths overlaps a present exclusive
+claim of someone else, or while its issue is not takeable or the project is at its cap
+(no ``WipCapDenied``). Items without an issue take no lease.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+from functools import partial
+from typing import Any
+
+import msgspec
+
+from eventcoord.commands import ClaimNextWork
+from eventcoord.context import Context, Decision
+from eventcoord.domain import streams
+from eventcoord.domain.issues import Grant, grant_for_work
+from eventcoord.domain.paths import overlaps
+from eventcoord.domain.queue.recovery import recover
+from eventcoord.domain.queue.state import ClaimNextState, FileClaimView, ItemState, WorkReads
+from eventcoord.domain.sessions import SessionState, require_live
+from eventcoord.events import WorkClaimed
+
+
+def blockers_done(item: ItemState, statuses: Mapping[str, str]) -> bool:
+    """Every blocker of ``item`` has finished with outcome ``done``."""
+    return all(statuses.get(b) == "done" for b in item.blocked_by)
+
+
+def blocking_path(item: ItemState, claims: Iterable[FileClaimView], session_id: str) -> str | None:
+    """A declared path overlapping a present exclusive claim of someone else, if any."""
+    others = [c for c in claims if c.session_id != session_id and (c.session_id is None or c.live)]
+    for path in item.paths:
+        for claim in others:
+            if overlaps(path, claim.path):
+                return path
+    return None
+
+
+def claimed(item: ItemState, me: SessionState, fencing_token: int | None) -> WorkClaimed:
+    """The claim of ``item`` by ``me``."""
+    return WorkClaimed(
+        item_id=item.item_id,
+        project=item.project,
+        issue=item.issue,
+        session_id=me.session_id,
+        actor_key=me.actor_key,
+        host=me.host,
+        fencing_token=fencing_token,
+    )
+
+
+def item_view(item: ItemState, payload: Any, status: str, session_id: str | None, fencing_token: int | None) -> dict[str, Any]:
+    """The item as ``claim_next_work`` answers it."""
+    return {
+        "item_id": item.item_id,
+        "project": item.project,
+        "issue": item.issue,
+        "priority": item.priority,
+        "status": status,
+        "payload": payload,
+        "blocked_by": list(item.blocked_by),
+        "paths": list(item.paths),
+        "session_id": session_id,
+        "fencing_token": fencing_token,
+    }
+
+
+def _select(
+    candidates: Iterable[ItemState], reads: WorkReads, me: SessionState, wip_limit: int, ctx: Context
+) -> tuple[ItemState, Grant | None] | None:
+    """The first candidate the caller may take now, with the lease it takes (if it has an issue)."""
+    statuses: dict[str, str] = {}
+    claims: list[FileClaimView] | None = None
+    for item in candidates:
+        unknown = [b for b in item.blocked_by if b not in statuses]
+        if unknown:
+            statuses.update(reads.statuses(unknown))
+        if not blockers_done(item, statuses):
+            continue
+        if item.paths:
+            claims = reads.exclusive_claims() if claims is None else claims
+            if blocking_path(item, claims, me.session_id) is not None:
+                continue
+        if item.issue is None:
+            return item, None
+        grant = grant_for_work(reads.issue(item.issue), me, item.project, wip_limit, partial(reads.live_leases, item.issue), ctx)
+        if grant is not None:
+            return item, grant
+    return None
+
+
+def decide_claim_next_work(state: ClaimNextState, cmd: ClaimNextWork, ctx: Context) -> Decision:
+    """Pull the next eligible item (recovering stale work first), or answer ``item: null``."""
+    me = require_live(state.session, cmd.session_id, ctx)
+    recovery = recover(state.reads.stale_work(me.session_id), me.session_id)
+    candidates = heapq.merge(sorted(recovery.items.values(), key=lambda i: i.order), state.reads.queued(), key=lambda i: i.order)
+    chosen = _select(candidates, state.reads, me, state.wip_limit, ctx)
+    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+    if chosen is None:
+        d.events = list(recovery.events)
+        d.result = {"item": None}
+        return d
+    item, grant = chosen
+    token = grant.fencing_token if grant is not None else None
+    # A lease the recovery just released and the grant takes again is reclaimed in one step.
+    d.events = recovery.reclaiming(item.issue if grant is not None and grant.events else None)
+    d.events += grant.events if grant is not None else []
+    d.add(streams.work(item.item_id), claimed(item, me, token))
+    payload = None if item.payload is None else msgspec.json.decode(item.payload)
+    d.result = {"item": item_view(item, payload, "claimed", me.session_id, token)}
+    return d
