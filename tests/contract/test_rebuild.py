@@ -14,13 +14,13 @@ import threading
 from typing import Any
 
 import pytest
-from eventcoord.projections.tables import READ_MODEL_TABLES, sessions
 from sqlalchemy import Connection, event, select, update
 
 from eventcoord import projections
 from eventcoord.codec import decode_command
 from eventcoord.context import Caller
 from eventcoord.errors import DomainError
+from eventcoord.projections.tables import READ_MODEL_TABLES, sessions
 from eventcoord.service import Service
 from eventcoord.store import open_store
 from eventcoord.store.schema import settings

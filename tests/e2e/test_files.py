@@ -173,9 +173,9 @@ async def test_stale_holders_are_reclaimed_silently_sessionless_claims_are_not(
 
 
 async def dump_read_models(db_url: str) -> dict[str, list[Any]]:
-    from eventcoord.projections.tables import conflicts, file_claims, messages
     from sqlalchemy import Connection, select
 
+    from eventcoord.projections.tables import conflicts, file_claims, messages
     from eventcoord.store import open_store
 
     def run(conn: Connection) -> dict[str, list[Any]]:
