@@ -66,8 +66,9 @@ class ServerProcess:
         nats: str = "off",
         extra_env: dict[str, str] | None = None,
         argv: list[str] | None = None,
+        port: int | None = None,
     ) -> None:
-        self.port = free_port()
+        self.port = port if port is not None else free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         command = argv or [sys.executable, "-m", "eventcoord.cli"]
         args = [*command, "serve", "--db", db_url, "--data-dir", str(data_dir), "--nats", nats, "--port", str(self.port)]

@@ -250,10 +250,8 @@ def test_time_slider_shows_a_released_lease_as_held_at_an_earlier_moment(
 
 
 def test_reconnects_by_itself_after_a_server_restart_and_says_so_meanwhile(
-    db_url: str, tmp_path: Path, page: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    db_url: str, tmp_path: Path, page: Any, request: pytest.FixtureRequest
 ) -> None:
-    import tests.conftest as shared
-
     first = ServerProcess(db_url, tmp_path / "a")
     api = SyncApi(first.base_url)
     second: ServerProcess | None = None
@@ -268,8 +266,7 @@ def test_reconnects_by_itself_after_a_server_restart_and_says_so_meanwhile(
         expect(page.locator("#conn")).to_have_text("Disconnected")
         snapshot(page, request, "disconnected")
 
-        monkeypatch.setattr(shared, "free_port", lambda: first.port)  # the same address again
-        second = ServerProcess(db_url, tmp_path / "b")
+        second = ServerProcess(db_url, tmp_path / "b", port=first.port)  # the same address again
         expect(page.locator("#disconnected")).to_be_hidden(timeout=15_000)
         expect(page.locator("#conn")).to_have_text("Live")
         api.close()
