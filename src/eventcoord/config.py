@@ -22,6 +22,8 @@ class Settings:
     port: int = 8765
     ttl_seconds: int | None = None
     bootstrap_token: str | None = None
+    #: Seconds between ``: keep-alive`` comments on a quiet Server-Sent Events stream.
+    sse_keepalive_seconds: float = 15.0
 
     @property
     def database_url(self) -> str:
@@ -39,6 +41,8 @@ class Settings:
             raise ConfigError(f"--port / EVENTCOORD_PORT must be 0..65535, got {self.port}")
         if self.ttl_seconds is not None and not 1 <= self.ttl_seconds <= 86400:
             raise ConfigError(f"--ttl-seconds / EVENTCOORD_TTL_SECONDS must be 1..86400, got {self.ttl_seconds}")
+        if not 0.01 <= self.sse_keepalive_seconds <= 3600:
+            raise ConfigError(f"EVENTCOORD_SSE_KEEPALIVE_SECONDS must be 0.01..3600, got {self.sse_keepalive_seconds}")
         return self
 
 
@@ -54,6 +58,7 @@ def from_env(**overrides: object) -> Settings:
         "port": _int_env("EVENTCOORD_PORT", 8765),
         "ttl_seconds": _int_env("EVENTCOORD_TTL_SECONDS", None),
         "bootstrap_token": env.get("EVENTCOORD_BOOTSTRAP_TOKEN") or None,
+        "sse_keepalive_seconds": _float_env("EVENTCOORD_SSE_KEEPALIVE_SECONDS", 15.0),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values).validate()  # type: ignore[arg-type]
@@ -68,3 +73,14 @@ def _int_env(name: str, default: int | None) -> int | None:
         return int(raw)
     except ValueError:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def _float_env(name: str, default: float) -> float:
+    """A number from the environment; a value that is not one names the variable."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None

@@ -58,6 +58,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level="warning",
         access_log=False,
         lifespan="on",
+        # Server-Sent Events streams never end on their own: on SIGTERM give requests in
+        # flight a few seconds, then close the streams (clients resume with Last-Event-ID).
+        timeout_graceful_shutdown=3,
         **extra,  # type: ignore[arg-type]
     )
     from eventcoord.first_run import ensure_admin_token

@@ -11,6 +11,10 @@ from litestar.response import Stream
 
 from eventcoord.api.deps import caller, json, runtime
 from eventcoord.outbox.follow import follow, sse_frame
+from eventcoord.outbox.tail import KeepAlive
+
+#: A comment line: keeps proxies and clients from timing out a quiet stream.
+KEEP_ALIVE_FRAME = b": keep-alive\n\n"
 
 
 @get("/v1/events", operation_id="listEvents", summary="The event log, in position order")
@@ -32,7 +36,9 @@ async def stream_events(
 ) -> Stream:
     """Each event is one SSE message: ``id`` = position, ``event`` = type, ``data`` = wire JSON.
 
-    Reconnecting clients send ``Last-Event-ID`` and resume exactly after it.
+    Reconnecting clients send ``Last-Event-ID`` and resume exactly after it. A quiet
+    stream gets a ``: keep-alive`` comment every ``EVENTCOORD_SSE_KEEPALIVE_SECONDS``
+    (default 15). Every stream of a server process reads one shared tail of the log.
     """
     who = await caller(request)
     rt = runtime(request)
@@ -41,10 +47,16 @@ async def stream_events(
         last = request.headers.get("last-event-id", "0")
         start = int(last) if last.isdigit() else 0
 
+    tail = rt.outbox.tail
+
     async def frames() -> AsyncIterator[bytes]:
         yield b": eventcoord stream\n\n"
-        async for ev in follow(rt.store, start, who.workspace, rt.outbox.signal):
-            yield sse_frame(ev)
+        if tail is None:  # a runtime built without a tail: follow the store directly
+            async for ev in follow(rt.store, start, who.workspace, rt.outbox.signal):
+                yield sse_frame(ev)
+            return
+        async for item in tail.follow(start, who.workspace):
+            yield KEEP_ALIVE_FRAME if isinstance(item, KeepAlive) else sse_frame(item)
 
     return Stream(frames(), media_type="text/event-stream", headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
