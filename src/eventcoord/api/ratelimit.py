@@ -27,7 +27,16 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.enums import ScopeType
+from litestar.types import (
+    ASGIApp,
+    HTTPResponseBodyEvent,
+    HTTPResponseStartEvent,
+    Message,
+    Receive,
+    Scope,
+    Send,
+)
 
 from eventcoord import errors, metrics
 from eventcoord.api.answers import error_body
@@ -118,7 +127,7 @@ class Limiter:
 
     async def __call__(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """Admit the request to ``app``, or answer 429 here."""
-        if scope["type"] != "http" or scope["path"] in EXEMPT:
+        if scope["type"] != ScopeType.HTTP or scope["path"] in EXEMPT:
             await app(scope, receive, send)
             return
         now = time.monotonic()
@@ -187,15 +196,15 @@ async def _refuse(send: Send, scope_name: str, wait: float) -> None:
     e = errors.rate_limited(f"{what}; retry after {retry} s")
     e.details.update({"scope": scope_name, "retry_after": round(wait, 3)})
     body = error_body(e)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 429,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"retry-after", str(retry).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": 429,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"retry-after", str(retry).encode()),
+        ],
+    }
+    await send(start)
+    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
+    await send(end)
