@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import shutil
 import signal
 import socket
@@ -123,6 +124,64 @@ class TcpProxy:
         self._call(self._cut())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+class PrivatePostgres:
+    """A PostgreSQL cluster of our own (initdb in a temporary folder), so a test can really stop it.
+
+    ``pg_ctl stop -m fast`` is what an operator's restart does: open connections get FATAL
+    57P01 (admin shutdown), new ones are refused. Run as the ``postgres`` user when we are
+    root (initdb refuses root). :meth:`available` says whether this machine can.
+    """
+
+    def __init__(self) -> None:
+        # Its own folder under the system temp: the postgres user must reach it (pytest's
+        # tmp_path sits under a folder only its owner may enter).
+        self.data_dir = Path(tempfile.mkdtemp(prefix="ec-pg-"))
+        self.port = free_port()
+        self.url = f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/postgres"
+        self._bin = Path(shutil.which("initdb") or "/usr/local/bin/initdb").resolve().parent
+
+    @staticmethod
+    def available() -> bool:
+        if shutil.which("initdb") is None or shutil.which("pg_ctl") is None:
+            return False
+        if os.geteuid() == 0:
+            import pwd
+
+            try:
+                pwd.getpwnam("postgres")
+            except KeyError:
+                return False
+            return shutil.which("runuser") is not None
+        return True
+
+    def _run(self, *args: str) -> None:
+        argv = [str(self._bin / args[0]), *args[1:]]
+        if os.geteuid() == 0:
+            argv = ["runuser", "-u", "postgres", "--", *argv]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"{args[0]} failed: {done.stdout}{done.stderr}")
+
+    def init(self) -> PrivatePostgres:
+        if os.geteuid() == 0:
+            shutil.chown(self.data_dir, "postgres")
+        self._run("initdb", "-D", str(self.data_dir / "data"), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+        return self
+
+    def start(self) -> None:
+        opts = f"-p {self.port} -k {self.data_dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        self._run("pg_ctl", "-D", str(self.data_dir / "data"), "-o", opts, "-l", str(self.data_dir / "pg.log"), "-w", "start")
+
+    def stop(self) -> None:
+        """An operator's fast shutdown: sessions terminated (57P01), then the server is gone."""
+        self._run("pg_ctl", "-D", str(self.data_dir / "data"), "-m", "fast", "-w", "stop")
+
+    def close(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            self.stop()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 class Nats:

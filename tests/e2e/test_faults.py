@@ -20,11 +20,11 @@ from typing import Any
 import httpx
 import nats
 import pytest
-from tests.helpers import PG_URL, wait_until
+from tests.helpers import IN_CI, PG_URL, wait_until
 from tests.load import Workload, check_log, read_log
-from tests.topology import Topology
+from tests.topology import PrivatePostgres, Topology
 
-pytestmark = [pytest.mark.skipif(not PG_URL, reason="EVENTCOORD_TEST_PG_URL not set")]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.skipif(not PG_URL and not IN_CI, reason="EVENTCOORD_TEST_PG_URL not set")]
 
 NO_LIMITS = {"EVENTCOORD_RATE_LIMITS": "off"}
 
@@ -143,6 +143,33 @@ async def test_postgres_stopped_under_load(topology: Topology) -> None:
     assert not tally.unexpected, tally.unexpected[:5]
     figures = await _assert_nothing_lost(topo, work)
     print(f"after recovery: {figures}")
+
+
+@pytest.mark.skipif(not PrivatePostgres.available(), reason="initdb/pg_ctl not usable here")
+async def test_postgres_really_stopped_and_started_under_load(tmp_path: Path) -> None:
+    """The same, with a PostgreSQL of our own stopped by pg_ctl (-m fast) and started again."""
+    pg = PrivatePostgres().init()
+    pg.start()
+    topo = Topology(tmp_path / "topo", replicas=2, pg_url=pg.url, extra_env=NO_LIMITS)
+    try:
+        topo.start()
+        work = Workload(topo.urls, clients=20, seconds=9.0, tolerated_5xx=frozenset({"INTERNAL", "STORE_UNAVAILABLE"}))
+        await work.prepare()
+        timers = [_later(2.5, pg.stop), _later(6.0, pg.start)]
+        tally = await work.run()
+        for t in timers:
+            t.join()
+        print(f"pg_ctl stop for ~3.5 s: answers {dict(tally.statuses)}, refusals {dict(tally.codes)}")
+        assert tally.codes["STORE_UNAVAILABLE"] > 0, "the outage was not noticed"
+        if STRICT_503_WHILE_DOWN:
+            assert tally.codes["INTERNAL"] == 0, tally.codes
+        assert not tally.transport_errors, tally.transport_errors
+        assert not tally.unexpected, tally.unexpected[:5]
+        figures = await _assert_nothing_lost(topo, work)
+        print(f"after recovery: {figures}")
+    finally:
+        topo.stop()
+        pg.close()
 
 
 async def test_a_replica_killed_mid_load_loses_nothing(topology: Topology) -> None:

@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import ServerProcess
 from tests.load import Workload, check_log, read_log, rebuild_equals_live
 
-pytestmark = pytest.mark.postgres  # replicas share one database only on PostgreSQL
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # replicas share one database only on PostgreSQL
 
 #: Rate limits are admission control per process; this test is about the database's decisions.
 NO_LIMITS = {"EVENTCOORD_RATE_LIMITS": "off"}

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from tests.helpers import PG_URL, ROOT, Api, wait_until
+from tests.helpers import IN_CI, PG_URL, ROOT, Api, wait_until
 from tests.topology import REPLICA_ENV, REPLICAS, SERVICES, Topology
 
 from eventcoord.client.subscriber import subscribe
@@ -41,7 +41,8 @@ def test_docker_compose_describes_the_topology_the_script_starts() -> None:
     assert "js-enabled-only" in " ".join(services["nats"]["healthcheck"]["test"])
 
 
-@pytest.mark.skipif(not PG_URL, reason="EVENTCOORD_TEST_PG_URL not set")
+@pytest.mark.postgres
+@pytest.mark.skipif(not PG_URL and not IN_CI, reason="EVENTCOORD_TEST_PG_URL not set")
 async def test_the_topology_starts_from_local_processes_and_serves(tmp_path: Path) -> None:
     with Topology(tmp_path) as topo:
         assert len(topo.replicas) == REPLICAS
