@@ -29,6 +29,7 @@ RATE_LIMITED = Counter(
     ["scope"],
     registry=REGISTRY,
 )
+SSE_STREAMS = Gauge("eventcoord_sse_streams", "Server-Sent Events streams open on this process.", registry=REGISTRY)
 RELAY_LAG = Gauge("eventcoord_relay_lag", "Positions committed but not yet published to NATS.", registry=REGISTRY)
 
 

@@ -12,12 +12,14 @@ import httpx
 from tests.helpers import BOOTSTRAP, Api, ServerProcess
 
 
-async def _read_stream(base_url: str, token: str, count: int, headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
+async def _read_stream(
+    base_url: str, token: str, count: int, headers: dict[str, str] | None = None, params: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """The first ``count`` events of one SSE stream, parsed (keep-alive comments skipped)."""
     got: list[dict[str, Any]] = []
     hdrs = {"authorization": f"Bearer {token}", **(headers or {})}
     async with httpx.AsyncClient(base_url=base_url, timeout=httpx.Timeout(60.0)) as http:
-        async with http.stream("GET", "/v1/events/stream", headers=hdrs) as r:
+        async with http.stream("GET", "/v1/events/stream", headers=hdrs, params=params) as r:
             assert r.status_code == 200
             ident = None
             async for line in r.aiter_lines():
@@ -32,6 +34,12 @@ async def _read_stream(base_url: str, token: str, count: int, headers: dict[str,
     raise AssertionError("the stream ended")
 
 
+async def _open_streams(api: Api) -> float:
+    """``eventcoord_sse_streams`` from /metrics."""
+    text = (await api.http.get("/metrics")).text
+    return next(float(line.split()[1]) for line in text.splitlines() if line.startswith("eventcoord_sse_streams "))
+
+
 async def test_many_streams_receive_the_same_events_in_order_and_resume(start_server: Callable[..., ServerProcess]) -> None:
     server = start_server()
     api = Api(server.base_url)
@@ -40,6 +48,16 @@ async def test_many_streams_receive_the_same_events_in_order_and_resume(start_se
         sid = await api.register(actor="a")
         osid = await other.register(actor="b")
         streams = [asyncio.create_task(_read_stream(server.base_url, BOOTSTRAP, 61)) for _ in range(60)]
+        messages = asyncio.create_task(_read_stream(server.base_url, BOOTSTRAP, 30, params={"type": ["MessagePosted"]}))
+        beats = asyncio.create_task(
+            _read_stream(server.base_url, BOOTSTRAP, 31, params={"type": ["MessagePosted", "AgentRegistered"]})
+        )
+        async def following(n: int) -> float:
+            while (count := await _open_streams(api)) < n:
+                await asyncio.sleep(0.05)
+            return count
+
+        assert await asyncio.wait_for(following(62), 30) == 62  # every stream follows the one tail now
         for i in range(30):
             await api.ok({"type": "heartbeat_agent", "session_id": sid})
             await other.ok({"type": "heartbeat_agent", "session_id": osid})
@@ -53,6 +71,9 @@ async def test_many_streams_receive_the_same_events_in_order_and_resume(start_se
             assert [e["position"] for e in got] == ours  # same events, same order, no gaps
             assert all(json.loads(json.dumps(e["metadata"]))["workspace"] == "default" for e in got)
         assert [e["position"] for e in await asyncio.wait_for(resumed, 60)] == later
+        posted = [e["position"] for e in await api.events("MessagePosted")]
+        assert [e["position"] for e in await asyncio.wait_for(messages, 60)] == posted  # filtered by type
+        assert [e["type"] for e in await asyncio.wait_for(beats, 60)] == ["AgentRegistered"] + ["MessagePosted"] * 30
     finally:
         await other.close()
         await api.close()

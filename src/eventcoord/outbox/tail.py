@@ -155,8 +155,11 @@ class LogTail:
             events = [self._events[j] for j in range(i, len(ws)) if ws[j] == workspace]
         return events, self._positions[-1]
 
-    async def follow(self, after: int, workspace: str | None) -> AsyncIterator[WireEvent | KeepAlive]:
-        """Every event with position > ``after`` (of ``workspace``, if given), then live.
+    async def follow(
+        self, after: int, workspace: str | None, types: frozenset[str] | None = None
+    ) -> AsyncIterator[WireEvent | KeepAlive]:
+        """Every event with position > ``after`` (of ``workspace`` and of ``types``, if
+        given), then live.
 
         Yields :data:`KEEP_ALIVE` whenever nothing was yielded for the keep-alive interval.
         """
@@ -172,6 +175,8 @@ class LogTail:
                         events, scanned = await self._read_store(scanned, workspace)
                     else:
                         events, scanned = window
+                    if types:
+                        events = [ev for ev in events if ev.type in types]
                     for ev in events:
                         yield ev
                     if events:
