@@ -152,7 +152,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
         else:
             from eventcoord.client import AsyncClient
 
-            source = AsyncClient(args.url, args.token).stream(args.after)
+            source = AsyncClient(args.url, args.token).stream(args.after, sorted(types) or None)
         async for ev in source:
             if not types or ev.type in types:
                 print(encode(ev).decode(), flush=True)
