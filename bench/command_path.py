@@ -111,7 +111,7 @@ def start_eventcoord(data_dir: Path, port: int, db_url: str | None, cpus: str | 
     argv = [*(serve or [EVENTCOORD, "serve"]), "--data-dir", str(data_dir), "--nats", "off", "--port", str(port)]
     if db_url:
         argv += ["--db", db_url]
-    server = Server("eventcoord", argv, port, env={"EVENTCOORD_BOOTSTRAP_TOKEN": TOKEN}, cpus=cpus, log=log)
+    server = Server("eventcoord", argv, port, env={"EVENTCOORD_BOOTSTRAP_TOKEN": TOKEN, "EVENTCOORD_RATE_LIMITS": "off"}, cpus=cpus, log=log)
     server.wait_ready()
     return server
 

@@ -55,7 +55,7 @@ async def main() -> None:
         cmd = [sys.executable, "-m", "eventcoord.cli", "serve", "--data-dir", str(work / "data"), "--nats", broker.url, "--port", str(port)]
         if args.db:
             cmd += ["--db", args.db]
-        server = subprocess.Popen(cmd, env={**os.environ, "EVENTCOORD_BOOTSTRAP_TOKEN": TOKEN}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(cmd, env={**os.environ, "EVENTCOORD_BOOTSTRAP_TOKEN": TOKEN, "EVENTCOORD_RATE_LIMITS": "off"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         base = f"http://127.0.0.1:{port}"
         try:
             async with httpx.AsyncClient(

@@ -22,6 +22,16 @@ class Settings:
     port: int = 8765
     ttl_seconds: int | None = None
     bootstrap_token: str | None = None
+    #: Seconds between ``: keep-alive`` comments on a quiet Server-Sent Events stream.
+    sse_keepalive_seconds: float = 15.0
+    #: Rate limits (per process): requests per second and burst per token, per client
+    #: address, and failed authentications per address; a rate of 0 turns that limit off.
+    rate_token_per_second: float = 100.0
+    rate_token_burst: float = 2000.0
+    rate_address_per_second: float = 1000.0
+    rate_address_burst: float = 4000.0
+    rate_auth_failures_per_second: float = 1.0
+    rate_auth_failures_burst: float = 20.0
 
     @property
     def database_url(self) -> str:
@@ -39,7 +49,28 @@ class Settings:
             raise ConfigError(f"--port / EVENTCOORD_PORT must be 0..65535, got {self.port}")
         if self.ttl_seconds is not None and not 1 <= self.ttl_seconds <= 86400:
             raise ConfigError(f"--ttl-seconds / EVENTCOORD_TTL_SECONDS must be 1..86400, got {self.ttl_seconds}")
+        if not 0.01 <= self.sse_keepalive_seconds <= 3600:
+            raise ConfigError(f"EVENTCOORD_SSE_KEEPALIVE_SECONDS must be 0.01..3600, got {self.sse_keepalive_seconds}")
+        for name in RATE_SETTINGS:
+            value = getattr(self, name)
+            if not 0 <= value <= 1e9:
+                raise ConfigError(f"EVENTCOORD_{name.upper()} must be 0..1e9, got {value}")
+        for rate, burst in (("rate_token_per_second", "rate_token_burst"), ("rate_address_per_second", "rate_address_burst"),
+                            ("rate_auth_failures_per_second", "rate_auth_failures_burst")):
+            if getattr(self, rate) > 0 and getattr(self, burst) < 1:
+                raise ConfigError(f"EVENTCOORD_{burst.upper()} must be at least 1 while EVENTCOORD_{rate.upper()} is on")
         return self
+
+
+#: The rate-limit settings, each read from ``EVENTCOORD_<NAME>`` (upper case).
+RATE_SETTINGS = (
+    "rate_token_per_second",
+    "rate_token_burst",
+    "rate_address_per_second",
+    "rate_address_burst",
+    "rate_auth_failures_per_second",
+    "rate_auth_failures_burst",
+)
 
 
 def from_env(**overrides: object) -> Settings:
@@ -54,7 +85,13 @@ def from_env(**overrides: object) -> Settings:
         "port": _int_env("EVENTCOORD_PORT", 8765),
         "ttl_seconds": _int_env("EVENTCOORD_TTL_SECONDS", None),
         "bootstrap_token": env.get("EVENTCOORD_BOOTSTRAP_TOKEN") or None,
+        "sse_keepalive_seconds": _float_env("EVENTCOORD_SSE_KEEPALIVE_SECONDS", 15.0),
     }
+    defaults = Settings()
+    if env.get("EVENTCOORD_RATE_LIMITS", "").strip().lower() == "off":
+        values.update({name: 0.0 for name in RATE_SETTINGS if name.endswith("per_second")})
+    else:
+        values.update({name: _float_env(f"EVENTCOORD_{name.upper()}", getattr(defaults, name)) for name in RATE_SETTINGS})
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values).validate()  # type: ignore[arg-type]
 
@@ -68,3 +105,14 @@ def _int_env(name: str, default: int | None) -> int | None:
         return int(raw)
     except ValueError:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def _float_env(name: str, default: float) -> float:
+    """A number from the environment; a value that is not one names the variable."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None

@@ -23,6 +23,13 @@ COMMAND_SECONDS = Histogram(
 )
 EVENTS = Counter("eventcoord_events_appended_total", "Events appended by this process.", registry=REGISTRY)
 HEAD = Gauge("eventcoord_log_head", "The newest committed position this process has seen.", registry=REGISTRY)
+RATE_LIMITED = Counter(
+    "eventcoord_rate_limited_total",
+    "Requests refused 429 RATE_LIMITED, by the limit that refused them (address, token, auth_failures).",
+    ["scope"],
+    registry=REGISTRY,
+)
+SSE_STREAMS = Gauge("eventcoord_sse_streams", "Server-Sent Events streams open on this process.", registry=REGISTRY)
 RELAY_LAG = Gauge("eventcoord_relay_lag", "Positions committed but not yet published to NATS.", registry=REGISTRY)
 
 

@@ -10,6 +10,7 @@ from litestar.openapi import OpenAPIConfig
 
 from eventcoord import bootstrap
 from eventcoord.api.errors import EXCEPTION_HANDLERS
+from eventcoord.api.ratelimit import Limit, RateLimits, middleware
 from eventcoord.api.routes import ROUTES
 from eventcoord.config import Settings
 
@@ -28,8 +29,14 @@ def create_app(settings: Settings) -> Litestar:
         finally:
             await rt.stop()
 
+    limits = RateLimits(
+        token=Limit(settings.rate_token_per_second, settings.rate_token_burst),
+        address=Limit(settings.rate_address_per_second, settings.rate_address_burst),
+        auth_failures=Limit(settings.rate_auth_failures_per_second, settings.rate_auth_failures_burst),
+    )
     return Litestar(
         route_handlers=ROUTES,
+        middleware=[middleware(limits)] if limits.on else [],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=[lifespan],
         request_max_body_size=MAX_BODY,

@@ -58,6 +58,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level="warning",
         access_log=False,
         lifespan="on",
+        # Server-Sent Events streams never end on their own: on SIGTERM give requests in
+        # flight a few seconds, then close the streams (clients resume with Last-Event-ID).
+        timeout_graceful_shutdown=3,
         **extra,  # type: ignore[arg-type]
     )
     from eventcoord.first_run import ensure_admin_token
@@ -149,7 +152,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
         else:
             from eventcoord.client import AsyncClient
 
-            source = AsyncClient(args.url, args.token).stream(args.after)
+            source = AsyncClient(args.url, args.token).stream(args.after, sorted(types) or None)
         async for ev in source:
             if not types or ev.type in types:
                 print(encode(ev).decode(), flush=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -66,10 +66,13 @@ class AsyncClient(AsyncOperations):
         """One page of the log."""
         return (await self.read_events(after=after, limit=limit)).events
 
-    async def stream(self, after: int = 0) -> AsyncIterator[WireEvent]:
-        """Every event after ``after``, then live, over Server-Sent Events."""
+    async def stream(self, after: int = 0, types: Sequence[str] | None = None) -> AsyncIterator[WireEvent]:
+        """Every event after ``after`` (only of ``types``, if given), then live, over Server-Sent Events."""
+        params: dict[str, Any] = {"after": after}
+        if types:
+            params["type"] = list(types)
         try:
-            async with self._http.stream("GET", "/v1/events/stream", params={"after": after}, timeout=None) as r:
+            async with self._http.stream("GET", "/v1/events/stream", params=params, timeout=None) as r:
                 if r.status_code >= 400:
                     await r.aread()
                     raise Reply(r.status_code, r.content).refusal() or Unreachable(str(r.status_code))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from eventcoord.config import Settings
 from eventcoord.outbox.follow import pulse
+from eventcoord.outbox.tail import LogTail
 from eventcoord.store.base import EventStore
 
 if TYPE_CHECKING:  # imported when started: ``--nats off`` never loads the NATS client
@@ -26,20 +27,26 @@ log = logging.getLogger("eventcoord.outbox")
 
 @dataclass
 class Outbox:
-    """The commit signal SSE followers wait on, and the relay (with its broker) if any."""
+    """The commit signal, the log tail SSE streams follow, and the relay (with its broker) if any."""
 
     signal: asyncio.Event = field(default_factory=asyncio.Event)
+    tail: LogTail | None = None
     relay: Relay | None = None
     broker: EmbeddedBroker | None = None
 
     def committed(self) -> None:
         """Events were just committed: wake the followers and the relay."""
         pulse(self.signal)
+        if self.tail is not None:
+            self.tail.notify()
         if self.relay is not None:
             self.relay.notify()
 
     async def stop(self) -> None:
-        """Stop the relay first (it saves its checkpoint), then the broker."""
+        """Stop the log tail, then the relay (it saves its checkpoint), then the broker."""
+        tail, self.tail = self.tail, None
+        if tail is not None:
+            await tail.stop()
         relay, self.relay = self.relay, None
         if relay is not None:
             await relay.stop()
@@ -49,8 +56,9 @@ class Outbox:
 
 
 async def start_outbox(store: EventStore, settings: Settings) -> Outbox:
-    """Start the broker (embedded) and the relay as ``settings.nats`` says."""
-    outbox = Outbox()
+    """Start the log tail, and the broker (embedded) and the relay as ``settings.nats`` says."""
+    outbox = Outbox(tail=LogTail(store, keepalive_interval=settings.sse_keepalive_seconds))
+    await outbox.tail.start()  # type: ignore[union-attr]
     if settings.nats == "off":
         return outbox
     from eventcoord.outbox.relay import Relay

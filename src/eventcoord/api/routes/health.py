@@ -24,9 +24,11 @@ async def health(request: Request[Any, Any, Any]) -> Response[bytes]:
 @get("/metrics", operation_id="metrics", summary="Prometheus metrics", exclude_from_auth=True)
 async def prometheus_metrics(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Prometheus exposition: commands by type and outcome, latency, log head, relay lag."""
-    relay = runtime(request).outbox.relay
-    if relay is not None:
-        metrics.RELAY_LAG.set(relay.status().get("lag", 0))
+    outbox = runtime(request).outbox
+    if outbox.relay is not None:
+        metrics.RELAY_LAG.set(outbox.relay.status().get("lag", 0))
+    if outbox.tail is not None:
+        metrics.SSE_STREAMS.set(outbox.tail.followers)
     return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
 
