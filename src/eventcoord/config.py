@@ -22,6 +22,8 @@ class Settings:
     port: int = 8765
     ttl_seconds: int | None = None
     bootstrap_token: str | None = None
+    #: A snapshot of the read models every this many events (0: none), for ``as_of`` reads.
+    snapshot_every: int = 10000
 
     @property
     def database_url(self) -> str:
@@ -39,6 +41,8 @@ class Settings:
             raise ConfigError(f"--port / EVENTCOORD_PORT must be 0..65535, got {self.port}")
         if self.ttl_seconds is not None and not 1 <= self.ttl_seconds <= 86400:
             raise ConfigError(f"--ttl-seconds / EVENTCOORD_TTL_SECONDS must be 1..86400, got {self.ttl_seconds}")
+        if not 0 <= self.snapshot_every <= 10**9:
+            raise ConfigError(f"--snapshot-every / EVENTCOORD_SNAPSHOT_EVERY must be 0..1000000000, got {self.snapshot_every}")
         return self
 
 
@@ -54,6 +58,7 @@ def from_env(**overrides: object) -> Settings:
         "port": _int_env("EVENTCOORD_PORT", 8765),
         "ttl_seconds": _int_env("EVENTCOORD_TTL_SECONDS", None),
         "bootstrap_token": env.get("EVENTCOORD_BOOTSTRAP_TOKEN") or None,
+        "snapshot_every": _int_env("EVENTCOORD_SNAPSHOT_EVERY", 10000),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values).validate()  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    keys = ("db_url", "data_dir", "nats", "nats_stream", "host", "port", "ttl_seconds")
+    keys = ("db_url", "data_dir", "nats", "nats_stream", "host", "port", "ttl_seconds", "snapshot_every")
     return from_env(**{k: getattr(args, k, None) for k in keys})
 
 
@@ -168,6 +168,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="bind port (default 8765)")
     serve.add_argument("--ttl-seconds", dest="ttl_seconds", type=int, help="liveness TTL kept in the database (default 120)")
+    serve.add_argument("--snapshot-every", dest="snapshot_every", type=int,
+                       help="snapshot the read models every N events for as_of reads (EVENTCOORD_SNAPSHOT_EVERY; default 10000, 0 = off)")
     serve.set_defaults(fn=cmd_serve)
     migrate = sub.add_parser("migrate", help="apply database migrations")
     _common(migrate)
