@@ -16,8 +16,10 @@ from typing import Any
 import msgspec
 from sqlalchemy import Connection, Select, select
 
+from eventcoord import errors
 from eventcoord.codec import EventMetadata, WireEvent, decode_event, format_time
-from eventcoord.store.log import RecordedEvent
+from eventcoord.history.snapshots import archive_boundary
+from eventcoord.store.log import RecordedEvent, read_wire
 from eventcoord.store.schema import events
 
 _WIRE = (
@@ -112,6 +114,14 @@ def rows(conn: Connection, after: int, limit: int, workspace: str | None, f: Fil
     # One index walk per type, merged: never a sort of every match.
     pages = [list(conn.execute(base.where(events.c.type == t).order_by(events.c.position).limit(limit))) for t in sorted(set(f.types))]
     return list(heapq.merge(*pages, key=lambda r: r.position))[:limit]
+
+
+def page(conn: Connection, after: int, limit: int, workspace: str, f: Filters) -> list[WireEvent]:
+    """A page of ``/v1/events``; a page starting before an archive is 410 ARCHIVED naming it."""
+    archive = archive_boundary(conn)
+    if archive is not None and after < archive.before - 1:
+        raise errors.archived(after + 1, archive.before, archive.file)
+    return read_wire(conn, after, limit, workspace) if f.empty else read_filtered(conn, after, limit, workspace, f)
 
 
 def read_filtered(conn: Connection, after: int, limit: int, workspace: str | None, f: Filters) -> list[WireEvent]:

@@ -13,7 +13,7 @@ from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
 from eventcoord.codec import parse_time
 from eventcoord.events import EVENT_TYPES
-from eventcoord.history.logreads import Filters, read_filtered
+from eventcoord.history.logreads import Filters, page
 from eventcoord.outbox.follow import follow, sse_frame
 
 
@@ -50,11 +50,7 @@ async def list_events(
     filtered (SPEC §8); filters never reorder, ``after``/``limit`` page as before."""
     who = await caller(request)
     f = parse_filters(types, stream, since, until)
-    rt = runtime(request)
-    if f.empty:
-        events = await rt.store.read(after, min(limit, 1000), who.workspace)
-    else:
-        events = await rt.store.query(lambda c: read_filtered(c, after, min(limit, 1000), who.workspace, f))
+    events = await runtime(request).store.query(lambda c: page(c, after, min(limit, 1000), who.workspace, f))
     return json({"events": events})
 
 
