@@ -68,8 +68,8 @@ def compare(tables: tuple[Table, ...], live: Rows, rebuilt: Rows) -> list[Differ
     """Every row present on one side only, or different, by table and key."""
     out: list[Difference] = []
     for t in tables:
-        cols = [c.name for c in t.columns]
-        idx = [cols.index(c.name) for c in t.primary_key.columns]
+        cols = [str(c.name) for c in t.columns]
+        idx = [cols.index(str(c.name)) for c in t.primary_key.columns]
         a = {tuple(r[i] for i in idx): r for r in live[t.name]}
         b = {tuple(r[i] for i in idx): r for r in rebuilt[t.name]}
         for key in sorted(a.keys() | b.keys(), key=repr):
@@ -77,7 +77,7 @@ def compare(tables: tuple[Table, ...], live: Rows, rebuilt: Rows) -> list[Differ
             if x != y:
                 out.append(
                     Difference(
-                        t.name,
+                        str(t.name),
                         list(key),
                         None if x is None else dict(zip(cols, x, strict=True)),
                         None if y is None else dict(zip(cols, y, strict=True)),
