@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.helpers import Api
+from tests.helpers import Api, ServerProcess
+
+from eventcoord.history import snapshots
+from eventcoord.store import open_store
 
 
 async def _day(api: Api) -> tuple[str, int, int]:
@@ -88,3 +93,32 @@ async def test_every_point_in_time_read_answers_as_of_a_position(api: Api) -> No
         assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "as_of", (path, r.text)
         r = await api.http.get(path, params={"as_of": "not-a-time"})
         assert r.status_code == 422, (path, r.text)
+
+
+async def test_a_serving_replica_snapshots_every_n_events_in_the_background(
+    start_server: Callable[..., ServerProcess], db_url: str
+) -> None:
+    server = start_server(extra_env={"EVENTCOORD_SNAPSHOT_EVERY": "10"})
+    api = Api(server.base_url)
+    try:
+        sid = await api.register(actor="snap")
+        for _ in range(12):
+            await api.ok({"type": "heartbeat_agent", "session_id": sid})
+        head = await api.head()
+
+        store = open_store(db_url)
+        await store.start()
+        try:
+            taken: list[int] = []
+            for _ in range(300):  # the worker looks every 2 s
+                taken.append(await store.query(snapshots.latest_position))
+                if taken[-1] >= 10:
+                    break
+                await asyncio.sleep(0.1)
+            assert taken[-1] >= 10, "the server's worker took no snapshot"
+        finally:
+            await store.close()
+        agents = await api.get("/v1/agents", as_of=head)
+        assert agents["as_of"]["position"] == head and agents["agents"][0]["session_id"] == sid
+    finally:
+        await api.close()
