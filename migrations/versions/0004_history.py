@@ -1,8 +1,8 @@
 """History (SPEC §8): indexes for the log's filters, snapshots of the read models, archives.
 
-* ``events``: (workspace, type, position) and (workspace, stream, position) make a
-  filtered page a seek plus a walk in position order; (workspace, recorded_us, position)
-  turns ``since``/``until`` and an ``as_of`` time into a position with one seek.
+* ``events``: (workspace, type, position) makes a page filtered by type a seek plus a walk
+  in position order. Only this one: every index on ``events`` is paid by every command
+  (streams use the unique (workspace, stream, version), times a search over positions).
 * ``snapshots`` + ``snapshot_chunks``: the read models right after a position, as a
   manifest of content-addressed chunks (a chunk that did not change is shared).
 * ``archives``: prefixes of the log moved to a file by ``eventcoord archive``. On
@@ -54,8 +54,6 @@ def upgrade() -> None:
     """Upgrade schema."""
     with op.batch_alter_table('events', schema=None) as batch_op:
         batch_op.create_index('ix_events_workspace_type_position', ['workspace', 'type', 'position'], unique=False)
-        batch_op.create_index('ix_events_workspace_stream_position', ['workspace', 'stream', 'position'], unique=False)
-        batch_op.create_index('ix_events_workspace_recorded', ['workspace', 'recorded_us', 'position'], unique=False)
     op.create_table(
         'snapshots',
         sa.Column('position', BigInt, autoincrement=False, nullable=False),
@@ -90,6 +88,4 @@ def downgrade() -> None:
     op.drop_table('snapshot_chunks')
     op.drop_table('snapshots')
     with op.batch_alter_table('events', schema=None) as batch_op:
-        batch_op.drop_index('ix_events_workspace_recorded')
-        batch_op.drop_index('ix_events_workspace_stream_position')
         batch_op.drop_index('ix_events_workspace_type_position')

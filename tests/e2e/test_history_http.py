@@ -40,6 +40,11 @@ async def test_events_filters_never_reorder_and_page_with_after(api: Api) -> Non
     stream = (await api.get("/v1/events", stream=f"session:{sid}"))["events"]
     assert stream and all(e["stream"] == f"session:{sid}" for e in stream)
     assert [e["position"] for e in stream] == [e["position"] for e in every if e["stream"] == f"session:{sid}"]
+    for i, e in enumerate(stream):  # paging inside a stream seeks by version
+        rest = (await api.get("/v1/events", stream=f"session:{sid}", after=e["position"]))["events"]
+        assert rest == stream[i + 1 :]
+        between = (await api.get("/v1/events", stream=f"session:{sid}", after=e["position"] - 1, limit=1))["events"]
+        assert between == [e]
     # since/until on recorded_at: inclusive / exclusive.
     mid = every[len(every) // 2]
     later = (await api.get("/v1/events", since=mid["recorded_at"]))["events"]

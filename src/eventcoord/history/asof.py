@@ -1,7 +1,7 @@
 """Point-in-time reads (SPEC §8 ``as_of``): a read answered as it was right after a position.
 
-``as_of`` is a position (an integer) or an RFC 3339 time (the last position of the
-caller's workspace recorded at or before it). The read models at that position are rebuilt
+``as_of`` is a position (an integer) or an RFC 3339 time (the last position
+recorded at or before it). The read models at that position are rebuilt
 in a scratch database (:mod:`.scratch`): the nearest snapshot at or before it, then the log
 replayed from there through the projections. The read's own query then runs on the scratch
 with the clock pinned to the position's ``recorded_at``, so liveness is judged at that
@@ -44,7 +44,10 @@ class Moment(msgspec.Struct, frozen=True):
 
 
 def resolve(conn: Connection, workspace: str, raw: str) -> tuple[int, int | None]:
-    """``as_of`` text to ``(position, recorded_us)``; 422 past the head, 410 before an archive."""
+    """``as_of`` text to ``(position, recorded_us)``; 422 past the head, 410 before an archive.
+
+    A time is the last position (of the whole log) recorded at or before it.
+    """
     head = log.head(conn)
     text = raw.strip()
     if _POSITION.fullmatch(text):
@@ -56,7 +59,7 @@ def resolve(conn: Connection, workspace: str, raw: str) -> tuple[int, int | None
             at = parse_time(text)
         except (ValueError, OverflowError):
             raise errors.invalid("as_of", f"as_of must be a position or an RFC 3339 time, got {raw!r}") from None
-        position = logreads.position_at(conn, workspace, at)
+        position = logreads.position_at(conn, at)
     if position == 0:
         return 0, None
     archive = snapshots.archive_boundary(conn)

@@ -37,11 +37,9 @@ events = Table(
     Column("recorded_us", BigInt, nullable=False),
     UniqueConstraint("workspace", "stream", "version", name="uq_events_stream_version"),
     Index("ix_events_workspace_position", "workspace", "position"),
-    # History filters (SPEC §8, 0004_history): a type or a stream is a seek, then position order.
+    # The log filtered by type (SPEC §8, 0004_history): a seek, then position order. Streams
+    # use uq_events_stream_version, times a search over positions (eventcoord.history.logreads).
     Index("ix_events_workspace_type_position", "workspace", "type", "position"),
-    Index("ix_events_workspace_stream_position", "workspace", "stream", "position"),
-    # since/until and as_of times: a seek to the first/last position recorded in a window.
-    Index("ix_events_workspace_recorded", "workspace", "recorded_us", "position"),
 )
 
 stream_heads = Table(
