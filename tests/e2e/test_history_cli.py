@@ -226,6 +226,9 @@ async def test_archive_keeps_rebuild_and_as_of_and_replay_restores_everything(
                             with pytest.raises(DomainError) as e:
                                 await history.read(ws, str(position), fn)
                             assert e.value.code == "ARCHIVED" and str(archive) in e.value.message
+            with pytest.raises(DomainError) as e:  # a time before the archive's end, too
+                await history.read("default", "2000-01-01T00:00:00Z", reads("default")["leases"])
+            assert e.value.code == "ARCHIVED"
         finally:
             history.close()
         with pytest.raises(DomainError) as e:

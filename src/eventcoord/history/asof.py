@@ -50,6 +50,7 @@ def resolve(conn: Connection, workspace: str, raw: str) -> tuple[int, int | None
     """
     head = log.head(conn)
     text = raw.strip()
+    at = 0
     if _POSITION.fullmatch(text):
         position = int(text)
         if position > head:
@@ -65,6 +66,11 @@ def resolve(conn: Connection, workspace: str, raw: str) -> tuple[int, int | None
     archive = snapshots.archive_boundary(conn)
     if archive is not None and position < archive.before - 1:
         raise errors.archived(position, archive.before, archive.file)
+    if archive is not None and position == archive.before - 1 and not _POSITION.fullmatch(text):
+        # A time maps to the archive's last position only if that event is not after it.
+        snap = snapshots.nearest(conn, position)
+        if snap is None or snap.recorded_us > at:
+            raise errors.archived(position, archive.before, archive.file)
     at_us = logreads.recorded_us_of(conn, position)
     if at_us is None:  # the last archived event: its snapshot knows its time
         snap = snapshots.nearest(conn, position)
