@@ -7,19 +7,30 @@ through the same functions, so a rebuild equals the live read models exactly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from sqlalchemy import Connection, delete
+from sqlalchemy import Connection, Table, delete
 
 from eventcoord.store import log
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.schema import store_head
 
-from . import files, leases, messages, named_leases, queue, sessions
+from . import files, leases, messages, named_leases, queue, sessions, tables
 from .base import Applier
 from .tables import READ_MODEL_TABLES
 
 PROJECTIONS = (sessions, leases, files, messages, queue, named_leases)
+
+#: The tables each projection owns, by name (``rebuild(only=NAME)`` empties and refills those).
+OWNED: dict[str, tuple[Table, ...]] = {
+    "sessions": (tables.sessions,),
+    "leases": (tables.projects, tables.issues, tables.leases),
+    "files": (tables.file_claims, tables.conflicts),
+    "messages": (tables.messages,),
+    "queue": (tables.work_items, tables.work_ledger),
+    "named_leases": (tables.named_leases,),
+}
 
 _DISPATCH: dict[type, list[Applier]] = {}
 for _module in PROJECTIONS:
@@ -35,23 +46,59 @@ def apply(conn: Connection, recorded: Iterable[RecordedEvent]) -> None:
         sessions.sign_of_life(conn, r)
 
 
-def rebuild(conn: Connection, batch: int = 5000) -> int:
+def _applier_of(name: str) -> Any:
+    module = {m.__name__.rpartition(".")[2]: m for m in PROJECTIONS}[name]
+    dispatch = module.APPLIERS
+
+    def apply_one(conn: Connection, recorded: Iterable[RecordedEvent]) -> None:
+        for r in recorded:
+            fn = dispatch.get(type(r.event))
+            if fn is not None:
+                fn(conn, r)
+            if module is sessions:
+                sessions.sign_of_life(conn, r)
+
+    return apply_one
+
+
+def rebuild(
+    conn: Connection,
+    batch: int = 5000,
+    *,
+    only: str | None = None,
+    base_position: int = 0,
+    base_rows: Mapping[str, Sequence[Sequence[Any]]] | None = None,
+) -> int:
     """Empty the read models and replay the whole log; returns the events applied.
+
+    ``only`` names one projection (a key of :data:`OWNED`): just its tables are emptied
+    and refilled, through just its appliers. After an archive the log starts later: the
+    read models start from ``base_rows`` (a snapshot's rows by table, columns in table
+    order) and the replay from ``base_position``.
 
     On PostgreSQL the read models and the position counter are locked EXCLUSIVE first:
     commands of other replicas wait for the rebuild to commit (reads go on), so none is
     applied twice or lost. SQLite's single write lock gives the same.
     """
+    if only is not None and only not in OWNED:
+        raise ValueError(f"unknown projection {only!r}; one of {', '.join(OWNED)}")
+    targets = READ_MODEL_TABLES if only is None else tuple(t for t in READ_MODEL_TABLES if t in OWNED[only])
+    run = apply if only is None else _applier_of(only)
     if conn.dialect.name == "postgresql":
         names = ", ".join(t.name for t in (*READ_MODEL_TABLES, store_head))
         conn.exec_driver_sql(f"LOCK TABLE {names} IN EXCLUSIVE MODE")
-    for table in reversed(READ_MODEL_TABLES):
+    for table in reversed(targets):
         conn.execute(delete(table))
-    after, applied = 0, 0
+    for table in targets:
+        rows = (base_rows or {}).get(table.name)
+        if rows:
+            cols = [c.name for c in table.columns]
+            conn.execute(table.insert(), [dict(zip(cols, row, strict=True)) for row in rows])
+    after, applied = base_position, 0
     while True:
         page = log.read_recorded(conn, after, batch)
         if not page:
             return applied
-        apply(conn, page)
+        run(conn, page)
         applied += len(page)
         after = page[-1].position

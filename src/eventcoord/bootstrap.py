@@ -14,6 +14,8 @@ from sqlalchemy import Connection, update
 
 from eventcoord.auth import Authenticator, ensure_workspace
 from eventcoord.config import Settings
+from eventcoord.history.asof import History
+from eventcoord.history.worker import SnapshotWorker
 from eventcoord.outbox.setup import Outbox, start_outbox
 from eventcoord.service import Service
 from eventcoord.store import log, open_store
@@ -30,12 +32,16 @@ class Runtime:
     outbox: Outbox
     service: Service
     auth: Authenticator
+    history: History
+    snapshots: SnapshotWorker
 
     async def stop(self) -> None:
-        """Stop the outbox (relay, then broker), then close the store."""
+        """Stop the snapshot worker and the outbox (relay, then broker), then close the store."""
         try:
+            await self.snapshots.stop()
             await self.outbox.stop()
         finally:
+            self.history.close()
             await self.store.close()
 
 
@@ -57,6 +63,8 @@ async def start(settings: Settings) -> Runtime:
     try:
         await store.transact(prepare)
         outbox = await start_outbox(store, settings)
+        worker = SnapshotWorker(store, settings.snapshot_every)
+        worker.start()
     except BaseException:
         await store.close()
         raise
@@ -66,4 +74,6 @@ async def start(settings: Settings) -> Runtime:
         outbox=outbox,
         service=Service(store, on_commit=outbox.committed),
         auth=Authenticator(store, settings.bootstrap_token),
+        history=History(store),
+        snapshots=worker,
     )

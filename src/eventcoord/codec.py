@@ -6,6 +6,7 @@ One Encoder/Decoder per type, built once and reused (msgspec is fastest that way
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -87,8 +88,17 @@ def encode_event_data(event: Event) -> bytes:
     return b"{" + raw[comma + 1 :]
 
 
+#: Upcasters (docs/events.md): when an event's stored shape changes in a way a new field
+#: with a default cannot express (a rename, a split), the type maps here to a function from
+#: the old stored ``data`` (a dict) to today's; stored rows are never rewritten.
+UPCASTERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
 def decode_event(event_type: str, data: bytes | str) -> Event:
-    """Rebuild a domain event from its stored type and data."""
+    """Rebuild a domain event from its stored type and data (upcast first, if it has to be)."""
+    up = UPCASTERS.get(event_type)
+    if up is not None:
+        return _event_decoders[event_type].decode(_encoder.encode(up(msgspec.json.decode(data))))
     return _event_decoders[event_type].decode(data)
 
 

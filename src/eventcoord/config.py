@@ -32,6 +32,8 @@ class Settings:
     rate_address_burst: float = 4000.0
     rate_auth_failures_per_second: float = 1.0
     rate_auth_failures_burst: float = 20.0
+    #: A snapshot of the read models every this many events (0: none), for ``as_of`` reads.
+    snapshot_every: int = 10000
 
     @property
     def database_url(self) -> str:
@@ -59,6 +61,8 @@ class Settings:
                             ("rate_auth_failures_per_second", "rate_auth_failures_burst")):
             if getattr(self, rate) > 0 and getattr(self, burst) < 1:
                 raise ConfigError(f"EVENTCOORD_{burst.upper()} must be at least 1 while EVENTCOORD_{rate.upper()} is on")
+        if not 0 <= self.snapshot_every <= 10**9:
+            raise ConfigError(f"--snapshot-every / EVENTCOORD_SNAPSHOT_EVERY must be 0..1000000000, got {self.snapshot_every}")
         return self
 
 
@@ -86,6 +90,7 @@ def from_env(**overrides: object) -> Settings:
         "ttl_seconds": _int_env("EVENTCOORD_TTL_SECONDS", None),
         "bootstrap_token": env.get("EVENTCOORD_BOOTSTRAP_TOKEN") or None,
         "sse_keepalive_seconds": _float_env("EVENTCOORD_SSE_KEEPALIVE_SECONDS", 15.0),
+        "snapshot_every": _int_env("EVENTCOORD_SNAPSHOT_EVERY", 10000),
     }
     defaults = Settings()
     if env.get("EVENTCOORD_RATE_LIMITS", "").strip().lower() == "off":

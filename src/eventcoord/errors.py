@@ -48,6 +48,7 @@ class ErrorCode(StrEnum):
     INVALID_TRANSITION = ("INVALID_TRANSITION", 409)
     LEASE_HELD = ("LEASE_HELD", 409)
     CONCURRENCY = ("CONCURRENCY", 409)
+    ARCHIVED = ("ARCHIVED", 410)
     RATE_LIMITED = ("RATE_LIMITED", 429)
     INTERNAL = ("INTERNAL", 500)
     STORE_UNAVAILABLE = ("STORE_UNAVAILABLE", 503)
@@ -116,6 +117,15 @@ def invalid(field: str, message: str, reason: str | None = None) -> ValidationFa
 def invalid_request(message: str) -> DomainError:
     """422 VALIDATION for a request the HTTP layer could not take as sent (no one field)."""
     return DomainError(ErrorCode.VALIDATION, message)
+
+
+def archived(position: int, before: int, file: str) -> DomainError:
+    """410: a read of the log before an archive's boundary; the events are in its file."""
+    return DomainError(
+        ErrorCode.ARCHIVED,
+        f"position {position} is archived: events below {before} were moved to {file}",
+        {"position": position, "archived_before": before, "archive": file},
+    )
 
 
 def idempotency_mismatch(command_id: str) -> DomainError:

@@ -1,6 +1,7 @@
 """The ``eventcoord`` command line.
 
-    serve, migrate, token create, rebuild, tail    the service itself      (cli.server)
+    serve, migrate, token create, tail              the service itself      (cli.server)
+    rebuild, export, replay, archive                history (SPEC §8)       (cli.history)
     register-agent, claim-issue, … (every command)  generated from commands (cli.ops)
     agents, leases, state, … (every read)           generated from reads    (cli.ops)
     verify-hold, hook install, claim-issue --record the publish gate        (cli.hook)
@@ -36,13 +37,14 @@ def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser; with ``argv``, only its subcommand gets its options (start-up time)."""
-    from eventcoord.cli import hook, ops, server
+    from eventcoord.cli import history, hook, ops, server
 
     chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
 
     parser = argparse.ArgumentParser(prog="eventcoord", description="Event-sourced coordination for fleets of agents")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     server.add_parsers(sub)
+    history.add_parsers(sub)
     ops.add_parsers(sub, chosen)
     hook.add_parsers(sub)
     _add_mcp(sub)

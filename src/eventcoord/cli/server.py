@@ -1,4 +1,4 @@
-"""Subcommands that run or manage the service itself: serve, migrate, token create, rebuild, tail."""
+"""Subcommands that run or manage the service itself: serve, migrate, token create, tail (rebuild: cli.history)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    keys = ("db_url", "data_dir", "nats", "nats_stream", "host", "port", "ttl_seconds")
+    keys = ("db_url", "data_dir", "nats", "nats_stream", "host", "port", "ttl_seconds", "snapshot_every")
     return from_env(**{k: getattr(args, k, None) for k in keys})
 
 
@@ -116,25 +116,6 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_rebuild(args: argparse.Namespace) -> int:
-    """Rebuild every read model from position 0."""
-    import asyncio
-
-    import eventcoord.projections as projections
-    from eventcoord.store import open_store
-
-    async def run() -> int:
-        store = open_store(_settings(args).database_url)
-        await store.start()
-        try:
-            return await store.transact(projections.rebuild)
-        finally:
-            await store.close()
-
-    print(f"rebuilt read models from {asyncio.run(run())} events")
-    return 0
-
-
 def cmd_tail(args: argparse.Namespace) -> int:
     """Print events as JSON lines: the log after --after, then live (SSE, or NATS with --nats)."""
     import asyncio
@@ -163,7 +144,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """serve, migrate, token create, rebuild and tail."""
+    """serve, migrate, token create and tail."""
     serve = sub.add_parser("serve", help="run the service")
     _common(serve)
     serve.add_argument("--nats", help="embedded | off | nats://host:port (EVENTCOORD_NATS_URL)")
@@ -171,6 +152,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="bind port (default 8765)")
     serve.add_argument("--ttl-seconds", dest="ttl_seconds", type=int, help="liveness TTL kept in the database (default 120)")
+    serve.add_argument("--snapshot-every", dest="snapshot_every", type=int,
+                       help="snapshot the read models every N events for as_of reads (EVENTCOORD_SNAPSHOT_EVERY; default 10000, 0 = off)")
     serve.set_defaults(fn=cmd_serve)
     migrate = sub.add_parser("migrate", help="apply database migrations")
     _common(migrate)
@@ -182,9 +165,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     create.add_argument("--workspace", required=True)
     create.add_argument("--role", required=True, choices=["admin", "human", "agent", "reader"])
     create.set_defaults(fn=cmd_token)
-    rebuild = sub.add_parser("rebuild", help="rebuild the read models from the log")
-    _common(rebuild)
-    rebuild.set_defaults(fn=cmd_rebuild)
     tail = sub.add_parser("tail", help="follow the event log (SSE from a server, or NATS with --nats)")
     tail.add_argument("--after", type=int, default=0, help="start after this position")
     tail.add_argument("--type", action="append", help="only this event type (repeatable)")

@@ -321,9 +321,10 @@ class Operations:
         *,
         live: bool | None = None,
         limit: int | None = None,
+        as_of: str | None = None,
     ) -> results.AgentsPage:
         """List sessions with their liveness (live: only live ones)."""
-        return self._read("list_agents", reads.ListAgents(live=live, limit=limit), results.AgentsPage)
+        return self._read("list_agents", reads.ListAgents(live=live, limit=limit, as_of=as_of), results.AgentsPage)
 
     def get_agent(
         self,
@@ -342,20 +343,22 @@ class Operations:
         project: str | None = None,
         session: str | None = None,
         limit: int | None = None,
+        as_of: str | None = None,
     ) -> results.LeasesPage:
         """List the unreleased issue leases with their holders and liveness."""
-        return self._read("list_leases", reads.ListLeases(project=project, session=session, limit=limit), results.LeasesPage)
+        return self._read("list_leases", reads.ListLeases(project=project, session=session, limit=limit, as_of=as_of), results.LeasesPage)
 
     def get_issue_state(
         self,
         issue: str,
         *,
         as_: str | None = None,
+        as_of: str | None = None,
     ) -> results.IssueState:
         """Ask who holds an issue before choosing it: free, self_is_holder, held, reclaimable or
         human_held, as seen by the session in 'as'.
         """
-        return self._read("get_issue_state", reads.GetIssueState(issue=issue, as_=as_), results.IssueState)
+        return self._read("get_issue_state", reads.GetIssueState(issue=issue, as_=as_, as_of=as_of), results.IssueState)
 
     def list_file_claims(
         self,
@@ -364,9 +367,10 @@ class Operations:
         session_id: str | None = None,
         prefix: str | None = None,
         limit: int | None = None,
+        as_of: str | None = None,
     ) -> results.FileClaimsPage:
         """List the unreleased file claims (who reserved which paths for which issue)."""
-        return self._read("list_file_claims", reads.ListFileClaims(issue=issue, session_id=session_id, prefix=prefix, limit=limit), results.FileClaimsPage)
+        return self._read("list_file_claims", reads.ListFileClaims(issue=issue, session_id=session_id, prefix=prefix, limit=limit, as_of=as_of), results.FileClaimsPage)
 
     def list_conflicts(
         self,
@@ -390,9 +394,10 @@ class Operations:
         since: str | None = None,
         until: str | None = None,
         limit: int | None = None,
+        as_of: str | None = None,
     ) -> results.Heatmap:
         """Where work (mode claims) or collisions (mode contention) concentrate, per path prefix."""
-        return self._read("get_code_heatmap", reads.GetCodeHeatmap(mode=mode, depth=depth, prefix=prefix, since=since, until=until, limit=limit), results.Heatmap)
+        return self._read("get_code_heatmap", reads.GetCodeHeatmap(mode=mode, depth=depth, prefix=prefix, since=since, until=until, limit=limit, as_of=as_of), results.Heatmap)
 
     def list_queue(
         self,
@@ -401,9 +406,10 @@ class Operations:
         status: Literal["cancelled", "claimed", "done", "failed", "oom_killed", "queued", "running"] | None = None,
         after: int | None = None,
         limit: int | None = None,
+        as_of: str | None = None,
     ) -> results.QueuePage:
         """The work queue with each item's history."""
-        return self._read("list_queue", reads.ListQueue(project=project, status=status, after=after, limit=limit), results.QueuePage)
+        return self._read("list_queue", reads.ListQueue(project=project, status=status, after=after, limit=limit, as_of=as_of), results.QueuePage)
 
     def list_named_leases(
         self,
@@ -428,9 +434,13 @@ class Operations:
         *,
         after: int | None = None,
         limit: int | None = None,
+        type: list[str] | None = None,
+        stream: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> results.EventsPage:
         """Read the event log in position order (after: the last position you saw)."""
-        return self._read("read_events", reads.ReadEvents(after=after, limit=limit), results.EventsPage)
+        return self._read("read_events", reads.ReadEvents(after=after, limit=limit, type=type, stream=stream, since=since, until=until), results.EventsPage)
 
 
 class AsyncOperations:
@@ -733,9 +743,10 @@ class AsyncOperations:
         *,
         live: bool | None = None,
         limit: int | None = None,
+        as_of: str | None = None,
     ) -> results.AgentsPage:
         """List sessions with their liveness (live: only live ones)."""
-        return await self._read("list_agents", reads.ListAgents(live=live, limit=limit), results.AgentsPage)
+        return await self._read("list_agents", reads.ListAgents(live=live, limit=limit, as_of=as_of), results.AgentsPage)
 
     async def get_agent(
         self,
@@ -754,20 +765,22 @@ class AsyncOperations:
         project: str | None = None,
         session: str | None = None,
         limit: int | None = None,
+        as_of: str | None = None,
     ) -> results.LeasesPage:
         """List the unreleased issue leases with their holders and liveness."""
-        return await self._read("list_leases", reads.ListLeases(project=project, session=session, limit=limit), results.LeasesPage)
+        return await self._read("list_leases", reads.ListLeases(project=project, session=session, limit=limit, as_of=as_of), results.LeasesPage)
 
     async def get_issue_state(
         self,
         issue: str,
         *,
         as_: str | None = None,
+        as_of: str | None = None,
     ) -> results.IssueState:
         """Ask who holds an issue before choosing it: free, self_is_holder, held, reclaimable or
         human_held, as seen by the session in 'as'.
         """
-        return await self._read("get_issue_state", reads.GetIssueState(issue=issue, as_=as_), results.IssueState)
+        return await self._read("get_issue_state", reads.GetIssueState(issue=issue, as_=as_, as_of=as_of), results.IssueState)
 
     async def list_file_claims(
         self,
@@ -776,9 +789,10 @@ class AsyncOperations:
         session_id: str | None = None,
         prefix: str | None = None,
         limit: int | None = None,
+        as_of: str | None = None,
     ) -> results.FileClaimsPage:
         """List the unreleased file claims (who reserved which paths for which issue)."""
-        return await self._read("list_file_claims", reads.ListFileClaims(issue=issue, session_id=session_id, prefix=prefix, limit=limit), results.FileClaimsPage)
+        return await self._read("list_file_claims", reads.ListFileClaims(issue=issue, session_id=session_id, prefix=prefix, limit=limit, as_of=as_of), results.FileClaimsPage)
 
     async def list_conflicts(
         self,
@@ -802,9 +816,10 @@ class AsyncOperations:
         since: str | None = None,
         until: str | None = None,
         limit: int | None = None,
+        as_of: str | None = None,
     ) -> results.Heatmap:
         """Where work (mode claims) or collisions (mode contention) concentrate, per path prefix."""
-        return await self._read("get_code_heatmap", reads.GetCodeHeatmap(mode=mode, depth=depth, prefix=prefix, since=since, until=until, limit=limit), results.Heatmap)
+        return await self._read("get_code_heatmap", reads.GetCodeHeatmap(mode=mode, depth=depth, prefix=prefix, since=since, until=until, limit=limit, as_of=as_of), results.Heatmap)
 
     async def list_queue(
         self,
@@ -813,9 +828,10 @@ class AsyncOperations:
         status: Literal["cancelled", "claimed", "done", "failed", "oom_killed", "queued", "running"] | None = None,
         after: int | None = None,
         limit: int | None = None,
+        as_of: str | None = None,
     ) -> results.QueuePage:
         """The work queue with each item's history."""
-        return await self._read("list_queue", reads.ListQueue(project=project, status=status, after=after, limit=limit), results.QueuePage)
+        return await self._read("list_queue", reads.ListQueue(project=project, status=status, after=after, limit=limit, as_of=as_of), results.QueuePage)
 
     async def list_named_leases(
         self,
@@ -840,6 +856,10 @@ class AsyncOperations:
         *,
         after: int | None = None,
         limit: int | None = None,
+        type: list[str] | None = None,
+        stream: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
     ) -> results.EventsPage:
         """Read the event log in position order (after: the last position you saw)."""
-        return await self._read("read_events", reads.ReadEvents(after=after, limit=limit), results.EventsPage)
+        return await self._read("read_events", reads.ReadEvents(after=after, limit=limit, type=type, stream=stream, since=since, until=until), results.EventsPage)

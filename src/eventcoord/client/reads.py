@@ -17,6 +17,7 @@ Limit = Annotated[int, Meta(ge=1, le=10000)]
 Cursor = Annotated[int, Meta(ge=0, le=2**63 - 1)]
 Time = Annotated[str, Meta(max_length=64, description="RFC 3339, e.g. 2026-01-31T12:00:00Z")]
 Prefix = Annotated[str, Meta(max_length=1024)]
+AsOf = Annotated[str, Meta(max_length=64, description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")]
 Status = Literal["queued", "claimed", "running", "done", "failed", "oom_killed", "cancelled"]
 
 
@@ -27,6 +28,7 @@ class Read(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 class ListAgents(Read, frozen=True, kw_only=True):
     live: bool | None = None
     limit: Limit | None = None
+    as_of: AsOf | None = None
 
 
 class GetAgent(Read, frozen=True, kw_only=True):
@@ -37,11 +39,13 @@ class ListLeases(Read, frozen=True, kw_only=True):
     project: Key | None = None
     session: SessionId | None = None
     limit: Limit | None = None
+    as_of: AsOf | None = None
 
 
 class GetIssueState(Read, frozen=True, kw_only=True):
     issue: Key
     as_: SessionId | None = msgspec.field(default=None, name="as")
+    as_of: AsOf | None = None
 
 
 class ListFileClaims(Read, frozen=True, kw_only=True):
@@ -49,6 +53,7 @@ class ListFileClaims(Read, frozen=True, kw_only=True):
     session_id: SessionId | None = None
     prefix: Prefix | None = None
     limit: Limit | None = None
+    as_of: AsOf | None = None
 
 
 class ListConflicts(Read, frozen=True, kw_only=True):
@@ -67,6 +72,7 @@ class GetCodeHeatmap(Read, frozen=True, kw_only=True):
     since: Time | None = None
     until: Time | None = None
     limit: Limit | None = None
+    as_of: AsOf | None = None
 
 
 class ListQueue(Read, frozen=True, kw_only=True):
@@ -74,6 +80,7 @@ class ListQueue(Read, frozen=True, kw_only=True):
     status: Status | None = None
     after: Cursor | None = None
     limit: Limit | None = None
+    as_of: AsOf | None = None
 
 
 class ListNamedLeases(Read, frozen=True, kw_only=True):
@@ -89,3 +96,7 @@ class ReadMessages(Read, frozen=True, kw_only=True):
 class ReadEvents(Read, frozen=True, kw_only=True):
     after: Cursor | None = None
     limit: Limit | None = None
+    type: list[Annotated[str, Meta(max_length=64)]] | None = None
+    stream: Annotated[str, Meta(max_length=200)] | None = None
+    since: Time | None = None
+    until: Time | None = None

@@ -20,6 +20,13 @@ class Result(msgspec.Struct, frozen=True, kw_only=True):
 # --- shared shapes ---------------------------------------------------------------------
 
 
+class Moment(Result, frozen=True, kw_only=True):
+    """The moment a point-in-time answer (``as_of``, SPEC §8) describes."""
+
+    position: int
+    at: str | None = None
+
+
 class Holder(Result, frozen=True, kw_only=True):
     """Who holds an issue: ``{session_id, actor_key, kind, live}``."""
 
@@ -221,6 +228,7 @@ class Agent(Result, frozen=True, kw_only=True):
 
 class AgentsPage(Result, frozen=True, kw_only=True):
     agents: list[Agent]
+    as_of: Moment | None = None
 
 
 class AgentDetail(Result, frozen=True, kw_only=True):
@@ -243,6 +251,7 @@ class Lease(Result, frozen=True, kw_only=True):
 
 class LeasesPage(Result, frozen=True, kw_only=True):
     leases: list[Lease]
+    as_of: Moment | None = None
 
 
 class IssueState(Result, frozen=True, kw_only=True):
@@ -252,6 +261,7 @@ class IssueState(Result, frozen=True, kw_only=True):
     holder: Holder | None
     fencing_token: int | None = None
     project: str | None = None
+    as_of: Moment | None = None
 
 
 class FileClaim(Result, frozen=True, kw_only=True):
@@ -267,6 +277,7 @@ class FileClaim(Result, frozen=True, kw_only=True):
 
 class FileClaimsPage(Result, frozen=True, kw_only=True):
     file_claims: list[FileClaim]
+    as_of: Moment | None = None
 
 
 class Conflict(Result, frozen=True, kw_only=True):
@@ -297,6 +308,7 @@ class Heatmap(Result, frozen=True, kw_only=True):
     buckets: list[Bucket]
     depth: int | None = None
     prefix: str | None = None
+    as_of: Moment | None = None
 
 
 class QueueItem(Result, frozen=True, kw_only=True):
@@ -321,6 +333,7 @@ class QueueItem(Result, frozen=True, kw_only=True):
 
 class QueuePage(Result, frozen=True, kw_only=True):
     items: list[QueueItem]
+    as_of: Moment | None = None
 
 
 class Message(Result, frozen=True, kw_only=True):

@@ -35,8 +35,10 @@ def input_schema(op: Operation) -> dict[str, Any]:
         raise TypeError(f"{op.name}: nested schemas are not supported in tool inputs")
     schema.pop("title", None)
     props: dict[str, Any] = schema.setdefault("properties", {})
-    props.pop("type", None)
-    required = [r for r in schema.get("required", []) if r != "type" and r != op.session_field]
+    tag = "type" if op.kind == "command" else None  # a read's ``type`` is a parameter (read_events)
+    if tag:
+        props.pop(tag, None)
+    required = [r for r in schema.get("required", []) if r != tag and r != op.session_field]
     for name, prop in props.items():
         if name in FIELD:
             prop["description"] = FIELD[name]

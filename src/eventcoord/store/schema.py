@@ -9,6 +9,7 @@ from sqlalchemy import (
     Column,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -36,6 +37,9 @@ events = Table(
     Column("recorded_us", BigInt, nullable=False),
     UniqueConstraint("workspace", "stream", "version", name="uq_events_stream_version"),
     Index("ix_events_workspace_position", "workspace", "position"),
+    # The log filtered by type (SPEC §8, 0004_history): a seek, then position order. Streams
+    # use uq_events_stream_version, times a search over positions (eventcoord.history.logreads).
+    Index("ix_events_workspace_type_position", "workspace", "type", "position"),
 )
 
 stream_heads = Table(
@@ -107,5 +111,34 @@ relay_state = Table(
     Column("fencing_token", BigInt, nullable=False),
 )
 
+snapshots = Table(
+    "snapshots",
+    metadata,
+    # The read models right after ``position`` committed (eventcoord.history.snapshots): a
+    # manifest naming content-addressed chunks, so an unchanged chunk is shared, not copied.
+    Column("position", BigInt, primary_key=True, autoincrement=False),
+    Column("recorded_us", BigInt, nullable=False),  # recorded_at of that position
+    Column("created_us", BigInt, nullable=False),
+    Column("manifest", Text, nullable=False),  # JSON {table: {workspace: [chunk hash, ...]}}
+)
+
+snapshot_chunks = Table(
+    "snapshot_chunks",
+    metadata,
+    Column("hash", String(64), primary_key=True),
+    Column("data", LargeBinary, nullable=False),  # zlib-compressed JSON list of rows
+)
+
+archives = Table(
+    "archives",
+    metadata,
+    # A prefix of the log moved to a file (``eventcoord archive``): events below
+    # ``before_position`` live there; a snapshot at ``before_position - 1`` replaces them.
+    Column("before_position", BigInt, primary_key=True, autoincrement=False),
+    Column("file", Text, nullable=False),
+    Column("events", BigInt, nullable=False),
+    Column("archived_us", BigInt, nullable=False),
+)
+
 #: Tables that are the store itself, never rebuilt from events.
-STORE_TABLES = (guards, events, stream_heads, store_head, settings, idempotency, tokens, workspaces, relay_state)
+STORE_TABLES = (guards, events, stream_heads, store_head, settings, idempotency, tokens, workspaces, relay_state, snapshots, snapshot_chunks, archives)

@@ -10,10 +10,20 @@ from eventcoord import liveness
 from eventcoord.handlers.files import starts_with
 from eventcoord.store import log
 
+#: ``Connection.info`` key of a pinned clock ``(now_us, ttl)``: a point-in-time read
+#: (``eventcoord.history.scratch``) judges liveness at its moment, not now.
+CLOCK_KEY = "eventcoord.as_of_clock"
+
+
+def clock(conn: Connection) -> tuple[int, int]:
+    """``(now_us, ttl_seconds)``: the database's clock, or the moment a history read is pinned to."""
+    pinned: tuple[int, int] | None = conn.info.get(CLOCK_KEY)
+    return pinned if pinned is not None else log.clock(conn)
+
 
 def read_clock(conn: Connection) -> tuple[int, int]:
     """``(now_us, cutoff_us)`` by the database's clock: live sessions were seen after the cutoff."""
-    now_us, ttl = log.clock(conn)
+    now_us, ttl = clock(conn)
     return now_us, liveness.cutoff(now_us, ttl)
 
 

@@ -6,19 +6,18 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from eventcoord.api.queries.common import read_clock
+from eventcoord.api.queries.common import clock, read_clock
 from eventcoord.codec import format_time
 from eventcoord.context import Caller, Context
 from eventcoord.domain.issues import effective_state
 from eventcoord.handlers.issues import load_issue_view
 from eventcoord.liveness import is_live
 from eventcoord.projections.tables import leases, sessions
-from eventcoord.store import log
 
 
 def issue_state(conn: Connection, caller: Caller, issue: str, as_session: str | None) -> dict[str, Any]:
     """``{issue, state, reason, holder, …}``: assignment joined with liveness, as ``as_session`` sees it."""
-    now_us, ttl = log.clock(conn)
+    now_us, ttl = clock(conn)
     ctx = Context(caller, now_us, ttl)
     view = load_issue_view(conn, ctx, issue)
     es = effective_state(view, as_session, ctx)

@@ -52,6 +52,7 @@ async def list_file_claims(
     session: Annotated[str | None, Parameter(description="alias of session_id")] = None,
     prefix: Annotated[str | None, Parameter(description="only paths at or below this prefix")] = None,
     limit: Annotated[int, Parameter(ge=1, le=10000)] = 1000,
+    as_of: Annotated[str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")] = None,
 ) -> Response[bytes]:
     """``{"file_claims": [...]}``: unreleased claims of the workspace, oldest first.
 
@@ -61,6 +62,9 @@ async def list_file_claims(
     who = await caller(request)
     pre = parse_prefix(prefix)
     sid = session_id if session_id is not None else session
+    if as_of is not None:
+        then, moment = await runtime(request).history.read(who.workspace, as_of, lambda c: live_claims(c, who.workspace, issue, sid, pre, limit))
+        return json({"file_claims": then, "as_of": moment})
     rows = await runtime(request).store.query(lambda c: live_claims(c, who.workspace, issue, sid, pre, limit))
     return json({"file_claims": rows})
 
@@ -97,6 +101,7 @@ async def heatmap(
     prefix: Annotated[str | None, Parameter(description="drill down: only paths at or below this prefix")] = None,
     depth: Annotated[int, Parameter(ge=1, le=64, description="path segments per bucket")] = 1,
     limit: Annotated[int, Parameter(ge=1, le=10000, description="at most this many buckets")] = 1000,
+    as_of: Annotated[str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")] = None,
 ) -> Response[bytes]:
     """``{mode, buckets: [{prefix, count}]}`` sorted by count, descending.
 
@@ -109,6 +114,11 @@ async def heatmap(
     since_us, until_us = parse_window(since, until)
     pre = parse_prefix(prefix)
     m: HeatmapMode = "claims" if mode == "claims" else "contention"
+    if as_of is not None:
+        then, moment = await runtime(request).history.read(
+            who.workspace, as_of, lambda c: heatmap_buckets(c, who.workspace, m, since_us, until_us, pre, depth, limit)
+        )
+        return json({"mode": m, "depth": depth, "prefix": pre, "buckets": then, "as_of": moment})
     buckets = await runtime(request).store.query(
         lambda c: heatmap_buckets(c, who.workspace, m, since_us, until_us, pre, depth, limit)
     )

@@ -1,0 +1,139 @@
+"""Point-in-time reads (SPEC §8 ``as_of``): a read answered as it was right after a position.
+
+``as_of`` is a position (an integer) or an RFC 3339 time (the last position
+recorded at or before it). The read models at that position are rebuilt
+in a scratch database (:mod:`.scratch`): the nearest snapshot at or before it, then the log
+replayed from there through the projections. The read's own query then runs on the scratch
+with the clock pinned to the position's ``recorded_at``, so liveness is judged at that
+moment. Scratches are kept for a few recent moments (a dashboard asks every view for the
+same one), built once per moment even when asked concurrently, and always in a thread:
+nothing here runs on the event loop that decides commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TypeVar
+
+import msgspec
+from sqlalchemy import Connection
+
+from eventcoord import errors
+from eventcoord.codec import format_time, parse_time
+from eventcoord.history import logreads, snapshots
+from eventcoord.history.scratch import Scratch, build
+from eventcoord.store import log
+from eventcoord.store.base import EventStore
+from eventcoord.store.log import RecordedEvent
+
+T = TypeVar("T")
+
+_POSITION = re.compile(r"[0-9]{1,19}")
+#: Scratches kept for recent moments (workspace, position).
+CACHE_SIZE = 4
+
+
+class Moment(msgspec.Struct, frozen=True):
+    """The moment a point-in-time answer describes: ``as_of: {position, at}``."""
+
+    position: int
+    at: str | None
+
+
+def resolve(conn: Connection, workspace: str, raw: str) -> tuple[int, int | None]:
+    """``as_of`` text to ``(position, recorded_us)``; 422 past the head, 410 before an archive.
+
+    A time is the last position (of the whole log) recorded at or before it.
+    """
+    head = log.head(conn)
+    text = raw.strip()
+    at = 0
+    if _POSITION.fullmatch(text):
+        position = int(text)
+        if position > head:
+            raise errors.invalid("as_of", f"as_of {position} is past the head of the log ({head})")
+    else:
+        try:
+            at = parse_time(text)
+        except (ValueError, OverflowError):
+            raise errors.invalid("as_of", f"as_of must be a position or an RFC 3339 time, got {raw!r}") from None
+        position = logreads.position_at(conn, at)
+    if position == 0:
+        return 0, None
+    archive = snapshots.archive_boundary(conn)
+    if archive is not None and position < archive.before - 1:
+        raise errors.archived(position, archive.before, archive.file)
+    if archive is not None and position == archive.before - 1 and not _POSITION.fullmatch(text):
+        # A time maps to the archive's last position only if that event is not after it.
+        snap = snapshots.nearest(conn, position)
+        if snap is None or snap.recorded_us > at:
+            raise errors.archived(position, archive.before, archive.file)
+    at_us = logreads.recorded_us_of(conn, position)
+    if at_us is None:  # the last archived event: its snapshot knows its time
+        snap = snapshots.nearest(conn, position)
+        at_us = snap.recorded_us if snap is not None else None
+    return position, at_us
+
+
+def gather(conn: Connection, workspace: str | None, position: int) -> tuple[dict[str, list[bytes]], list[RecordedEvent], int]:
+    """What a scratch at ``position`` needs: the nearest snapshot's chunks, the events after it, the TTL."""
+    snap = snapshots.nearest(conn, position) if position > 0 else None
+    archive = snapshots.archive_boundary(conn)
+    base = snap.position if snap is not None else 0
+    if archive is not None and base < archive.before - 1:
+        raise errors.archived(position, archive.before, archive.file)
+    chunks = snapshots.load_chunks(conn, snap, workspace) if snap is not None else {}
+    return chunks, logreads.read_range(conn, base, position, workspace), log.ttl_seconds(conn)
+
+
+class History:
+    """Point-in-time reads over one store, with a small cache of scratches."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self._cache: OrderedDict[tuple[str, int], Scratch] = OrderedDict()
+        self._building: dict[tuple[str, int], asyncio.Future[Scratch]] = {}
+
+    async def scratch(self, workspace: str, position: int, at_us: int | None) -> Scratch:
+        """The read models of ``workspace`` at ``position`` (built once, kept a while)."""
+        key = (workspace, position)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        pending = self._building.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Scratch] = asyncio.get_running_loop().create_future()
+        self._building[key] = future
+        try:
+            chunks, events, ttl = await self.store.query(lambda c: gather(c, workspace, position))
+            s = await asyncio.to_thread(build, position, at_us, ttl, workspace, chunks, events)
+        except BaseException as e:
+            future.set_exception(e)
+            future.exception()  # retrieved: no "never retrieved" warning when nobody else waited
+            raise
+        finally:
+            self._building.pop(key, None)
+        future.set_result(s)
+        self._cache[key] = s
+        while len(self._cache) > CACHE_SIZE:
+            _, old = self._cache.popitem(last=False)
+            old.close()
+        return s
+
+    async def read(self, workspace: str, raw: str, fn: Callable[[Connection], T]) -> tuple[T, Moment]:
+        """Run the read ``fn`` as of ``raw`` (SPEC §8); the answer and its moment."""
+        position, at_us = await self.store.query(lambda c: resolve(c, workspace, raw))
+        s = await self.scratch(workspace, position, at_us)
+        result = await asyncio.to_thread(s.read, fn)
+        return result, Moment(position, format_time(at_us) if at_us is not None else None)
+
+    def close(self) -> None:
+        """Drop every cached scratch."""
+        for s in self._cache.values():
+            s.close()
+        self._cache.clear()

@@ -1,0 +1,98 @@
+"""A scratch database: the read models at one position, rebuilt in memory by replay.
+
+An in-memory SQLite database with the whole schema, filled from a snapshot's chunks and
+advanced by replaying the log through the projections' own ``apply`` (the functions the
+commands run). The read queries of ``eventcoord.api.queries`` then run on it unchanged;
+their clock is pinned to the position's ``recorded_at`` (:data:`CLOCK_KEY`), so liveness
+is judged at that moment. Everything here is synchronous and runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine
+from sqlalchemy.pool import StaticPool
+
+from eventcoord import projections
+from eventcoord.api.queries.common import CLOCK_KEY
+from eventcoord.history.snapshots import TABLES, decode_chunk
+from eventcoord.store.log import RecordedEvent
+from eventcoord.store.schema import metadata
+
+T = TypeVar("T")
+
+
+
+class Scratch:
+    """The read models right after ``position`` (of one workspace, or all), in memory."""
+
+    def __init__(self, position: int, at_us: int | None, ttl: int, workspace: str | None) -> None:
+        self.position = position
+        self.at_us = at_us
+        self.ttl = ttl
+        self.workspace = workspace
+        self.engine: Engine = create_engine(
+            "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
+        )
+        self._lock = threading.Lock()
+        metadata.create_all(self.engine)
+
+    def load(self, chunks: dict[str, list[bytes]]) -> int:
+        """Insert a snapshot's rows; returns how many."""
+        n = 0
+        with self._lock, self.engine.begin() as conn:
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            for name, datas in chunks.items():
+                table = TABLES[name]
+                cols = [c.name for c in table.columns]
+                sql = f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+                for data in datas:
+                    rows = decode_chunk(data)
+                    raw.executemany(sql, rows)
+                    n += len(rows)
+        return n
+
+    def replay(self, events: Sequence[RecordedEvent]) -> None:
+        """Apply events (in position order) through the projections; moves ``position``."""
+        if not events:
+            return
+        with self._lock, self.engine.begin() as conn:
+            projections.apply(conn, events)
+        self.position = events[-1].position
+
+    def read(self, fn: Callable[[Connection], T]) -> T:
+        """Run a read query on the scratch, its clock pinned to the position's time."""
+        with self._lock, self.engine.connect() as conn:
+            conn.info[CLOCK_KEY] = (self.at_us if self.at_us is not None else 0, self.ttl)
+            try:
+                return fn(conn)
+            finally:
+                conn.info.pop(CLOCK_KEY, None)
+
+    def close(self) -> None:
+        """Drop the in-memory database."""
+        self.engine.dispose()
+
+
+def build(
+    position: int, at_us: int | None, ttl: int, workspace: str | None, chunks: dict[str, list[bytes]], events: Sequence[RecordedEvent]
+) -> Scratch:
+    """A scratch at ``position``: the snapshot's rows, then ``events`` replayed."""
+    s = Scratch(position, at_us, ttl, workspace)
+    s.load(chunks)
+    s.replay(events)
+    s.position = position
+    return s
+
+
+def rows_of(conn: Connection) -> dict[str, list[tuple[Any, ...]]]:
+    """Every read-model table's rows in primary-key order (for comparisons)."""
+    from sqlalchemy import select
+
+    return {
+        name: [tuple(r) for r in conn.execute(select(t).order_by(*t.primary_key.columns))] for name, t in TABLES.items()
+    }
