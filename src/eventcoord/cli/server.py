@@ -88,13 +88,12 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_token(args: argparse.Namespace) -> int:
     """Create a bearer token for a workspace and role; prints it once."""
     import asyncio
-    import re
 
     from eventcoord.auth import new_token, store_token
-    from eventcoord.sanitize import WORKSPACE_PATTERN
+    from eventcoord.sanitize import is_workspace
     from eventcoord.store import log, open_store
 
-    if not re.match(WORKSPACE_PATTERN, args.workspace):
+    if not is_workspace(args.workspace):
         print(f"invalid workspace name {args.workspace!r}: use [A-Za-z0-9_-]{{1,64}}", file=sys.stderr)
         return 2
     token = new_token()
