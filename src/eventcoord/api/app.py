@@ -9,6 +9,7 @@ from litestar import Litestar
 from litestar.openapi import OpenAPIConfig
 
 from eventcoord import bootstrap
+from eventcoord.api import params
 from eventcoord.api.errors import EXCEPTION_HANDLERS
 from eventcoord.api.routes import ROUTES
 from eventcoord.config import Settings
@@ -31,6 +32,7 @@ def create_app(settings: Settings) -> Litestar:
     return Litestar(
         route_handlers=ROUTES,
         exception_handlers=EXCEPTION_HANDLERS,
+        before_request=params.before_request,
         lifespan=[lifespan],
         request_max_body_size=MAX_BODY,
         openapi_config=OpenAPIConfig(title="eventcoord", version="0.1.0", path="/schema"),
