@@ -5,6 +5,7 @@
     │   └── ValidationFailed   422 VALIDATION, names the offending field
     ├── ConcurrencyError       an optimistic-concurrency race lost (stale expected version)
     ├── StoreError             the event store failed (driver errors are translated here)
+    │   └── StoreUnavailable   the database cannot be reached (503, with Retry-After)
     └── PublishError           the relay could not hand an event to NATS
 
 Every code, with its HTTP status, is a member of :class:`ErrorCode`; refusals are built by
@@ -70,11 +71,15 @@ class DomainError(EventCoordError):
     the code string of an answer it received.
     """
 
-    def __init__(self, code: ErrorCode | str, message: str, details: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, code: ErrorCode | str, message: str, details: Mapping[str, Any] | None = None, *, retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.details: dict[str, Any] = dict(details or {})
+        #: Seconds a client should wait before trying again (the ``Retry-After`` header).
+        self.retry_after = retry_after
 
     @property
     def status(self) -> int:
@@ -99,6 +104,10 @@ class ConcurrencyError(EventCoordError):
 
 class StoreError(EventCoordError):
     """The event store failed for a reason other than a lost race."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached (refused, reset, shut down, starting): safe to retry."""
 
 
 class PublishError(EventCoordError):
@@ -275,9 +284,9 @@ def concurrency() -> DomainError:
     return DomainError(ErrorCode.CONCURRENCY, "the command lost a race too many times; it is safe to retry")
 
 
-def rate_limited(message: str) -> DomainError:
+def rate_limited(message: str, retry_after: int = 1) -> DomainError:
     """429: too many requests; retry after ``Retry-After``."""
-    return DomainError(ErrorCode.RATE_LIMITED, message)
+    return DomainError(ErrorCode.RATE_LIMITED, message, retry_after=retry_after)
 
 
 def internal() -> DomainError:
@@ -285,9 +294,13 @@ def internal() -> DomainError:
     return DomainError(ErrorCode.INTERNAL, "internal error")
 
 
-def store_unavailable() -> DomainError:
-    """503: the database cannot be reached; safe to retry."""
-    return DomainError(ErrorCode.STORE_UNAVAILABLE, "internal error")
+#: What a 503 STORE_UNAVAILABLE asks a client to wait (``Retry-After``, seconds).
+STORE_RETRY_AFTER = 1
+
+
+def store_unavailable(message: str = "the database cannot be reached; it is safe to retry") -> DomainError:
+    """503: the database cannot be reached; safe to retry after ``Retry-After``."""
+    return DomainError(ErrorCode.STORE_UNAVAILABLE, message, retry_after=STORE_RETRY_AFTER)
 
 
 # --- client-side refusals (SPEC §7): defined in eventcoord.client.errors, re-exported here ---
