@@ -7,6 +7,7 @@ helper is written once (``from tests.helpers import Api, ServerProcess``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
@@ -242,10 +243,8 @@ class TcpProxy:
         except OSError:
             pass
         for s in (src, dst):
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def cut(self) -> None:
         """Refuse new connections and reset every open one."""
