@@ -251,10 +251,9 @@ class TcpProxy:
         import struct
 
         if self._listener is not None:
-            try:  # wakes the accept() blocked in the other thread (close alone does not)
+            # shutdown wakes the accept() blocked in the other thread (close alone does not)
+            with contextlib.suppress(OSError):
                 self._listener.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             self._listener.close()
             self._listener = None
         with self._lock:
