@@ -167,9 +167,13 @@ def payload_too_large() -> DomainError:
     return DomainError(ErrorCode.PAYLOAD_TOO_LARGE, "request body exceeds 1 MiB")
 
 
-def unsupported_media_type(message: str) -> DomainError:
-    """415: a body that is not ``application/json``."""
-    return DomainError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, message)
+def unsupported_media_type(content_type: str) -> DomainError:
+    """415: a command body that is not ``application/json``."""
+    return DomainError(
+        ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+        f"a command body must be application/json, not {content_type[:100]!r}",
+        {"content_type": content_type[:100]},
+    )
 
 
 def session_ended(session_id: str, *, already: bool = False) -> DomainError:

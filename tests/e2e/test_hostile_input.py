@@ -116,3 +116,23 @@ async def test_the_server_stays_healthy_after_hostile_input(api: Api, server: Se
     await test_integers_past_the_bigint_range_are_validation_errors(api)
     await test_a_nul_in_any_string_parameter_is_a_validation_error(api)
     assert _unauthenticated_health(server) == 200
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml", "application/jsonx", "text/json"],
+)
+async def test_a_body_that_is_not_json_is_415(api: Api, content_type: str) -> None:
+    body = b'{"type": "register_agent", "actor": "a"}'
+    r = await api.http.post("/v1/commands", content=body, headers={"content-type": content_type})
+    assert r.status_code == 415, r.text
+    assert r.json()["ok"] is False and r.json()["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
+    assert await api.events() == []
+
+
+async def test_json_bodies_with_parameters_or_without_a_content_type_are_read(api: Api) -> None:
+    body = b'{"type": "register_agent", "actor": "a"}'
+    for headers in ({"content-type": "application/json; charset=utf-8"}, {"content-type": "Application/JSON"}, {}):
+        r = await api.http.post("/v1/commands", content=body, headers=headers)
+        assert r.status_code == 200, (headers, r.text)
+    assert len(await api.events("AgentRegistered")) == 3

@@ -77,6 +77,7 @@ REFUSAL: dict[str, str] = {
     "RATE_LIMITED": "too many requests: wait and call again",
     "STORE_UNAVAILABLE": "the database is unreachable: wait and call again",
     "PAYLOAD_TOO_LARGE": "the request is too large: send less",
+    "UNSUPPORTED_MEDIA_TYPE": "send the command as a JSON body with Content-Type: application/json",
 }
 
 #: The refusals each operation can answer, beyond VALIDATION and the auth codes.
