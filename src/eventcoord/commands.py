@@ -33,6 +33,8 @@ Channel = Annotated[str, _whole(CHANNEL_PATTERN, CHANNEL_SCHEMA)]
 WorkspaceName = Annotated[str, _whole(WORKSPACE_PATTERN, WORKSPACE_SCHEMA)]
 SessionId = Annotated[str, _whole(KEY_PATTERN, KEY_SCHEMA)]
 CommandId = Annotated[str, _whole(COMMAND_ID_PATTERN, COMMAND_ID_SCHEMA)]
+#: A token's public id (``issue_token`` answers it; ``revoke_token`` takes it).
+TokenId = Annotated[str, _whole(r"^tok_[0-9a-f]{24}\Z", "^tok_[0-9a-f]{24}$")]
 # Free text is sanitised when the event is built; this only bounds what we accept.
 Text = Annotated[str, Meta(max_length=65536)]
 Role = Literal["admin", "human", "agent", "reader"]
@@ -74,6 +76,10 @@ class ConfigureProject(Command, frozen=True, kw_only=True, tag="configure_projec
 class IssueToken(Command, frozen=True, kw_only=True, tag="issue_token"):
     role: Role
     workspace: WorkspaceName | None = None
+
+
+class RevokeToken(Command, frozen=True, kw_only=True, tag="revoke_token"):
+    token_id: TokenId
 
 
 class ClaimIssue(Command, frozen=True, kw_only=True, tag="claim_issue"):
@@ -163,6 +169,7 @@ AnyCommand = (
     | EndAgent
     | ConfigureProject
     | IssueToken
+    | RevokeToken
     | ClaimIssue
     | ReleaseIssue
     | ClaimFiles

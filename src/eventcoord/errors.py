@@ -147,6 +147,19 @@ def not_found(message: str, details: Mapping[str, Any] | None = None) -> DomainE
     return DomainError(ErrorCode.NOT_FOUND, message, details)
 
 
+def session_of_another_token(session_id: str) -> DomainError:
+    """403: the session was registered under another token (SPEC §5): only that token, or an
+    admin of the workspace, may drive it."""
+    return forbidden(
+        f"session {session_id!r} belongs to the token that registered it", {"session_id": session_id}
+    )
+
+
+def token_not_found(token_id: str) -> DomainError:
+    """404: no token ``token_id`` in this workspace."""
+    return not_found(f"no token {token_id!r} in this workspace", {"token_id": token_id})
+
+
 def session_not_found(session_id: str) -> DomainError:
     """404: no session ``session_id`` in this workspace."""
     return not_found(f"no session {session_id!r} in this workspace", {"session_id": session_id})
