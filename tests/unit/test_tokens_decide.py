@@ -8,7 +8,13 @@ import pytest
 from eventcoord.auth import authorize, authorize_session, token_id_of
 from eventcoord.commands import IssueToken, RevokeToken
 from eventcoord.context import Caller, Context
-from eventcoord.domain.tokens import RevokeState, TokenRow, TokenState, decide_issue_token, decide_revoke_token
+from eventcoord.domain.tokens import (
+    RevokeState,
+    TokenRow,
+    TokenState,
+    decide_issue_token,
+    decide_revoke_token,
+)
 from eventcoord.errors import DomainError
 
 NOW = 1_800_000_000_000_000
