@@ -24,7 +24,8 @@ from eventcoord.sanitize import (
 
 
 def _whole(pattern: str, schema: str) -> Meta:
-    """A name matched as a whole string (``\\Z``), published with its JSON Schema spelling."""
+    """A name matched as a whole string (``\\Z``); ``/schema`` publishes it in JSON Schema's
+    spelling (api/openapi.py)."""
     return Meta(pattern=pattern, extra_json_schema={"pattern": schema})
 
 

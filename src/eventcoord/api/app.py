@@ -9,7 +9,7 @@ from litestar import Litestar
 from litestar.openapi import OpenAPIConfig
 
 from eventcoord import bootstrap
-from eventcoord.api import params
+from eventcoord.api import openapi, params
 from eventcoord.api.errors import EXCEPTION_HANDLERS
 from eventcoord.api.routes import ROUTES
 from eventcoord.config import Settings
@@ -29,7 +29,7 @@ def create_app(settings: Settings) -> Litestar:
         finally:
             await rt.stop()
 
-    return Litestar(
+    app = Litestar(
         route_handlers=ROUTES,
         exception_handlers=EXCEPTION_HANDLERS,
         before_request=params.before_request,
@@ -38,3 +38,5 @@ def create_app(settings: Settings) -> Litestar:
         openapi_config=OpenAPIConfig(title="eventcoord", version="0.1.0", path="/schema"),
         debug=False,
     )
+    openapi.install(app)
+    return app
