@@ -1,4 +1,4 @@
-"""One table: every role × every command and every read, across two workspaces, on both
+"""One table: every role x every command and every read, across two workspaces, on both
 backends (issue 11 item 14). SPEC §3 Auth, §5 Roles: ``reader`` reads only; ``agent`` every
 command except issue_token, revoke_token, configure_project, a forced claim_issue and a
 human register_agent; ``human`` adds those last two; ``admin`` everything in its workspace.
