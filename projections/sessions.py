@@ -31,6 +31,7 @@ def registered(conn: Connection, r: RecordedEvent) -> None:
             ended_us=None,
             working_on=e.working_on,
             heartbeats=0,
+            token_id=e.token_id,
         )
     )
 

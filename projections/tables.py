@@ -33,6 +33,8 @@ sessions = Table(
     Column("ended_us", BigInt, nullable=True),
     Column("working_on", String(128), nullable=True),
     Column("heartbeats", BigInt, nullable=False),
+    # The token that registered the session (SPEC §5: sessions are bound to it).
+    Column("token_id", String(40), nullable=True),
     Index("ix_sessions_workspace_seen", "workspace", "last_seen_us"),
     # (workspace, working_on) equality plus the liveness range: the declarers query never
     # scans every live session of the workspace.

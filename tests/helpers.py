@@ -7,6 +7,7 @@ helper is written once (``from tests.helpers import Api, ServerProcess``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
@@ -182,3 +183,96 @@ class Api:
 
     async def close(self) -> None:
         await self.http.aclose()
+
+
+class TcpProxy:
+    """A real TCP forwarder on loopback between a client (a server process) and ``target``.
+
+    ``cut()`` resets every connection through it and refuses new ones (as a stopped
+    database does); ``restore()`` accepts again on the same port.
+    """
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        import threading
+
+        self.target = (target_host, target_port)
+        self.port = free_port()
+        self._lock = threading.Lock()
+        self._conns: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self._threads: list[threading.Thread] = []
+        self.restore()
+
+    def restore(self) -> None:
+        """Listen (again) on the proxy's port."""
+        import threading
+
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        t = threading.Thread(target=self._accept, args=(listener,), daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _accept(self, listener: socket.socket) -> None:
+        import threading
+
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # cut: the listener was closed
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        """Refuse new connections and reset every open one."""
+        import struct
+
+        if self._listener is not None:
+            # shutdown wakes the accept() blocked in the other thread (close alone does not)
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
+            self._listener.close()
+            self._listener = None
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for s in conns:
+            try:  # RST, not FIN: the peer sees the connection reset at once
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def url(self, db_url: str) -> str:
+        """``db_url`` with its host and port replaced by the proxy's."""
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(db_url)
+        user = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+        return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{self.port}"))
+
+    def close(self) -> None:
+        self.cut()

@@ -1,7 +1,10 @@
 """Bearer tokens bound to one workspace and a role; stored as SHA-256 digests.
 
 Tokens are 256 random bits, so a fast hash is the right one (no password stretching on
-the hot path). Positive lookups are cached briefly: tokens are never rewritten in place.
+the hot path). Each has a public ``token_id`` (derived from its digest) that
+``revoke_token`` names. Positive lookups are cached for at most :data:`CACHE_SECONDS`
+(keyed by the token itself, not by how the header was spelled), so a revocation
+committed on any replica is honoured by every replica within a second (SPEC §5).
 """
 
 from __future__ import annotations
@@ -23,18 +26,26 @@ from eventcoord.commands import (
     IssueToken,
     RegisterAgent,
     ReleaseFiles,
+    RevokeToken,
 )
 from eventcoord.context import Caller, Role
 from eventcoord.store.base import EventStore
 from eventcoord.store.schema import tokens, workspaces
 
 ROLES: tuple[Role, ...] = ("admin", "human", "agent", "reader")
-_CACHE_SECONDS = 30.0
+#: How long a token lookup is trusted: a revoked token stops working on every replica
+#: within this (well under the second SPEC §5 allows).
+CACHE_SECONDS = 0.5
 
 
 def hash_token(token: str) -> str:
     """The stored form of a token."""
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_id_of(token_hash: str) -> str:
+    """The public id of the token stored as ``token_hash`` (reveals nothing about it)."""
+    return "tok_" + hashlib.sha256(b"eventcoord-token-id:" + token_hash.encode()).hexdigest()[:24]
 
 
 def new_token() -> str:
@@ -52,10 +63,15 @@ def ensure_workspace(conn: Connection, name: str, now_us: int) -> None:
             pass  # created concurrently: fine
 
 
-def store_token(conn: Connection, token: str, workspace: str, role: Role, now_us: int) -> None:
-    """Record a token (hashed) for a workspace, creating the workspace."""
+def store_token(conn: Connection, token: str, workspace: str, role: Role, now_us: int) -> str:
+    """Record a token (hashed) for a workspace, creating the workspace; returns its ``token_id``."""
     ensure_workspace(conn, workspace, now_us)
-    conn.execute(tokens.insert().values(token_hash=hash_token(token), workspace=workspace, role=role, created_us=now_us))
+    digest = hash_token(token)
+    token_id = token_id_of(digest)
+    conn.execute(
+        tokens.insert().values(token_hash=digest, workspace=workspace, role=role, created_us=now_us, token_id=token_id)
+    )
+    return token_id
 
 
 class Authenticator:
@@ -64,32 +80,37 @@ class Authenticator:
     def __init__(self, store: EventStore, bootstrap_token: str | None) -> None:
         self._store = store
         self._bootstrap = hash_token(bootstrap_token) if bootstrap_token else None
+        self._operator = Caller("default", "admin", operator=True, token_id=token_id_of(self._bootstrap or ""))
         self._cache: dict[str, tuple[Caller, float]] = {}
 
     async def authenticate(self, header: str | None) -> Caller:
-        """The caller of a request; 401 UNAUTHENTICATED for a missing or unknown token."""
+        """The caller of a request; 401 UNAUTHENTICATED for a missing, unknown or revoked token."""
         # The auth scheme is case-insensitive (RFC 9110 §11.1).
         if not header or header[:7].lower() != "bearer ":
             raise errors.unauthenticated("missing bearer token")
+        token = header[7:].strip()
         now = time.monotonic()
-        # Keyed by the header itself: a hit costs no hashing at all.
-        hit = self._cache.get(header)
+        # Keyed by the token, not the header's spelling: a hit costs no hashing at all.
+        hit = self._cache.get(token)
         if hit is not None and hit[1] > now:
             return hit[0]
-        digest = hash_token(header[7:].strip())
+        digest = hash_token(token)
         if digest == self._bootstrap:
-            caller = Caller("default", "admin", operator=True)
-            self._cache[header] = (caller, now + _CACHE_SECONDS)
-            return caller
+            return self._operator
         row = await self._store.query(
-            lambda c: c.execute(select(tokens.c.workspace, tokens.c.role).where(tokens.c.token_hash == digest)).first()
+            lambda c: c.execute(
+                select(tokens.c.workspace, tokens.c.role, tokens.c.token_id).where(
+                    (tokens.c.token_hash == digest) & tokens.c.revoked_us.is_(None)
+                )
+            ).first()
         )
         if row is None:
+            self._cache.pop(token, None)
             raise errors.unauthenticated("unknown token")
-        caller = Caller(row.workspace, cast(Role, row.role))
+        caller = Caller(row.workspace, cast(Role, row.role), token_id=row.token_id or token_id_of(digest))
         if len(self._cache) > 10_000:
             self._cache.clear()
-        self._cache[header] = (caller, now + _CACHE_SECONDS)
+        self._cache[token] = (caller, now + CACHE_SECONDS)
         return caller
 
 
@@ -100,7 +121,7 @@ def authorize(caller: Caller, cmd: AnyCommand) -> None:
         return
     if role == "reader":
         raise errors.forbidden("a reader token may not send commands")
-    if isinstance(cmd, IssueToken | ConfigureProject):
+    if isinstance(cmd, IssueToken | RevokeToken | ConfigureProject):
         raise errors.forbidden(f"only an admin token may send {type(cmd).__struct_config__.tag}")
     if role == "agent":
         if isinstance(cmd, ClaimIssue) and cmd.force:
@@ -109,3 +130,40 @@ def authorize(caller: Caller, cmd: AnyCommand) -> None:
             raise errors.forbidden("only a human or admin token may register a human session")
         if isinstance(cmd, ClaimFiles | ReleaseFiles) and cmd.session_id is None:
             raise errors.forbidden("only a human or admin may hold file claims without a session")
+
+
+def list_tokens(conn: Connection, workspace: str | None = None) -> list[dict[str, object]]:
+    """Every stored token (never its secret): ``token_id``, workspace, role, created, revoked."""
+    stmt = select(tokens.c.token_id, tokens.c.token_hash, tokens.c.workspace, tokens.c.role, tokens.c.created_us, tokens.c.revoked_us)
+    if workspace is not None:
+        stmt = stmt.where(tokens.c.workspace == workspace)
+    rows = conn.execute(stmt.order_by(tokens.c.workspace, tokens.c.created_us, tokens.c.token_hash)).all()
+    return [
+        {
+            "token_id": r.token_id or token_id_of(r.token_hash),
+            "workspace": r.workspace,
+            "role": r.role,
+            "created_us": r.created_us,
+            "revoked_us": r.revoked_us,
+        }
+        for r in rows
+    ]
+
+
+def revoke_stored_token(conn: Connection, token_id: str, now_us: int) -> bool:
+    """Mark ``token_id`` revoked (the operator's path, beside ``revoke_token``); False if unknown."""
+    found = conn.execute(select(tokens.c.revoked_us).where(tokens.c.token_id == token_id)).first()
+    if found is None:
+        return False
+    if found.revoked_us is None:
+        conn.execute(tokens.update().where(tokens.c.token_id == token_id).values(revoked_us=now_us))
+    return True
+
+
+def authorize_session(caller: Caller, session_id: str, owner_token_id: str | None) -> None:
+    """SPEC §5: a session belongs to the token that registered it; another token of the
+    workspace naming it is 403 FORBIDDEN, unless it is an admin's. A session registered
+    before sessions were bound (no owner) is anyone's of the workspace."""
+    if owner_token_id is None or caller.role == "admin" or caller.token_id == owner_token_id:
+        return
+    raise errors.session_of_another_token(session_id)

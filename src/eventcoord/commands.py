@@ -11,12 +11,31 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from eventcoord.sanitize import CHANNEL_PATTERN, KEY_PATTERN, WORKSPACE_PATTERN
+from eventcoord.sanitize import (
+    CHANNEL_PATTERN,
+    CHANNEL_SCHEMA,
+    COMMAND_ID_PATTERN,
+    COMMAND_ID_SCHEMA,
+    KEY_PATTERN,
+    KEY_SCHEMA,
+    WORKSPACE_PATTERN,
+    WORKSPACE_SCHEMA,
+)
 
-Key = Annotated[str, Meta(pattern=KEY_PATTERN)]
-Channel = Annotated[str, Meta(pattern=CHANNEL_PATTERN)]
-WorkspaceName = Annotated[str, Meta(pattern=WORKSPACE_PATTERN)]
-SessionId = Annotated[str, Meta(pattern=KEY_PATTERN)]
+
+def _whole(pattern: str, schema: str) -> Meta:
+    """A name matched as a whole string (``\\Z``); ``/schema`` publishes it in JSON Schema's
+    spelling (api/openapi.py)."""
+    return Meta(pattern=pattern, extra_json_schema={"pattern": schema})
+
+
+Key = Annotated[str, _whole(KEY_PATTERN, KEY_SCHEMA)]
+Channel = Annotated[str, _whole(CHANNEL_PATTERN, CHANNEL_SCHEMA)]
+WorkspaceName = Annotated[str, _whole(WORKSPACE_PATTERN, WORKSPACE_SCHEMA)]
+SessionId = Annotated[str, _whole(KEY_PATTERN, KEY_SCHEMA)]
+CommandId = Annotated[str, _whole(COMMAND_ID_PATTERN, COMMAND_ID_SCHEMA)]
+#: A token's public id (``issue_token`` answers it; ``revoke_token`` takes it).
+TokenId = Annotated[str, _whole(r"^tok_[0-9a-f]{24}\Z", "^tok_[0-9a-f]{24}$")]
 # Free text is sanitised when the event is built; this only bounds what we accept.
 Text = Annotated[str, Meta(max_length=65536)]
 Role = Literal["admin", "human", "agent", "reader"]
@@ -26,7 +45,7 @@ Ttl = Annotated[int, Meta(ge=1, le=86400)]
 class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", forbid_unknown_fields=True):
     """Base of every command; ``command_id`` is the optional idempotency key."""
 
-    command_id: Annotated[str, Meta(pattern=r"^[^\x00-\x1f\x7f-\x9f]{1,128}$")] | None = None
+    command_id: CommandId | None = None
 
 
 class RegisterAgent(Command, frozen=True, kw_only=True, tag="register_agent"):
@@ -58,6 +77,10 @@ class ConfigureProject(Command, frozen=True, kw_only=True, tag="configure_projec
 class IssueToken(Command, frozen=True, kw_only=True, tag="issue_token"):
     role: Role
     workspace: WorkspaceName | None = None
+
+
+class RevokeToken(Command, frozen=True, kw_only=True, tag="revoke_token"):
+    token_id: TokenId
 
 
 class ClaimIssue(Command, frozen=True, kw_only=True, tag="claim_issue"):
@@ -147,6 +170,7 @@ AnyCommand = (
     | EndAgent
     | ConfigureProject
     | IssueToken
+    | RevokeToken
     | ClaimIssue
     | ReleaseIssue
     | ClaimFiles

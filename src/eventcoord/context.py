@@ -17,11 +17,13 @@ Role = Literal["admin", "human", "agent", "reader"]
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """The authenticated caller: a workspace, a role, and whether it is the operator."""
+    """The authenticated caller: a workspace, a role, whether it is the operator, and the
+    ``token_id`` of the token it presented (sessions belong to the token that registered them)."""
 
     workspace: str
     role: Role
     operator: bool = False
+    token_id: str | None = None
 
 
 def new_id(prefix: str) -> str:

@@ -5,6 +5,7 @@
     │   └── ValidationFailed   422 VALIDATION, names the offending field
     ├── ConcurrencyError       an optimistic-concurrency race lost (stale expected version)
     ├── StoreError             the event store failed (driver errors are translated here)
+    │   └── StoreUnavailable   the database cannot be reached (503, with Retry-After)
     └── PublishError           the relay could not hand an event to NATS
 
 Every code, with its HTTP status, is a member of :class:`ErrorCode`; refusals are built by
@@ -71,11 +72,15 @@ class DomainError(EventCoordError):
     the code string of an answer it received.
     """
 
-    def __init__(self, code: ErrorCode | str, message: str, details: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, code: ErrorCode | str, message: str, details: Mapping[str, Any] | None = None, *, retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.details: dict[str, Any] = dict(details or {})
+        #: Seconds a client should wait before trying again (the ``Retry-After`` header).
+        self.retry_after = retry_after
 
     @property
     def status(self) -> int:
@@ -100,6 +105,10 @@ class ConcurrencyError(EventCoordError):
 
 class StoreError(EventCoordError):
     """The event store failed for a reason other than a lost race."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached (refused, reset, shut down, starting): safe to retry."""
 
 
 class PublishError(EventCoordError):
@@ -148,6 +157,19 @@ def not_found(message: str, details: Mapping[str, Any] | None = None) -> DomainE
     return DomainError(ErrorCode.NOT_FOUND, message, details)
 
 
+def session_of_another_token(session_id: str) -> DomainError:
+    """403: the session was registered under another token (SPEC §5): only that token, or an
+    admin of the workspace, may drive it."""
+    return forbidden(
+        f"session {session_id!r} belongs to the token that registered it", {"session_id": session_id}
+    )
+
+
+def token_not_found(token_id: str) -> DomainError:
+    """404: no token ``token_id`` in this workspace."""
+    return not_found(f"no token {token_id!r} in this workspace", {"token_id": token_id})
+
+
 def session_not_found(session_id: str) -> DomainError:
     """404: no session ``session_id`` in this workspace."""
     return not_found(f"no session {session_id!r} in this workspace", {"session_id": session_id})
@@ -168,9 +190,13 @@ def payload_too_large() -> DomainError:
     return DomainError(ErrorCode.PAYLOAD_TOO_LARGE, "request body exceeds 1 MiB")
 
 
-def unsupported_media_type(message: str) -> DomainError:
-    """415: a body that is not ``application/json``."""
-    return DomainError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, message)
+def unsupported_media_type(content_type: str) -> DomainError:
+    """415: a command body that is not ``application/json``."""
+    return DomainError(
+        ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+        f"a command body must be application/json, not {content_type[:100]!r}",
+        {"content_type": content_type[:100]},
+    )
 
 
 def session_ended(session_id: str, *, already: bool = False) -> DomainError:
@@ -285,9 +311,9 @@ def concurrency() -> DomainError:
     return DomainError(ErrorCode.CONCURRENCY, "the command lost a race too many times; it is safe to retry")
 
 
-def rate_limited(message: str) -> DomainError:
+def rate_limited(message: str, retry_after: int = 1) -> DomainError:
     """429: too many requests; retry after ``Retry-After``."""
-    return DomainError(ErrorCode.RATE_LIMITED, message)
+    return DomainError(ErrorCode.RATE_LIMITED, message, retry_after=retry_after)
 
 
 def internal() -> DomainError:
@@ -295,9 +321,13 @@ def internal() -> DomainError:
     return DomainError(ErrorCode.INTERNAL, "internal error")
 
 
-def store_unavailable() -> DomainError:
-    """503: the database cannot be reached; safe to retry."""
-    return DomainError(ErrorCode.STORE_UNAVAILABLE, "internal error")
+#: What a 503 STORE_UNAVAILABLE asks a client to wait (``Retry-After``, seconds).
+STORE_RETRY_AFTER = 1
+
+
+def store_unavailable(message: str = "the database cannot be reached; it is safe to retry") -> DomainError:
+    """503: the database cannot be reached; safe to retry after ``Retry-After``."""
+    return DomainError(ErrorCode.STORE_UNAVAILABLE, message, retry_after=STORE_RETRY_AFTER)
 
 
 # --- client-side refusals (SPEC §7): defined in eventcoord.client.errors, re-exported here ---

@@ -31,6 +31,8 @@ class AgentRegistered(Event, frozen=True, kw_only=True, tag="AgentRegistered"):
     host: str | None = None
     runtime: str | None = None
     working_on: str | None = None
+    #: The token that registered the session: only it (or an admin) may drive the session.
+    token_id: str | None = None
 
 
 class AgentHeartbeat(Event, frozen=True, kw_only=True, tag="AgentHeartbeat"):

@@ -16,9 +16,42 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 # Bodies and notes keep newline and tab (SPEC §5); every other control character goes.
 _CONTROL_BUT_NEWLINE_TAB = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
-KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/#-]{0,127}$"
-WORKSPACE_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
-CHANNEL_PATTERN = r"^(issue|agent|project):[A-Za-z0-9][A-Za-z0-9._:/#-]{0,127}$"
+# Names that are keys match as WHOLE strings. Python's ``$`` also matches before a final
+# newline ("NL-1\n" would pass ``^…$``), so the patterns end in ``\Z``; ``*_SCHEMA`` are the
+# same languages in JSON Schema (ECMA-262) syntax, where ``$`` is the end of the string.
+_KEY_BODY = r"[A-Za-z0-9][A-Za-z0-9._:/#-]{0,127}"
+_WORKSPACE_BODY = r"[A-Za-z0-9_-]{1,64}"
+_CHANNEL_BODY = r"(issue|agent|project):" + _KEY_BODY
+_COMMAND_ID_BODY = "[^\x00-\x1f\x7f-\x9f]{1,128}"
+
+KEY_PATTERN = rf"^{_KEY_BODY}\Z"
+WORKSPACE_PATTERN = rf"^{_WORKSPACE_BODY}\Z"
+CHANNEL_PATTERN = rf"^{_CHANNEL_BODY}\Z"
+COMMAND_ID_PATTERN = f"^{_COMMAND_ID_BODY}\\Z"
+
+KEY_SCHEMA = f"^{_KEY_BODY}$"
+WORKSPACE_SCHEMA = f"^{_WORKSPACE_BODY}$"
+CHANNEL_SCHEMA = f"^{_CHANNEL_BODY}$"
+COMMAND_ID_SCHEMA = f"^{_COMMAND_ID_BODY}$"
+
+_KEY_RE = re.compile(_KEY_BODY)
+_WORKSPACE_RE = re.compile(_WORKSPACE_BODY)
+_CHANNEL_RE = re.compile(_CHANNEL_BODY)
+
+
+def is_key(value: str) -> bool:
+    """``value`` is a whole key (issue, project, lease name, session id)."""
+    return _KEY_RE.fullmatch(value) is not None
+
+
+def is_workspace(value: str) -> bool:
+    """``value`` is a whole workspace name (a NATS subject token)."""
+    return _WORKSPACE_RE.fullmatch(value) is not None
+
+
+def is_channel(value: str) -> bool:
+    """``value`` is a whole channel name (``issue:<key>``, ``agent:<id>``, ``project:<key>``)."""
+    return _CHANNEL_RE.fullmatch(value) is not None
 
 
 def clean_line(value: str | None, cap: int) -> str | None:

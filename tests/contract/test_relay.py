@@ -293,3 +293,24 @@ async def test_two_relays_on_one_store_only_one_publishes(store: Any, broker: Em
         for r in both:
             await r.stop()
     await assert_stream_is_the_log(broker.url, store)
+
+
+async def test_a_workspace_name_never_shares_another_workspaces_subject(store: Any, broker: EmbeddedBroker) -> None:
+    """Issue 11 defect 3: a stored workspace ``"evil\\n"`` (from before names were matched
+    whole) must not publish on workspace ``evil_``'s subject, nor stall the relay."""
+    relay = relay_for(store, broker.url, "r1")
+    await relay.start()
+    try:
+        for ws in ("evil_", "evil\n", "evil.x", "evil%0A"):
+            await store.append(ws, "session:s", None, [AgentHeartbeat(session_id="s")])
+            relay.notify()
+        await caught_up(relay, store)
+    finally:
+        await relay.stop()
+    subjects = [m[1] for m in await stream_messages(broker.url)]
+    assert subjects == [
+        "eventcoord.evil_.AgentHeartbeat",
+        "eventcoord.evil%0A.AgentHeartbeat",
+        "eventcoord.evil%2Ex.AgentHeartbeat",
+        "eventcoord.evil%250A.AgentHeartbeat",
+    ]

@@ -619,6 +619,7 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "end_agent": {"session_id": "$sid"},
     "configure_project": {"project": "P", "wip_limit": 3},
     "issue_token": {"role": "reader"},
+    "revoke_token": {"token_id": "tok_0123456789abcdef01234567"},
     "claim_issue": {"session_id": "$sid", "project": "P", "issue": "P-1"},
     "release_issue": {"session_id": "$sid", "issue": "P-1"},
     "claim_files": {"session_id": "$sid", "issue": "P-1", "paths": ["src/a.py"]},

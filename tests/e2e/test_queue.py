@@ -296,6 +296,32 @@ async def test_a_killed_worker_is_recovered_by_the_next_claim(db_url: str, start
         await again.close()
 
 
+async def test_a_pull_never_hands_out_an_issue_that_is_not_free(start_server: Callable[..., ServerProcess]) -> None:
+    """Issue 11 defect 1: a stale holder's issue queued first is skipped, not reclaimed."""
+    api = Api(start_server(ttl_seconds=1).base_url)
+    try:
+        holder = await api.register(actor="holder")
+        await api.ok({"type": "claim_issue", "session_id": holder, "project": "P", "issue": "S-1"})
+        stale_item = await enqueue(api, priority=9, issue="S-1")
+        free_item = await enqueue(api, priority=1, issue="F-1")
+        await asyncio.sleep(1.3)  # the holder stops heartbeating: S-1 is reclaimable, not free
+        state = await api.get("/v1/issues/S-1/state")
+        assert state["state"] == "reclaimable"
+        w = await api.register(actor="worker")
+        got = await claim(api, w)
+        assert got is not None and got["item_id"] == free_item
+        assert await claim(api, w) is None
+        assert [e["data"]["reason"] for e in await api.events("LeaseReleased")] == []
+        leases = {x["issue"]: x["session_id"] for x in (await api.get("/v1/leases"))["leases"]}
+        assert leases == {"S-1": holder, "F-1": w}
+        # claim_issue is the explicit takeover; afterwards nothing is left to pull
+        await api.ok({"type": "claim_issue", "session_id": w, "project": "P", "issue": "S-1"})
+        got = await claim(api, w)
+        assert got is not None and got["item_id"] == stale_item  # now the caller's own lease
+    finally:
+        await api.close()
+
+
 async def read_models(api: Api, *sessions: str) -> list[Any]:
     agents = [await api.get(f"/v1/agents/{s}") for s in sessions]
     for a in agents:

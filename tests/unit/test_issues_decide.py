@@ -253,9 +253,17 @@ class TestGrantForWork:
         assert grant is not None and grant.fencing_token == 5
         assert grant.events == [(f"issue:{ISSUE}", LeaseGranted(project=PROJECT, issue=ISSUE, session_id="s-me", actor_key=ME.actor_key, fencing_token=5))]
 
-    def test_a_stale_holder_is_released_as_expired_first(self) -> None:
+    def test_a_stale_holders_issue_is_not_free_so_a_pull_skips_it(self) -> None:
+        # SPEC §1 guard points: selection never hands out an issue that is not free; a
+        # reclaimable lease is claim_issue's explicit takeover (issue 11 defect 1).
         stale = session("s-bob", live=False)
-        grant = grant_for_work(view_held_by(stale, 2), ME, PROJECT, LIMIT, self.count(0), ctx())
+        live = self.count(0)
+        assert grant_for_work(view_held_by(stale, 2), ME, PROJECT, LIMIT, live, ctx()) is None
+        assert live.asked == []
+
+    def test_a_lease_the_pulls_recovery_released_is_released_as_expired_first(self) -> None:
+        stale = session("s-bob", live=False)
+        grant = grant_for_work(view_held_by(stale, 2), ME, PROJECT, LIMIT, self.count(0), ctx(), recovered=True)
         assert grant is not None and types_of(grant.events) == ["LeaseReleased", "LeaseGranted"]
         released = grant.events[0][1]
         assert released == LeaseReleased(issue=ISSUE, session_id="s-bob", reason="expired", fencing_token=2, by_session_id="s-me")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from tests.unit.givens import NOW, MemoryReads, ctx, gone, item, session
+from tests.unit.givens import NOW, SECOND, MemoryReads, ctx, gone, item, session
 
 from eventcoord.commands import ClaimNextWork
 from eventcoord.context import Decision
@@ -111,6 +111,28 @@ def test_pull_reclaims_a_lease_the_recovery_released_in_one_step() -> None:
         ("issue:I-1", LeaseGranted(project="P", issue="I-1", session_id="s-me", actor_key="actor-s-me", fencing_token=6)),
         ("work:w-1", WorkClaimed(item_id="w-1", project="P", issue="I-1", session_id="s-me", actor_key="actor-s-me", host="host-1", fencing_token=6)),
     ]
+
+
+def test_pull_never_hands_out_a_stale_holders_issue_it_did_not_recover() -> None:
+    # Issue 11 defect 1: a stale holder's issue (leased by claim_issue, not by a work item)
+    # queued at priority 9 is skipped, not reclaimed; the free one at priority 1 is taken.
+    lease = LeaseState("I-stale", "P", "s-gone", "actor-s-gone", 4)
+    stale_view = IssueView("I-stale", IssueState("I-stale", "P", 4, None, None), lease, gone("s-gone"), ())
+    reads = MemoryReads(
+        queue=[item(item_id="w-stale", priority=9, position=1, issue="I-stale"), item(item_id="w-free", priority=1, position=2, issue="I-free")],
+        issues={"I-stale": stale_view},
+    )
+    d = pull(reads)
+    assert picked(d) == "w-free"
+    assert [type(e) for _, e in d.events] == [LeaseGranted, WorkClaimed]
+    assert not [e for _, e in d.events if isinstance(e, LeaseReleased)]
+
+
+def test_pull_skips_a_human_held_issue_live_or_not() -> None:
+    human = session("s-person", kind="human", last_seen_us=NOW - 100 * SECOND)
+    lease = LeaseState("I-h", "P", "s-person", "actor-s-person", 2)
+    view = IssueView("I-h", IssueState("I-h", "P", 2, None, None), lease, human, ())
+    assert picked(pull(MemoryReads(queue=[item(issue="I-h", priority=9)], issues={"I-h": view}))) is None
 
 
 def test_pull_that_cannot_reclaim_leaves_the_released_lease_where_the_recovery_put_it() -> None:

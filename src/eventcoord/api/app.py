@@ -9,6 +9,7 @@ from litestar import Litestar
 from litestar.openapi import OpenAPIConfig
 
 from eventcoord import bootstrap
+from eventcoord.api import openapi, params
 from eventcoord.api.errors import EXCEPTION_HANDLERS
 from eventcoord.api.ratelimit import Limit, RateLimits, middleware
 from eventcoord.api.routes import ROUTES
@@ -34,12 +35,15 @@ def create_app(settings: Settings) -> Litestar:
         address=Limit(settings.rate_address_per_second, settings.rate_address_burst),
         auth_failures=Limit(settings.rate_auth_failures_per_second, settings.rate_auth_failures_burst),
     )
-    return Litestar(
+    app = Litestar(
         route_handlers=ROUTES,
         middleware=[middleware(limits)] if limits.on else [],
         exception_handlers=EXCEPTION_HANDLERS,
+        before_request=params.before_request,
         lifespan=[lifespan],
         request_max_body_size=MAX_BODY,
         openapi_config=OpenAPIConfig(title="eventcoord", version="0.1.0", path="/schema"),
         debug=False,
     )
+    openapi.install(app)
+    return app

@@ -37,6 +37,8 @@ def _from_http(e: HTTPException) -> DomainError:
             return errors.method_not_allowed(detail)
         case 413:
             return errors.payload_too_large()
+        case 415:
+            return errors.unsupported_media_type(detail)
         case 429:
             return errors.rate_limited(detail)
         case status if status >= 500:

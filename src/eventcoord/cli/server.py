@@ -1,17 +1,21 @@
-"""Subcommands that run or manage the service itself: serve, migrate, token create, tail (rebuild: cli.history)."""
+"""Subcommands that run or manage the service itself: serve, migrate, token create/list/revoke, tail (rebuild: cli.history)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import sys
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from eventcoord.config import Settings, from_env
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from eventcoord.codec import WireEvent
+
+T = TypeVar("T")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -91,13 +95,12 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_token(args: argparse.Namespace) -> int:
     """Create a bearer token for a workspace and role; prints it once."""
     import asyncio
-    import re
 
-    from eventcoord.auth import new_token, store_token
-    from eventcoord.sanitize import WORKSPACE_PATTERN
+    from eventcoord.auth import hash_token, new_token, store_token, token_id_of
+    from eventcoord.sanitize import is_workspace
     from eventcoord.store import log, open_store
 
-    if not re.match(WORKSPACE_PATTERN, args.workspace):
+    if not is_workspace(args.workspace):
         print(f"invalid workspace name {args.workspace!r}: use [A-Za-z0-9_-]{{1,64}}", file=sys.stderr)
         return 2
     token = new_token()
@@ -113,6 +116,62 @@ def cmd_token(args: argparse.Namespace) -> int:
 
     asyncio.run(run())
     print(token)
+    print(f"token_id {token_id_of(hash_token(token))}", file=sys.stderr)
+    return 0
+
+
+def _on_store(args: argparse.Namespace, fn: Callable[[Connection], T]) -> T:
+    """Run ``fn`` in one transaction on the store named by ``--db`` / ``--data-dir``."""
+    import asyncio
+
+    from eventcoord.store import open_store
+
+    async def run() -> T:
+        store = open_store(_settings(args).database_url)
+        await store.start()
+        await store.migrate()
+        try:
+            return await store.transact(fn)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def cmd_token_list(args: argparse.Namespace) -> int:
+    """List tokens (ids, never secrets), optionally of one workspace."""
+    from eventcoord.auth import list_tokens
+    from eventcoord.codec import encode, format_time
+
+    rows = _on_store(args, lambda c: list_tokens(c, args.workspace))
+    out = [
+        {
+            "token_id": r["token_id"],
+            "workspace": r["workspace"],
+            "role": r["role"],
+            "created_at": format_time(int(str(r["created_us"]))),
+            "revoked_at": None if r["revoked_us"] is None else format_time(int(str(r["revoked_us"]))),
+        }
+        for r in rows
+    ]
+    if args.json:
+        print(encode({"tokens": out}).decode())
+        return 0
+    for r in out:
+        state = "active" if r["revoked_at"] is None else f"revoked {r['revoked_at']}"
+        print(f"{r['token_id']}  {r['workspace']}  {r['role']}  created {r['created_at']}  {state}")
+    return 0
+
+
+def cmd_token_revoke(args: argparse.Namespace) -> int:
+    """Revoke a token by its id: refused on every replica within a second."""
+    from eventcoord.auth import revoke_stored_token
+    from eventcoord.store import log
+
+    if not _on_store(args, lambda c: revoke_stored_token(c, args.token_id, log.clock(c)[0])):
+        print(f"NOT_FOUND no token {args.token_id!r}", file=sys.stderr)
+        return 1
+    print(f"revoked {args.token_id}")
     return 0
 
 
@@ -165,6 +224,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     create.add_argument("--workspace", required=True)
     create.add_argument("--role", required=True, choices=["admin", "human", "agent", "reader"])
     create.set_defaults(fn=cmd_token)
+    listing = token_sub.add_parser("list", help="list tokens: id, workspace, role, created, revoked (never the secret)")
+    _common(listing)
+    listing.add_argument("--workspace", help="only this workspace")
+    listing.add_argument("--json", action="store_true", help='print {"tokens": [...]}')
+    listing.set_defaults(fn=cmd_token_list)
+    revoke = token_sub.add_parser("revoke", help="revoke a token by its token_id (every replica refuses it within a second)")
+    _common(revoke)
+    revoke.add_argument("token_id")
+    revoke.set_defaults(fn=cmd_token_revoke)
     tail = sub.add_parser("tail", help="follow the event log (SSE from a server, or NATS with --nats)")
     tail.add_argument("--after", type=int, default=0, help="start after this position")
     tail.add_argument("--type", action="append", help="only this event type (repeatable)")

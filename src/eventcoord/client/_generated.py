@@ -104,6 +104,20 @@ class Operations:
         """(admin) Create a bearer token of a role (admin, human, agent, reader); shown once."""
         return self._command(commands.IssueToken(role=role, workspace=workspace, command_id=command_id), results.IssueTokenResult)
 
+    def revoke_token(
+        self,
+        *,
+        token_id: str,
+        command_id: str | None = None,
+    ) -> results.RevokeTokenResult:
+        """(admin) Revoke a token by its token_id (issue_token answered it): every server refuses it
+        within a second. Revoking a revoked token changes nothing.
+        Refusals:
+        - NOT_FOUND: no such session, item or channel here: check the id (register_agent first if
+          you have none)
+        """
+        return self._command(commands.RevokeToken(token_id=token_id, command_id=command_id), results.RevokeTokenResult)
+
     def claim_issue(
         self,
         *,
@@ -525,6 +539,20 @@ class AsyncOperations:
     ) -> results.IssueTokenResult:
         """(admin) Create a bearer token of a role (admin, human, agent, reader); shown once."""
         return await self._command(commands.IssueToken(role=role, workspace=workspace, command_id=command_id), results.IssueTokenResult)
+
+    async def revoke_token(
+        self,
+        *,
+        token_id: str,
+        command_id: str | None = None,
+    ) -> results.RevokeTokenResult:
+        """(admin) Revoke a token by its token_id (issue_token answered it): every server refuses it
+        within a second. Revoking a revoked token changes nothing.
+        Refusals:
+        - NOT_FOUND: no such session, item or channel here: check the id (register_agent first if
+          you have none)
+        """
+        return await self._command(commands.RevokeToken(token_id=token_id, command_id=command_id), results.RevokeTokenResult)
 
     async def claim_issue(
         self,

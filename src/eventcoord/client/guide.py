@@ -16,7 +16,8 @@ SUMMARY: dict[str, str] = {
     "lease you hold; handoff_note is stored on each released issue for the next holder.",
     "configure_project": "(admin) Set a project's WIP limit: how many of its issues may be leased at once.",
     "issue_token": "(admin) Create a bearer token of a role (admin, human, agent, reader); shown once.",
-    "revoke_token": "(admin) Revoke a token by its token_id.",
+    "revoke_token": "(admin) Revoke a token by its token_id (issue_token answered it): every server refuses "
+    "it within a second. Revoking a revoked token changes nothing.",
     "claim_issue": "Take the lease on an issue before working on it; the answer's fencing_token proves your "
     "hold (pass it to verify_hold before you publish). A reclaim of a dead holder's lease hands you its "
     "handoff note in reclaimed_from. force (human/admin) supersedes a live holder.",
@@ -77,12 +78,14 @@ REFUSAL: dict[str, str] = {
     "RATE_LIMITED": "too many requests: wait and call again",
     "STORE_UNAVAILABLE": "the database is unreachable: wait and call again",
     "PAYLOAD_TOO_LARGE": "the request is too large: send less",
+    "UNSUPPORTED_MEDIA_TYPE": "send the command as a JSON body with Content-Type: application/json",
 }
 
 #: The refusals each operation can answer, beyond VALIDATION and the auth codes.
 REFUSALS_OF: dict[str, tuple[str, ...]] = {
     "heartbeat_agent": ("SESSION_NOT_LIVE", "NOT_FOUND"),
     "end_agent": ("SESSION_NOT_LIVE", "NOT_FOUND"),
+    "revoke_token": ("NOT_FOUND",),
     "claim_issue": ("ISSUE_HELD", "HUMAN_HELD", "WIP_CAP_REACHED", "AGENT_WIP_CAP_REACHED", "SESSION_NOT_LIVE"),
     "release_issue": ("NOT_HOLDER", "SESSION_NOT_LIVE"),
     "claim_files": ("FILES_CLAIMED", "SESSION_NOT_LIVE"),

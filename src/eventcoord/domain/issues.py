@@ -225,11 +225,24 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
     return d
 
 
-def grant_for_work(view: IssueView, me: SessionState, project: str, wip_limit: int, live_count: Callable[[], int], ctx: Context) -> Grant | None:
+def grant_for_work(
+    view: IssueView,
+    me: SessionState,
+    project: str,
+    wip_limit: int,
+    live_count: Callable[[], int],
+    ctx: Context,
+    *,
+    recovered: bool = False,
+) -> Grant | None:
     """The lease a work-queue pull takes on the item's issue, if it is takeable now.
 
-    The caller's own lease is kept (no events); a free issue, or one whose holder is stale
-    (released first as ``expired``), is granted while the project is under its cap.
+    The caller's own lease is kept (no events); a ``free`` issue is granted while the
+    project is under its cap. Selection never hands out an issue that is not free (SPEC §1,
+    guard points): a stale holder's lease is reclaimable only by ``claim_issue``'s explicit
+    takeover, so such an item is skipped — unless ``recovered``, i.e. the stale-worker
+    recovery of this very pull released that lease (the worker's own item went back to the
+    queue), which leaves the issue free: its release is then recorded as ``expired`` here.
     Otherwise None: a pull skips the item, never refuses and never records a WipCapDenied.
     ``live_count`` counts the project's live leases (not this issue's), asked only if needed.
     """
@@ -238,7 +251,8 @@ def grant_for_work(view: IssueView, me: SessionState, project: str, wip_limit: i
     es = effective_state(view, me.session_id, ctx)
     if es.state == "self_is_holder" and view.lease is not None:
         return Grant(view.lease.fencing_token)
-    if es.state not in ("free", "reclaimable") or live_count() >= wip_limit:
+    takeable = es.state == "free" or (es.state == "reclaimable" and recovered)
+    if not takeable or live_count() >= wip_limit:
         return None
     events = [] if view.lease is None else [_release(view.lease, "expired", by=me.session_id)]
     token, granted = _grant(view, project, me)

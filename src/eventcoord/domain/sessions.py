@@ -39,6 +39,7 @@ class SessionState:
     last_seen_us: int
     ended_us: int | None
     working_on: str | None
+    token_id: str | None = None  # the token that registered it (None: registered before binding)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,7 @@ def decide_register_agent(state: None, cmd: RegisterAgent, ctx: Context) -> Deci
             host=clean_line(cmd.host, HOST_CAP),
             runtime=identity.runtime,
             working_on=cmd.working_on,
+            token_id=ctx.caller.token_id,
         ),
     )
     d.result = {

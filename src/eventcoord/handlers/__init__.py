@@ -36,4 +36,5 @@ HANDLERS: dict[type[c.Command], Handler] = {
     c.ReleaseLease: named_leases.release_lease,
     # tokens
     c.IssueToken: tokens.issue_token,
+    c.RevokeToken: tokens.revoke_token,
 }

@@ -11,6 +11,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
 
+from eventcoord.auth import authorize_session
 from eventcoord.context import Context
 from eventcoord.domain.sessions import SessionState
 from eventcoord.projections.tables import sessions
@@ -31,6 +32,7 @@ SESSION_COLUMNS = (
     sessions.c.last_seen_us,
     sessions.c.ended_us,
     sessions.c.working_on,
+    sessions.c.token_id,
 )
 
 
@@ -45,10 +47,22 @@ _SESSION = _session_by_id(lock=False)
 _SESSION_FOR_UPDATE = _session_by_id(lock=True)
 
 
-def load_session(conn: Connection, ctx: Context, session_id: str, *, lock: bool = False) -> SessionState | None:
-    """One session of the caller's workspace (None if absent or in another workspace)."""
+def load_session(
+    conn: Connection, ctx: Context, session_id: str, *, lock: bool = False, own: bool = True
+) -> SessionState | None:
+    """One session of the caller's workspace (None if absent or in another workspace).
+
+    With ``own`` (the default: the session the command names to act as), a session
+    registered under another token is 403 FORBIDDEN unless the caller is an admin (SPEC §5);
+    ``own=False`` loads someone else's session (a holder, a message's target, a worker).
+    """
     row = (_SESSION_FOR_UPDATE if lock else _SESSION).first(conn, {"sid": session_id, "ws": ctx.workspace})
-    return None if row is None else SessionState(*row)
+    if row is None:
+        return None
+    session = SessionState(*row)
+    if own:
+        authorize_session(ctx.caller, session.session_id, session.token_id)
+    return session
 
 
 def load_sessions(conn: Connection, ctx: Context, session_ids: set[str]) -> dict[str, SessionState]:
@@ -60,7 +74,7 @@ def load_sessions(conn: Connection, ctx: Context, session_ids: set[str]) -> dict
             sessions.c.session_id.in_(sorted(session_ids)) & (sessions.c.workspace == ctx.workspace)
         )
     )
-    return {r.session_id: SessionState(*r) for r in rows}
+    return {r.session_id: SessionState(*tuple(r)) for r in rows}
 
 
 def _insert_guard(dialect: str) -> Executable:

@@ -80,7 +80,7 @@ def load_issue_view(conn: Connection, ctx: Context, issue: str, *, lock: bool = 
     """The issue's registry row, lease, holder and live declarers."""
     reg = _ISSUE.first(conn, {"ws": ctx.workspace, "issue": issue})
     lease = load_lease(conn, ctx, issue, lock=lock)
-    holder = load_session(conn, ctx, lease.session_id) if lease else None
+    holder = load_session(conn, ctx, lease.session_id, own=False) if lease else None
     rows = _DECLARERS.rows(conn, {"ws": ctx.workspace, "issue": issue, "cutoff": ctx.cutoff_us})
     declarers = tuple(SessionState(*r) for r in rows)
     return domain.IssueView(issue, None if reg is None else domain.IssueState(*reg), lease, holder, declarers)

@@ -13,5 +13,5 @@ from eventcoord.handlers.common import load_session
 def post_message(conn: Connection, ctx: Context, cmd: PostMessage) -> Decision:
     session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
     kind, _, name = cmd.channel.partition(":")
-    target = load_session(conn, ctx, name) if kind == "agent" else None
+    target = load_session(conn, ctx, name, own=False) if kind == "agent" else None
     return domain.decide_post_message(domain.PostState(session, target), cmd, ctx)

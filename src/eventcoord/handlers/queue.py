@@ -89,7 +89,7 @@ def load_stale_work(conn: Connection, ctx: Context, project: str, caller: str | 
         return domain.StaleWork()
     workers: dict[str, SessionState] = {}
     for sid in worker_ids:  # sorted: concurrent recoveries lock in one order
-        s = load_session(conn, ctx, sid, lock=True)
+        s = load_session(conn, ctx, sid, lock=True, own=False)
         if s is not None:
             workers[sid] = s
     rows = conn.execute(

@@ -43,15 +43,49 @@ class _Meta(msgspec.Struct):
 
 
 _meta_decoder = msgspec.json.Decoder(_Meta)
-_SUBJECT_UNSAFE = str.maketrans({c: "_" for c in ". *>\t\r\n"})
+_TOKEN_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def subject_token(name: str) -> str:
+    """``name`` as one NATS subject token, injectively.
+
+    A valid workspace name (``[A-Za-z0-9_-]{1,64}``, SPEC §5) is its own token; any other
+    character is written ``%XX`` per UTF-8 byte (``%`` itself too), and the empty name is
+    ``%``. Valid names never hold ``%``, so two different names never share a subject:
+    ``"evil\n"`` → ``evil%0A``, ``"evil_"`` → ``evil_``.
+    """
+    if not name:
+        return "%"
+    if all(c in _TOKEN_SAFE for c in name):
+        return name
+    return "".join(c if c in _TOKEN_SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass")) for c in name)
+
+
+def token_name(token: str) -> str:
+    """The name :func:`subject_token` wrote as ``token`` (its inverse)."""
+    if token == "%":
+        return ""
+    out = bytearray()
+    i = 0
+    while i < len(token):
+        if token[i] == "%":
+            out.append(int(token[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            out += token[i].encode()
+            i += 1
+    return out.decode("utf-8", "surrogatepass")
 
 
 def subject_of(ev: WireEvent) -> str:
-    """``eventcoord.<workspace>.<type>`` for an event (SPEC §3 NATS)."""
+    """``eventcoord.<workspace>.<type>`` for an event (SPEC §3 NATS).
+
+    Workspace names are validated token-safe (SPEC §5), but a store may hold a name from
+    before that check; such a name is encoded (:func:`subject_token`), never merged into
+    another workspace's subject and never left to stall the relay.
+    """
     ws = _meta_decoder.decode(ev.metadata).workspace
-    # Workspace names are validated token-safe (SPEC §5); an unsafe one would make the
-    # subject invalid and stall the relay forever, so neutralise rather than fail.
-    return f"eventcoord.{ws.translate(_SUBJECT_UNSAFE)}.{ev.type.translate(_SUBJECT_UNSAFE)}"
+    return f"eventcoord.{subject_token(ws)}.{subject_token(ev.type)}"
 
 
 def stream_config(name: str, max_age: float, max_bytes: int, duplicate_window: float) -> api.StreamConfig:

@@ -187,8 +187,30 @@ def connection_lost(e: BaseException) -> bool:
     """Whether ``e`` leaves the connection unusable (the batch's outcome is unknown)."""
     if isinstance(e, DBAPIError) and e.connection_invalidated:
         return True
-    lost = (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, asyncpg.ConnectionDoesNotExistError, SAInterfaceError, OSError)
-    return isinstance(e, lost)
+    lost = (
+        asyncpg.PostgresConnectionError,
+        asyncpg.InterfaceError,
+        asyncpg.ConnectionDoesNotExistError,
+        # the server is shutting down, starting up or crashed (SQLSTATE 57P01-57P03)
+        asyncpg.AdminShutdownError,
+        asyncpg.CannotConnectNowError,
+        asyncpg.CrashShutdownError,
+        SAInterfaceError,
+        OSError,
+        TimeoutError,
+    )
+    if isinstance(e, lost):
+        return True
+    orig = getattr(e, "orig", None)
+    cause = getattr(orig, "__cause__", None) if orig is not None else None
+    return orig is not None and orig is not e and (connection_lost(orig) or (cause is not None and connection_lost(cause)))
+
+
+def describe(e: BaseException) -> str:
+    """A short, secret-free cause for ``e`` (its class and first line), for 503s and /health."""
+    inner = getattr(e, "orig", None) or e
+    text = str(inner).strip().splitlines()
+    return f"{type(inner).__name__}: {text[0][:200]}" if text else type(inner).__name__
 
 
 def failed(job: Job, e: BaseException, first: bool) -> Outcome:

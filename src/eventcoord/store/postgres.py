@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, event, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from eventcoord.errors import StoreError
+from eventcoord.errors import StoreError, StoreUnavailable
 from eventcoord.store import batch, pg_writer, stats
 from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
@@ -33,6 +33,8 @@ _MIGRATION_LOCK = 0x6576636F  # "evco": one replica migrates at a time
 #: its BEGIN, clock, end statement and COMMIT: on a busy machine and with several replicas
 #: one writer per replica measured faster (docs/performance.md).
 WRITERS = 1
+#: Seconds to wait for a new connection before the database counts as unreachable (503).
+CONNECT_TIMEOUT = 5.0
 _WRITES = ("INSERT", "UPDATE", "DELETE", "insert", "update", "delete")
 
 
@@ -66,13 +68,14 @@ class PostgresEventStore(EventStore):
         return self._engine
 
     async def start(self) -> None:
+        timeout = {"timeout": CONNECT_TIMEOUT}
         self._engine = create_async_engine(
-            self.url, pool_size=self._pool_size, max_overflow=self._pool_size, pool_pre_ping=False
+            self.url, pool_size=self._pool_size, max_overflow=self._pool_size, pool_pre_ping=False, connect_args=timeout
         )
         # Writers issue BEGIN/COMMIT themselves on the driver connection; SQLAlchemy must
         # not open transactions of its own on theirs.
         self._writer_engine = create_async_engine(
-            self.url, pool_size=self._writers, max_overflow=0, isolation_level="AUTOCOMMIT"
+            self.url, pool_size=self._writers, max_overflow=0, isolation_level="AUTOCOMMIT", connect_args=timeout
         )
         event.listen(self._writer_engine.sync_engine, "after_cursor_execute", _count_writes)
         self._lanes = [asyncio.create_task(self._lane(), name=f"eventcoord-pg-writer-{i}") for i in range(self._writers)]
@@ -109,8 +112,18 @@ class PostgresEventStore(EventStore):
         return await future
 
     async def query(self, fn: Callable[[Connection], T]) -> T:
-        async with self.engine.connect() as conn:
-            return await conn.run_sync(fn)
+        """Run ``fn`` on a pooled connection; an unreachable database is :class:`StoreUnavailable`.
+
+        A connection that failed is invalidated by SQLAlchemy (with the pool's older ones),
+        so the first query after the database is back connects afresh: no restart needed.
+        """
+        try:
+            async with self.engine.connect() as conn:
+                return await conn.run_sync(fn)
+        except Exception as e:
+            if pg_writer.connection_lost(e):
+                raise StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}") from e
+            raise
 
     async def _lane(self) -> None:
         """One writer: whenever it is free, take every waiting command (up to MAX_BATCH).
@@ -132,9 +145,14 @@ class PostgresEventStore(EventStore):
                         again, lost = await self._run(conn, jobs)
                     except Exception as e:  # a bug here must not stop the writer for good
                         again, lost = [], True
+                        failure = (
+                            StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}")
+                            if pg_writer.connection_lost(e)
+                            else StoreError(f"postgresql writer: {e!r}")
+                        )
                         for job in jobs:
                             if not job.future.done():
-                                job.future.set_exception(StoreError(f"postgresql writer: {e!r}"))
+                                job.future.set_exception(failure)
                     if lost and conn is not None:  # the connection failed: a new one next time
                         await _drop(conn)
                         conn = None
@@ -158,7 +176,8 @@ class PostgresEventStore(EventStore):
         try:
             outcomes, aborted = await conn.run_sync(pg_writer.run_batch, jobs, savepoints)
         except Exception as e:  # the connection failed: the batch's outcome is unknown
-            outcomes, aborted, lost = [("err", StoreError(f"postgresql: {e}"))] * len(jobs), False, True
+            failure = StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}") if pg_writer.connection_lost(e) else StoreError(f"postgresql: {e}")
+            outcomes, aborted, lost = [("err", failure)] * len(jobs), False, True
         self._careful = pg_writer.CAREFUL_BATCHES if aborted else max(0, self._careful - 1)
         again: list[Job] = []
         for job, outcome in zip(jobs, outcomes, strict=True):

@@ -82,6 +82,10 @@ tokens = Table(
     Column("workspace", String(64), nullable=False),
     Column("role", String(16), nullable=False),
     Column("created_us", BigInt, nullable=False),
+    # The token's public id (derived from its hash: auth.token_id_of) and its revocation.
+    Column("token_id", String(40), nullable=True),
+    Column("revoked_us", BigInt, nullable=True),
+    Index("ix_tokens_token_id", "token_id", unique=True),
 )
 
 workspaces = Table(

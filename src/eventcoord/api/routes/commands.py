@@ -6,9 +6,20 @@ from typing import Any
 
 from litestar import MediaType, Request, Response, post
 
+from eventcoord import errors
 from eventcoord.api.answers import outcome_response
 from eventcoord.api.deps import runtime
 from eventcoord.codec import decode_command
+
+
+def is_json(content_type: str) -> bool:
+    """``application/json`` (any parameters, e.g. ``charset=utf-8``) or a ``+json`` type.
+
+    A request without a Content-Type is read as JSON too (``curl --data-binary``, raw
+    sockets); one that names anything else is 415 UNSUPPORTED_MEDIA_TYPE.
+    """
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 @post(
@@ -27,13 +38,17 @@ async def post_command(request: Request[Any, Any, Any]) -> Response[bytes]:
     """
     # The hot path reads the two headers it needs from the raw ASGI scope (no Headers
     # object), and decodes the body itself: one msgspec pass, errors name the field.
-    authorization = correlation_id = None
+    authorization = correlation_id = content_type = None
     for name, value in request.scope["headers"]:
         if name == b"authorization":
             authorization = value.decode("latin-1")
         elif name == b"x-correlation-id":
             correlation_id = value.decode("latin-1")[:128]
+        elif name == b"content-type":
+            content_type = value.decode("latin-1")
     rt = runtime(request)
     who = await rt.auth.authenticate(authorization)
+    if content_type is not None and not is_json(content_type):
+        raise errors.unsupported_media_type(content_type)
     cmd = decode_command(await request.body())
     return outcome_response(await rt.service.execute(who, cmd, correlation_id))

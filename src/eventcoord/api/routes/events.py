@@ -14,6 +14,7 @@ from eventcoord.api.deps import caller, json, runtime
 from eventcoord.codec import parse_time
 from eventcoord.events import EVENT_TYPES
 from eventcoord.history.logreads import Filters, page
+from eventcoord.api.params import INT_MAX
 from eventcoord.outbox.follow import follow, sse_frame
 from eventcoord.outbox.tail import KeepAlive
 
@@ -58,6 +59,19 @@ async def list_events(
     return json({"events": events})
 
 
+def last_event_id(value: str | None) -> int:
+    """The position a reconnecting client saw last: a decimal position, or 0 when absent.
+
+    Anything else (not a position, or past the signed 64-bit range) is 422 ``VALIDATION``.
+    """
+    if value is None or not value.strip():
+        return 0
+    v = value.strip()
+    if not (v.isascii() and v.isdigit()) or int(v) > INT_MAX:
+        raise errors.invalid("Last-Event-ID", f"Last-Event-ID must be a position between 0 and {INT_MAX}")
+    return int(v)
+
+
 @get("/v1/events/stream", operation_id="streamEvents", summary="Server-Sent Events: the log from a position, then live")
 async def stream_events(
     request: Request[Any, Any, Any],
@@ -75,8 +89,7 @@ async def stream_events(
     rt = runtime(request)
     start = after
     if start is None:
-        last = request.headers.get("last-event-id", "0")
-        start = int(last) if last.isdigit() else 0
+        start = last_event_id(request.headers.get("last-event-id"))
 
     tail = rt.outbox.tail
     types = frozenset(event_type) if event_type else None

@@ -6,15 +6,26 @@ from typing import Any
 
 from litestar import Request, Response, get
 
-from eventcoord import metrics
+from eventcoord import errors, metrics
 from eventcoord.api.deps import json, runtime
+from eventcoord.errors import StoreError
 
 
 @get("/health", operation_id="health", summary="Readiness", exclude_from_auth=True)
 async def health(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """200 when the service is ready; reports the head position and the relay's state."""
+    """200 when the service is ready; reports the head position and the relay's state.
+
+    503 ``{"status": "unavailable", "cause": ...}`` with ``Retry-After`` while the database
+    cannot be reached (the cause names it); 200 again once it is back, without a restart.
+    """
     rt = runtime(request)
-    head = await rt.store.head()
+    try:
+        head = await rt.store.head()
+    except StoreError as e:
+        down: dict[str, Any] = {"status": "unavailable", "cause": f"store ({rt.store.dialect}): {e}", "backend": rt.store.dialect}
+        response = json(down, status=503)
+        response.headers["retry-after"] = str(errors.STORE_RETRY_AFTER)
+        return response
     body: dict[str, Any] = {"status": "ok", "head": head, "backend": rt.store.dialect}
     relay = rt.outbox.relay
     body["relay"] = {**relay.status(), "nats_url": relay.nats_url} if relay is not None else {"state": "off"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from litestar import Request, Response, get
@@ -11,9 +10,7 @@ from litestar.params import Parameter
 from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
 from eventcoord.api.queries import issues as queries
-from eventcoord.sanitize import KEY_PATTERN
-
-_KEY = re.compile(KEY_PATTERN)
+from eventcoord.sanitize import is_key
 
 
 @get("/v1/issues/{issue_path:path}", operation_id="issueState", summary="Effective state of an issue: /v1/issues/{issue}/state")
@@ -30,7 +27,7 @@ async def issue_state(
     if not path.endswith("/state"):
         raise errors.not_found("use /v1/issues/{issue}/state")
     issue = path[: -len("/state")]
-    if not _KEY.match(issue):
+    if not is_key(issue):
         raise errors.invalid("issue", "issue keys match [A-Za-z0-9][A-Za-z0-9._:/#-]{0,127}")
     if as_of is not None:
         state, moment = await runtime(request).history.read(who.workspace, as_of, lambda c: queries.issue_state(c, who, issue, as_))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from litestar import Request, Response, get
@@ -11,9 +10,7 @@ from litestar.params import Parameter
 from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
 from eventcoord.api.queries.messages import channel_messages
-from eventcoord.sanitize import CHANNEL_PATTERN
-
-_CHANNEL = re.compile(CHANNEL_PATTERN)
+from eventcoord.sanitize import is_channel
 
 
 @get("/v1/messages", operation_id="listMessages", summary="Messages of one channel, in order")
@@ -25,7 +22,7 @@ async def list_messages(
 ) -> Response[bytes]:
     """``{"messages": [{position, channel, body, session_id, actor_key, recorded_at}]}``."""
     who = await caller(request)
-    if channel is None or not _CHANNEL.match(channel):
+    if channel is None or not is_channel(channel):
         raise errors.invalid("channel", "channel must be issue:<key>, agent:<session_id> or project:<key>")
     rows = await runtime(request).store.query(
         lambda c: channel_messages(c, who.workspace, channel, after, min(limit, 1000))

@@ -1,14 +1,15 @@
 """claim_next_work: the next eligible item, in priority then age order.
 
 An item is skipped while blocked, while one of its paths overlaps a present exclusive
-claim of someone else, or while its issue is not takeable or the project is at its cap
-(no ``WipCapDenied``). Items without an issue take no lease.
+claim of someone else, or while its issue is not ``free`` (a stale holder's lease is left
+to ``claim_issue``'s explicit takeover) or the project is at its cap (no ``WipCapDenied``).
+Items without an issue take no lease.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -70,9 +71,18 @@ def item_view(item: ItemState, payload: Any, status: str, session_id: str | None
 
 
 def _select(
-    candidates: Iterable[ItemState], reads: WorkReads, me: SessionState, wip_limit: int, ctx: Context
+    candidates: Iterable[ItemState],
+    reads: WorkReads,
+    me: SessionState,
+    wip_limit: int,
+    ctx: Context,
+    recovered: Collection[str] = (),
 ) -> tuple[ItemState, Grant | None] | None:
-    """The first candidate the caller may take now, with the lease it takes (if it has an issue)."""
+    """The first candidate the caller may take now, with the lease it takes (if it has an issue).
+
+    Only a ``free`` issue is taken (or the caller's own lease kept); ``recovered`` names the
+    issues whose stale lease this pull's recovery released, which are free once it commits.
+    """
     statuses: dict[str, str] = {}
     claims: list[FileClaimView] | None = None
     for item in candidates:
@@ -87,7 +97,10 @@ def _select(
                 continue
         if item.issue is None:
             return item, None
-        grant = grant_for_work(reads.issue(item.issue), me, item.project, wip_limit, partial(reads.live_leases, item.issue), ctx)
+        grant = grant_for_work(
+            reads.issue(item.issue), me, item.project, wip_limit, partial(reads.live_leases, item.issue), ctx,
+            recovered=item.issue in recovered,
+        )
         if grant is not None:
             return item, grant
     return None
@@ -98,7 +111,7 @@ def decide_claim_next_work(state: ClaimNextState, cmd: ClaimNextWork, ctx: Conte
     me = require_live(state.session, cmd.session_id, ctx)
     recovery = recover(state.reads.stale_work(me.session_id), me.session_id)
     candidates = heapq.merge(sorted(recovery.items.values(), key=lambda i: i.order), state.reads.queued(), key=lambda i: i.order)
-    chosen = _select(candidates, state.reads, me, state.wip_limit, ctx)
+    chosen = _select(candidates, state.reads, me, state.wip_limit, ctx, recovery.released.keys())
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
     if chosen is None:
         d.events = list(recovery.events)
