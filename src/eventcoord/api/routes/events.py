@@ -11,10 +11,10 @@ from litestar.response import Stream
 
 from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
+from eventcoord.api.params import INT_MAX
 from eventcoord.codec import parse_time
 from eventcoord.events import EVENT_TYPES
 from eventcoord.history.logreads import Filters, page
-from eventcoord.api.params import INT_MAX
 from eventcoord.outbox.follow import follow, sse_frame
 from eventcoord.outbox.tail import KeepAlive
 
