@@ -23,18 +23,10 @@ from sqlalchemy import Connection, Select, select
 from eventcoord import errors
 from eventcoord.codec import EventMetadata, WireEvent, decode_event, format_time
 from eventcoord.history.snapshots import archive_boundary
-from eventcoord.store.log import RecordedEvent, read_wire
+from eventcoord.store.log import WIRE_COLUMNS, RecordedEvent, read_wire
 from eventcoord.store.schema import events, store_head, stream_heads
 
-_WIRE = (
-    events.c.position,
-    events.c.stream,
-    events.c.version,
-    events.c.type,
-    events.c.data,
-    events.c.metadata,
-    events.c.recorded_us,
-)
+_WIRE = WIRE_COLUMNS  # the wire columns, as the log reads them (store/log.py)
 
 
 class Filters(msgspec.Struct, frozen=True, kw_only=True):

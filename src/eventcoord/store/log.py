@@ -368,7 +368,7 @@ def _log_visible(conn: Connection) -> None:
         raise Requeue("reads the log after this batch appended: runs first in the next batch")
 
 
-_WIRE_COLUMNS = (
+WIRE_COLUMNS = (
     events.c.position,
     events.c.stream,
     events.c.version,
@@ -382,7 +382,7 @@ _WIRE_COLUMNS = (
 def read_wire(conn: Connection, after: int, limit: int, workspace: str | None = None) -> list[WireEvent]:
     """Events with position > ``after`` in position order, as wire structs."""
     _log_visible(conn)
-    stmt = select(*_WIRE_COLUMNS).where(events.c.position > after)
+    stmt = select(*WIRE_COLUMNS).where(events.c.position > after)
     if workspace is not None:
         stmt = stmt.where(events.c.workspace == workspace)
     stmt = stmt.order_by(events.c.position).limit(limit)
@@ -407,7 +407,7 @@ def read_recorded(conn: Connection, after: int, limit: int) -> list[RecordedEven
     _log_visible(conn)
 
     stmt = (
-        select(*_WIRE_COLUMNS, events.c.workspace)
+        select(*WIRE_COLUMNS, events.c.workspace)
         .where(events.c.position > after)
         .order_by(events.c.position)
         .limit(limit)
