@@ -15,11 +15,11 @@ from eventcoord.store import log
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.schema import store_head
 
-from . import files, leases, messages, named_leases, queue, sessions
+from . import files, leases, messages, named_leases, queue, sessions, waits
 from .base import Applier
 from .tables import READ_MODEL_TABLES
 
-PROJECTIONS = (sessions, leases, files, messages, queue, named_leases)
+PROJECTIONS = (sessions, leases, files, messages, queue, named_leases, waits)
 
 _DISPATCH: dict[type, list[Applier]] = {}
 for _module in PROJECTIONS:

@@ -89,10 +89,12 @@ class Operations:
         *,
         project: str,
         wip_limit: int,
+        lock_delay_seconds: int = 0,
+        agent_wip_limit: int | None = None,
         command_id: str | None = None,
     ) -> results.ConfigureProjectResult:
         """(admin) Set a project's WIP limit: how many of its issues may be leased at once."""
-        return self._command(commands.ConfigureProject(project=project, wip_limit=wip_limit, command_id=command_id), results.ConfigureProjectResult)
+        return self._command(commands.ConfigureProject(project=project, wip_limit=wip_limit, lock_delay_seconds=lock_delay_seconds, agent_wip_limit=agent_wip_limit, command_id=command_id), results.ConfigureProjectResult)
 
     def issue_token(
         self,
@@ -111,6 +113,7 @@ class Operations:
         project: str,
         issue: str,
         force: bool = False,
+        wait: bool = False,
         command_id: str | None = None,
     ) -> results.ClaimIssueResult:
         """Take the lease on an issue before working on it; the answer's fencing_token proves your hold
@@ -127,7 +130,7 @@ class Operations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.ClaimIssue(session_id=session_id, project=project, issue=issue, force=force, command_id=command_id), results.ClaimIssueResult)
+        return self._command(commands.ClaimIssue(session_id=session_id, project=project, issue=issue, force=force, wait=wait, command_id=command_id), results.ClaimIssueResult)
 
     def release_issue(
         self,
@@ -153,6 +156,7 @@ class Operations:
         session_id: str | None = None,
         exclusive: bool = True,
         force: bool = False,
+        wait: bool = False,
         command_id: str | None = None,
     ) -> results.ClaimFilesResult:
         """Reserve the paths (files, directories like src/, globs like src/**/*.py) you will edit for
@@ -163,7 +167,7 @@ class Operations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.ClaimFiles(issue=issue, paths=paths, session_id=session_id, exclusive=exclusive, force=force, command_id=command_id), results.ClaimFilesResult)
+        return self._command(commands.ClaimFiles(issue=issue, paths=paths, session_id=session_id, exclusive=exclusive, force=force, wait=wait, command_id=command_id), results.ClaimFilesResult)
 
     def release_files(
         self,
@@ -276,6 +280,8 @@ class Operations:
         session_id: str,
         name: str,
         ttl_seconds: int | None = None,
+        wait: bool = False,
+        capacity: int | None = None,
         command_id: str | None = None,
     ) -> results.NamedLeaseResult:
         """Acquire a named lease (leader election: one dispatcher at a time) for ttl_seconds.
@@ -285,7 +291,7 @@ class Operations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.AcquireLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, command_id=command_id), results.NamedLeaseResult)
+        return self._command(commands.AcquireLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, wait=wait, capacity=capacity, command_id=command_id), results.NamedLeaseResult)
 
     def renew_lease(
         self,
@@ -315,6 +321,18 @@ class Operations:
         - NOT_HOLDER: you do not hold this (item or lease): do not act on it
         """
         return self._command(commands.ReleaseLease(session_id=session_id, name=name, command_id=command_id), results.NamedLeaseResult)
+
+    def cancel_wait(
+        self,
+        *,
+        session_id: str,
+        issue: str | None = None,
+        paths: list[str] | None = None,
+        name: str | None = None,
+        command_id: str | None = None,
+    ) -> results.CancelWaitResult:
+        """cancel wait"""
+        return self._command(commands.CancelWait(session_id=session_id, issue=issue, paths=paths, name=name, command_id=command_id), results.CancelWaitResult)
 
     def list_agents(
         self,
@@ -411,6 +429,12 @@ class Operations:
         """The named leases and who holds them."""
         return self._read("list_named_leases", reads.ListNamedLeases(), results.NamedLeasesPage)
 
+    def list_waits(
+        self,
+    ) -> results.WaitsPage:
+        """list waits"""
+        return self._read("list_waits", reads.ListWaits(), results.WaitsPage)
+
     def read_messages(
         self,
         *,
@@ -501,10 +525,12 @@ class AsyncOperations:
         *,
         project: str,
         wip_limit: int,
+        lock_delay_seconds: int = 0,
+        agent_wip_limit: int | None = None,
         command_id: str | None = None,
     ) -> results.ConfigureProjectResult:
         """(admin) Set a project's WIP limit: how many of its issues may be leased at once."""
-        return await self._command(commands.ConfigureProject(project=project, wip_limit=wip_limit, command_id=command_id), results.ConfigureProjectResult)
+        return await self._command(commands.ConfigureProject(project=project, wip_limit=wip_limit, lock_delay_seconds=lock_delay_seconds, agent_wip_limit=agent_wip_limit, command_id=command_id), results.ConfigureProjectResult)
 
     async def issue_token(
         self,
@@ -523,6 +549,7 @@ class AsyncOperations:
         project: str,
         issue: str,
         force: bool = False,
+        wait: bool = False,
         command_id: str | None = None,
     ) -> results.ClaimIssueResult:
         """Take the lease on an issue before working on it; the answer's fencing_token proves your hold
@@ -539,7 +566,7 @@ class AsyncOperations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.ClaimIssue(session_id=session_id, project=project, issue=issue, force=force, command_id=command_id), results.ClaimIssueResult)
+        return await self._command(commands.ClaimIssue(session_id=session_id, project=project, issue=issue, force=force, wait=wait, command_id=command_id), results.ClaimIssueResult)
 
     async def release_issue(
         self,
@@ -565,6 +592,7 @@ class AsyncOperations:
         session_id: str | None = None,
         exclusive: bool = True,
         force: bool = False,
+        wait: bool = False,
         command_id: str | None = None,
     ) -> results.ClaimFilesResult:
         """Reserve the paths (files, directories like src/, globs like src/**/*.py) you will edit for
@@ -575,7 +603,7 @@ class AsyncOperations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.ClaimFiles(issue=issue, paths=paths, session_id=session_id, exclusive=exclusive, force=force, command_id=command_id), results.ClaimFilesResult)
+        return await self._command(commands.ClaimFiles(issue=issue, paths=paths, session_id=session_id, exclusive=exclusive, force=force, wait=wait, command_id=command_id), results.ClaimFilesResult)
 
     async def release_files(
         self,
@@ -688,6 +716,8 @@ class AsyncOperations:
         session_id: str,
         name: str,
         ttl_seconds: int | None = None,
+        wait: bool = False,
+        capacity: int | None = None,
         command_id: str | None = None,
     ) -> results.NamedLeaseResult:
         """Acquire a named lease (leader election: one dispatcher at a time) for ttl_seconds.
@@ -697,7 +727,7 @@ class AsyncOperations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.AcquireLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, command_id=command_id), results.NamedLeaseResult)
+        return await self._command(commands.AcquireLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, wait=wait, capacity=capacity, command_id=command_id), results.NamedLeaseResult)
 
     async def renew_lease(
         self,
@@ -727,6 +757,18 @@ class AsyncOperations:
         - NOT_HOLDER: you do not hold this (item or lease): do not act on it
         """
         return await self._command(commands.ReleaseLease(session_id=session_id, name=name, command_id=command_id), results.NamedLeaseResult)
+
+    async def cancel_wait(
+        self,
+        *,
+        session_id: str,
+        issue: str | None = None,
+        paths: list[str] | None = None,
+        name: str | None = None,
+        command_id: str | None = None,
+    ) -> results.CancelWaitResult:
+        """cancel wait"""
+        return await self._command(commands.CancelWait(session_id=session_id, issue=issue, paths=paths, name=name, command_id=command_id), results.CancelWaitResult)
 
     async def list_agents(
         self,
@@ -822,6 +864,12 @@ class AsyncOperations:
     ) -> results.NamedLeasesPage:
         """The named leases and who holds them."""
         return await self._read("list_named_leases", reads.ListNamedLeases(), results.NamedLeasesPage)
+
+    async def list_waits(
+        self,
+    ) -> results.WaitsPage:
+        """list waits"""
+        return await self._read("list_waits", reads.ListWaits(), results.WaitsPage)
 
     async def read_messages(
         self,

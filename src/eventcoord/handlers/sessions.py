@@ -9,7 +9,10 @@ from sqlalchemy import Connection, select
 from eventcoord.commands import EndAgent, HeartbeatAgent, RegisterAgent
 from eventcoord.context import Context, Decision
 from eventcoord.domain import sessions as domain
+from eventcoord.domain.handoff import Freed, hand_off_freed
 from eventcoord.handlers.common import load_session
+from eventcoord.handlers.issues import issue_line
+from eventcoord.handlers.waits import load_wait_of
 from eventcoord.projections.tables import file_claims, leases, named_leases, work_items
 
 
@@ -72,7 +75,24 @@ def load_holdings(conn: Connection, ctx: Context, sid: str) -> domain.Holdings:
 
 
 def end_agent(conn: Connection, ctx: Context, cmd: EndAgent) -> Decision:
-    """End a session: load it and everything it holds (locked), then decide."""
+    """End a session: load it and everything it holds (locked), the lines it frees, decide."""
     session = load_session(conn, ctx, cmd.session_id, lock=True)
-    holdings = load_holdings(conn, ctx, cmd.session_id) if session is not None and session.ended_us is None else domain.Holdings([], {}, [], [])
-    return domain.decide_end_agent(domain.EndState(session, holdings), cmd, ctx)
+    if session is None or session.ended_us is not None:
+        return domain.decide_end_agent(domain.EndState(session, domain.Holdings([], {}, [], [])), cmd, ctx)
+    holdings = load_holdings(conn, ctx, cmd.session_id)
+    freed = freed_by(conn, ctx, cmd.session_id, holdings)
+    state = domain.EndState(session, holdings, lambda d, by: hand_off_freed(d, freed, by, ctx))
+    return domain.decide_end_agent(state, cmd, ctx)
+
+
+def freed_by(conn: Connection, ctx: Context, sid: str, holdings: domain.Holdings) -> Freed:
+    """The lines of everything an ending session holds, and its own wait."""
+    projects = dict(
+        conn.execute(
+            select(leases.c.issue, leases.c.project).where(
+                (leases.c.session_id == sid) & leases.c.released_us.is_(None) & (leases.c.workspace == ctx.workspace)
+            )
+        ).tuples()
+    )
+    issue_lines = [line for issue, _ in holdings.leases if (line := issue_line(conn, ctx, issue, projects[issue])) is not None]
+    return Freed(issues=issue_lines, own_wait=load_wait_of(conn, ctx, sid))

@@ -1,0 +1,123 @@
+"""Waiting lines over HTTP with real concurrent clients, on both backends (issue 15, SPEC §9)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from tests.helpers import Api, ServerProcess
+
+ROUND_BOUND_S = 60.0  # a bound on a whole hand-off chain, never a timed assertion
+
+
+async def _waiter(api: Api, sid: str, issue: str, order: list[str]) -> None:
+    """A real client: wait for the message that the issue is ours, check, then release it."""
+    deadline = time.monotonic() + ROUND_BOUND_S
+    while True:
+        msgs = (await api.get("/v1/messages", channel=f"agent:{sid}"))["messages"]
+        if any(f"Issue {issue} is yours now" in m["body"] for m in msgs):
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{sid} was never handed {issue}")
+        await asyncio.sleep(0.02)
+    held = [x for x in (await api.get("/v1/leases"))["leases"] if x["issue"] == issue]
+    assert [x["session_id"] for x in held] == [sid]  # exactly one holder: me
+    order.append(sid)
+    await api.ok({"type": "release_issue", "session_id": sid, "issue": issue})
+
+
+async def _fifo_round(clients: list[Api], n: int = 20) -> None:
+    first = clients[0]
+    holder = await first.register(actor="holder")
+    await first.ok({"type": "claim_issue", "session_id": holder, "project": "P", "issue": "HOT"})
+    sids = [await clients[i % len(clients)].register(actor=f"w{i}") for i in range(n)]
+    joins = await asyncio.gather(
+        *(
+            clients[i % len(clients)].command({"type": "claim_issue", "session_id": s, "project": "P", "issue": "HOT", "wait": True})
+            for i, s in enumerate(sids)
+        )
+    )
+    assert {r.status_code for r in joins} == {409}
+    assert {r.json()["error"]["code"] for r in joins} == {"ISSUE_HELD"}
+    assert sorted(r.json()["error"]["details"]["waiting"]["place"] for r in joins) == list(range(1, n + 1))
+    started = [e["data"]["session_id"] for e in await first.events("WaitStarted")]
+    assert sorted(started) == sorted(sids)
+    waits = (await first.get("/v1/waits"))["waits"]
+    assert [(w["kind"], w["key"], w["session_id"], w["place"]) for w in waits] == [("issue", "HOT", s, i) for i, s in enumerate(started, 1)]
+    order: list[str] = []
+    tasks = [asyncio.create_task(_waiter(clients[i % len(clients)], s, "HOT", order)) for i, s in enumerate(sids)]
+    await first.ok({"type": "release_issue", "session_id": holder, "issue": "HOT"})
+    await asyncio.gather(*tasks)
+    assert order == started  # FIFO: nobody skipped, nobody twice
+    log = [e for e in await first.events("LeaseGranted", "LeaseReleased") if e["data"]["issue"] == "HOT"]
+    kinds = [e["type"] for e in log]
+    assert kinds == ["LeaseGranted", "LeaseReleased"] * (n + 1)  # never two holders at once
+    grants = [e for e in log if e["type"] == "LeaseGranted"][1:]
+    assert [g["data"]["session_id"] for g in grants] == started
+    assert all(g["data"]["handed_off"] is True for g in grants)
+    assert [g["data"]["fencing_token"] for g in grants] == list(range(2, n + 2))
+    assert (await first.get("/v1/waits"))["waits"] == []
+
+
+async def test_twenty_waiters_are_handed_one_issue_in_fifo_order(api: Api) -> None:
+    await api.ok({"type": "configure_project", "project": "P", "wip_limit": 50})
+    await _fifo_round([api])
+
+
+@pytest.mark.postgres
+async def test_fifo_hand_off_across_two_server_processes(start_server: Callable[..., ServerProcess]) -> None:
+    one, two = start_server(), start_server()
+    a, b = Api(one.base_url), Api(two.base_url)
+    try:
+        await a.ok({"type": "configure_project", "project": "P", "wip_limit": 50})
+        await _fifo_round([a, b])
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_wait_cancel_and_stale_waiter_dropped(start_server: Callable[..., ServerProcess]) -> None:
+    api = Api(start_server(ttl_seconds=1).base_url)
+    try:
+        h = await api.register(actor="h")
+        w1, w2 = await api.register(actor="w1"), await api.register(actor="w2")
+        await api.ok({"type": "claim_issue", "session_id": h, "project": "P", "issue": "I"})
+        err = await api.error({"type": "claim_issue", "session_id": w1, "project": "P", "issue": "I", "wait": True}, 409, "ISSUE_HELD")
+        assert err["details"]["waiting"] == {"place": 1, "waiters": 1}
+        err = await api.error({"type": "claim_issue", "session_id": w2, "project": "P", "issue": "I", "wait": True}, 409, "ISSUE_HELD")
+        assert err["details"]["waiting"] == {"place": 2, "waiters": 2}
+        # waiting again keeps the place and appends nothing
+        again = await api.command({"type": "claim_issue", "session_id": w2, "project": "P", "issue": "I", "wait": True})
+        assert again.json()["error"]["details"]["waiting"]["place"] == 2
+        await api.ok({"type": "cancel_wait", "session_id": w2, "issue": "I"})
+        await api.error({"type": "cancel_wait", "session_id": w2, "issue": "I"}, 409, "NOT_HOLDER")
+        assert [w["session_id"] for w in (await api.get("/v1/waits"))["waits"]] == [w1]
+        # w1 goes stale while h stays live; h's release drops w1 instead of granting it
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (await api.agents(live="true")).get(w1):
+            await api.ok({"type": "heartbeat_agent", "session_id": h})
+            await asyncio.sleep(0.2)
+        released = await api.ok({"type": "release_issue", "session_id": h, "issue": "I"})
+        assert released["handed_off_to"] is None
+        dropped = await api.events("WaitAbandoned")
+        assert [(e["data"]["session_id"], e["data"]["reason"]) for e in dropped] == [(w2, "cancelled"), (w1, "stale")]
+        assert (await api.get("/v1/waits"))["waits"] == []
+    finally:
+        await api.close()
+
+
+async def test_three_session_cycle_is_refused(api: Api) -> None:
+    a, b, c = [await api.register(actor=x) for x in "abc"]
+    for s, issue in ((a, "A"), (b, "B"), (c, "C")):
+        await api.ok({"type": "claim_issue", "session_id": s, "project": "P", "issue": issue})
+    await api.error({"type": "claim_issue", "session_id": a, "project": "P", "issue": "B", "wait": True}, 409, "ISSUE_HELD")
+    await api.error({"type": "claim_issue", "session_id": b, "project": "P", "issue": "C", "wait": True}, 409, "ISSUE_HELD")
+    err = await api.error({"type": "claim_issue", "session_id": c, "project": "P", "issue": "A", "wait": True}, 409, "DEADLOCK")
+    cycle: list[dict[str, Any]] = err["details"]["cycle"]
+    assert [(x["session_id"], x["key"], x["holder_session_id"]) for x in cycle] == [(c, "A", a), (a, "B", b), (b, "C", c)]
+    refused = await api.events("DeadlockRefused")
+    assert len(refused) == 1 and refused[0]["data"]["cycle"] == cycle
+    assert sorted(w["session_id"] for w in (await api.get("/v1/waits"))["waits"]) == sorted([a, b])
