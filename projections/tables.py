@@ -224,6 +224,22 @@ named_leases = Table(
     Column("ttl_seconds", Integer, nullable=False),
     Column("expires_us", BigInt, nullable=True),
     Column("acquired_us", BigInt, nullable=True),
+    Column("capacity", Integer, nullable=False, server_default="1"),  # fixed by the first acquire
+)
+
+named_lease_slots = Table(
+    "named_lease_slots",
+    metadata,
+    # The current holders of each named lease: one row per held slot (SPEC §9 capacity).
+    Column("workspace", String(64), primary_key=True),
+    Column("name", String(128), primary_key=True),
+    Column("session_id", String(128), primary_key=True),
+    Column("actor_key", String(200), nullable=True),
+    Column("fencing_token", BigInt, nullable=False),
+    Column("ttl_seconds", Integer, nullable=False),
+    Column("expires_us", BigInt, nullable=False),
+    Column("acquired_us", BigInt, nullable=False),
+    Index("ix_named_lease_slots_session", "session_id"),
 )
 
 waits = Table(
@@ -261,5 +277,6 @@ READ_MODEL_TABLES = (
     work_items,
     work_ledger,
     named_leases,
+    named_lease_slots,
     waits,
 )

@@ -2,7 +2,8 @@
 
 ``waits``: one row per waiter (a files wait: one per path); ``position`` (the WaitStarted's)
 leads the primary key, so the PostgreSQL group commit renumbers it by an index range.
-``projects`` gains ``lock_delay_seconds`` and ``agent_wip_limit``; ``issues`` the last
+``named_lease_slots``: the holders of each named lease (capacity, SPEC §9); ``named_leases``
+gains its fixed ``capacity``. ``projects`` gains ``lock_delay_seconds`` and ``agent_wip_limit``; ``issues`` the last
 involuntary end of a lease (``delay_from_us``, ``delay_session_id``).
 
 Revision ID: 0004_waiting
@@ -49,9 +50,36 @@ def upgrade() -> None:
     with op.batch_alter_table('issues', schema=None) as batch_op:
         batch_op.add_column(sa.Column('delay_from_us', _BIG, nullable=True))
         batch_op.add_column(sa.Column('delay_session_id', sa.String(length=128), nullable=True))
+    with op.batch_alter_table('named_leases', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('capacity', sa.Integer(), nullable=False, server_default='1'))
+    op.create_table(
+        'named_lease_slots',
+        sa.Column('workspace', sa.String(length=64), nullable=False),
+        sa.Column('name', sa.String(length=128), nullable=False),
+        sa.Column('session_id', sa.String(length=128), nullable=False),
+        sa.Column('actor_key', sa.String(length=200), nullable=True),
+        sa.Column('fencing_token', _BIG, nullable=False),
+        sa.Column('ttl_seconds', sa.Integer(), nullable=False),
+        sa.Column('expires_us', _BIG, nullable=False),
+        sa.Column('acquired_us', _BIG, nullable=False),
+        sa.PrimaryKeyConstraint('workspace', 'name', 'session_id'),
+    )
+    with op.batch_alter_table('named_lease_slots', schema=None) as batch_op:
+        batch_op.create_index('ix_named_lease_slots_session', ['session_id'], unique=False)
+    # The holders of existing leases become their slots.
+    op.execute(
+        "INSERT INTO named_lease_slots (workspace, name, session_id, actor_key, fencing_token, ttl_seconds, expires_us, acquired_us) "
+        "SELECT workspace, name, session_id, actor_key, fencing_token, ttl_seconds, COALESCE(expires_us, 0), COALESCE(acquired_us, 0) "
+        "FROM named_leases WHERE session_id IS NOT NULL"
+    )
 
 
 def downgrade() -> None:
+    with op.batch_alter_table('named_lease_slots', schema=None) as batch_op:
+        batch_op.drop_index('ix_named_lease_slots_session')
+    op.drop_table('named_lease_slots')
+    with op.batch_alter_table('named_leases', schema=None) as batch_op:
+        batch_op.drop_column('capacity')
     with op.batch_alter_table('issues', schema=None) as batch_op:
         batch_op.drop_column('delay_session_id')
         batch_op.drop_column('delay_from_us')

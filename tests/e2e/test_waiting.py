@@ -121,3 +121,76 @@ async def test_three_session_cycle_is_refused(api: Api) -> None:
     refused = await api.events("DeadlockRefused")
     assert len(refused) == 1 and refused[0]["data"]["cycle"] == cycle
     assert sorted(w["session_id"] for w in (await api.get("/v1/waits"))["waits"]) == sorted([a, b])
+
+
+async def test_files_wait_is_handed_the_paths_when_the_holder_releases(api: Api) -> None:
+    h, w = await api.register(actor="h"), await api.register(actor="w")
+    await api.ok({"type": "claim_files", "session_id": h, "issue": "I-1", "paths": ["src/"]})
+    err = await api.error({"type": "claim_files", "session_id": w, "issue": "I-2", "paths": ["src/a.py", "docs/x.md"], "wait": True}, 409, "FILES_CLAIMED")
+    assert err["details"]["waiting"] == {"place": 1, "waiters": 1}
+    waits = (await api.get("/v1/waits"))["waits"]
+    assert [(x["kind"], x["key"], x["session_id"], x["place"]) for x in waits] == [("files", "docs/x.md", w, 1), ("files", "src/a.py", w, 1)]
+    await api.ok({"type": "release_files", "session_id": h, "issue": "I-1"})
+    claims = (await api.get("/v1/file-claims"))["file_claims"]
+    assert sorted((c["path"], c["session_id"]) for c in claims) == [("docs/x.md", w), ("src/a.py", w)]
+    granted = [e for e in await api.events("FilesClaimed") if e["data"]["session_id"] == w]
+    assert len(granted) == 1 and granted[0]["data"]["handed_off"] is True
+    msgs = (await api.get("/v1/messages", channel=f"agent:{w}"))["messages"]
+    assert any("are yours now" in m["body"] for m in msgs)
+    assert (await api.get("/v1/waits"))["waits"] == []
+
+
+async def test_lease_wait_and_end_of_holder_hands_it_off(api: Api) -> None:
+    h, w = await api.register(actor="h"), await api.register(actor="w")
+    await api.ok({"type": "acquire_lease", "session_id": h, "name": "dispatcher"})
+    err = await api.error({"type": "acquire_lease", "session_id": w, "name": "dispatcher", "wait": True}, 409, "LEASE_HELD")
+    assert err["details"]["waiting"] == {"place": 1, "waiters": 1}
+    await api.ok({"type": "end_agent", "session_id": h})
+    rows = [x for x in (await api.get("/v1/named-leases"))["leases"] if x["held"]]
+    assert [(x["name"], x["session_id"], x["fencing_token"]) for x in rows] == [("dispatcher", w, 2)]
+    acquired = await api.events("NamedLeaseAcquired")
+    assert [e["data"]["handed_off"] for e in acquired] == [False, True]
+
+
+async def test_a_capacity_three_slot_never_has_a_fourth_holder_under_a_race(api: Api) -> None:
+    sids = [await api.register(actor=f"r{i}") for i in range(12)]
+    race = await asyncio.gather(
+        *(api.command({"type": "acquire_lease", "session_id": s, "name": "gpu", "capacity": 3, "ttl_seconds": 600}) for s in sids)
+    )
+    assert sorted(r.status_code for r in race) == [200] * 3 + [409] * 9
+    assert {r.json()["error"]["code"] for r in race if r.status_code == 409} == {"LEASE_HELD"}
+    held = [x for x in (await api.get("/v1/named-leases"))["leases"] if x["held"]]
+    assert len(held) == 3 and len({x["fencing_token"] for x in held}) == 3 and {x["capacity"] for x in held} == {3}
+    await api.error({"type": "acquire_lease", "session_id": sids[0], "name": "gpu", "capacity": 2}, 422, "VALIDATION")
+    # the losers wait; releases and new racers never push the holders past three
+    losers = [s for s, r in zip(sids, race, strict=True) if r.status_code == 409]
+    winners = [s for s, r in zip(sids, race, strict=True) if r.status_code == 200]
+    await asyncio.gather(*(api.command({"type": "acquire_lease", "session_id": s, "name": "gpu", "wait": True, "ttl_seconds": 600}) for s in losers))
+    for s in winners:
+        await api.ok({"type": "release_lease", "session_id": s, "name": "gpu"})
+    held = [x for x in (await api.get("/v1/named-leases"))["leases"] if x["held"]]
+    assert len(held) == 3 and {x["session_id"] for x in held}.isdisjoint(winners)
+    acquired = await api.events("NamedLeaseAcquired")
+    assert len(acquired) == 6 and len({e["data"]["fencing_token"] for e in acquired}) == 6
+
+
+async def test_agent_wip_limit_is_recorded_as_a_denial(api: Api) -> None:
+    await api.ok({"type": "configure_project", "project": "P", "wip_limit": 10, "agent_wip_limit": 1})
+    s = await api.register(actor="s")
+    await api.ok({"type": "claim_issue", "session_id": s, "project": "P", "issue": "P-1"})
+    err = await api.error({"type": "claim_issue", "session_id": s, "project": "P", "issue": "P-2"}, 409, "AGENT_WIP_CAP_REACHED")
+    assert err["details"] == {"project": "P", "limit": 1, "held": 1}
+    denied = await api.events("WipCapDenied")
+    assert [(e["data"]["scope"], e["data"]["limit"], e["data"]["live_count"]) for e in denied] == [("agent", 1, 1)]
+
+
+async def test_lock_delay_holds_a_superseded_issue_back_from_others(api: Api) -> None:
+    await api.ok({"type": "configure_project", "project": "P", "wip_limit": 10, "lock_delay_seconds": 3600})
+    a = await api.register(actor="a")
+    boss = await api.register(actor="boss", kind="human")
+    other = await api.register(actor="other")
+    await api.ok({"type": "claim_issue", "session_id": a, "project": "P", "issue": "P-1"})
+    await api.ok({"type": "claim_issue", "session_id": boss, "project": "P", "issue": "P-1", "force": True})  # immediate
+    await api.ok({"type": "release_issue", "session_id": boss, "issue": "P-1"})
+    err = await api.error({"type": "claim_issue", "session_id": other, "project": "P", "issue": "P-1"}, 409, "ISSUE_HELD")
+    assert err["details"]["reason"] == "lock_delay" and err["details"]["until"].endswith("Z")

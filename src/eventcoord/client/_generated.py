@@ -93,7 +93,10 @@ class Operations:
         agent_wip_limit: int | None = None,
         command_id: str | None = None,
     ) -> results.ConfigureProjectResult:
-        """(admin) Set a project's WIP limit: how many of its issues may be leased at once."""
+        """(admin) Set a project's WIP limit (how many of its issues may be leased at once), its
+        lock_delay_seconds (a pause after a lease is taken over or expires) and agent_wip_limit (how
+        many one session may hold).
+        """
         return self._command(commands.ConfigureProject(project=project, wip_limit=wip_limit, lock_delay_seconds=lock_delay_seconds, agent_wip_limit=agent_wip_limit, command_id=command_id), results.ConfigureProjectResult)
 
     def issue_token(
@@ -118,7 +121,11 @@ class Operations:
     ) -> results.ClaimIssueResult:
         """Take the lease on an issue before working on it; the answer's fencing_token proves your hold
         (pass it to verify_hold before you publish). A reclaim of a dead holder's lease hands you
-        its handoff note in reclaimed_from. force (human/admin) supersedes a live holder.
+        its handoff note in reclaimed_from. force (human/admin) supersedes a live holder. wait: true
+        queues you in the issue's FIFO line when a live session holds it: the refusal says your
+        place (details.waiting), and when the issue frees you are granted it automatically and told
+        on your channel agent:<session_id>. Wait when this issue is the one you must do next and the
+        line is short; otherwise pick other work (the issue stays held, waiting blocks nobody else).
         Refusals:
         - ISSUE_HELD: another live session holds or is working on this issue (details name it): pick
           another issue, or wait and retry later
@@ -127,6 +134,10 @@ class Operations:
           of yours, or wait
         - AGENT_WIP_CAP_REACHED: you hold as many issues of this project as you may: finish or
           release one first
+        - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
+          wait; release something you hold that the others need, or pick other work
+        - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
+          or keep waiting
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -160,10 +171,16 @@ class Operations:
         command_id: str | None = None,
     ) -> results.ClaimFilesResult:
         """Reserve the paths (files, directories like src/, globs like src/**/*.py) you will edit for
-        an issue, all or nothing, before editing them.
+        an issue, all or nothing, before editing them. wait: true queues the whole claim when live
+        holders block it: it is granted as soon as no live claim overlaps, and you are told on
+        agent:<session_id>.
         Refusals:
         - FILES_CLAIMED: another issue holds overlapping paths (details.conflicts name them): do not
           edit those paths; pick other work, coordinate by post_message, or wait
+        - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
+          wait; release something you hold that the others need, or pick other work
+        - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
+          or keep waiting
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -284,10 +301,17 @@ class Operations:
         capacity: int | None = None,
         command_id: str | None = None,
     ) -> results.NamedLeaseResult:
-        """Acquire a named lease (leader election: one dispatcher at a time) for ttl_seconds.
+        """Acquire a named lease for ttl_seconds: leader election (one dispatcher at a time) or, with
+        capacity N (fixed by the first acquire), one of N slots (build slots, GPUs, test databases),
+        each with its own fencing_token. wait: true queues you for the next free slot; you are told
+        on agent:<session_id> when it is yours.
         Refusals:
         - LEASE_HELD: another session holds this named lease: do not act as leader; retry after it
           expires
+        - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
+          wait; release something you hold that the others need, or pick other work
+        - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
+          or keep waiting
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -331,7 +355,14 @@ class Operations:
         name: str | None = None,
         command_id: str | None = None,
     ) -> results.CancelWaitResult:
-        """cancel wait"""
+        """Leave a waiting line you joined with wait: true (issue; issue with paths; or name). Do it as
+        soon as you decide to do other work, so the line does not hand you something you no longer
+        want.
+        Refusals:
+        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
+          heartbeat_agent if it is only stale), then retry
+        """
         return self._command(commands.CancelWait(session_id=session_id, issue=issue, paths=paths, name=name, command_id=command_id), results.CancelWaitResult)
 
     def list_agents(
@@ -432,7 +463,9 @@ class Operations:
     def list_waits(
         self,
     ) -> results.WaitsPage:
-        """list waits"""
+        """The waiting lines: who waits for which issue, path or lease, at which place (1 = next).
+        Check it before wait: true; a long line means pick other work.
+        """
         return self._read("list_waits", reads.ListWaits(), results.WaitsPage)
 
     def read_messages(
@@ -529,7 +562,10 @@ class AsyncOperations:
         agent_wip_limit: int | None = None,
         command_id: str | None = None,
     ) -> results.ConfigureProjectResult:
-        """(admin) Set a project's WIP limit: how many of its issues may be leased at once."""
+        """(admin) Set a project's WIP limit (how many of its issues may be leased at once), its
+        lock_delay_seconds (a pause after a lease is taken over or expires) and agent_wip_limit (how
+        many one session may hold).
+        """
         return await self._command(commands.ConfigureProject(project=project, wip_limit=wip_limit, lock_delay_seconds=lock_delay_seconds, agent_wip_limit=agent_wip_limit, command_id=command_id), results.ConfigureProjectResult)
 
     async def issue_token(
@@ -554,7 +590,11 @@ class AsyncOperations:
     ) -> results.ClaimIssueResult:
         """Take the lease on an issue before working on it; the answer's fencing_token proves your hold
         (pass it to verify_hold before you publish). A reclaim of a dead holder's lease hands you
-        its handoff note in reclaimed_from. force (human/admin) supersedes a live holder.
+        its handoff note in reclaimed_from. force (human/admin) supersedes a live holder. wait: true
+        queues you in the issue's FIFO line when a live session holds it: the refusal says your
+        place (details.waiting), and when the issue frees you are granted it automatically and told
+        on your channel agent:<session_id>. Wait when this issue is the one you must do next and the
+        line is short; otherwise pick other work (the issue stays held, waiting blocks nobody else).
         Refusals:
         - ISSUE_HELD: another live session holds or is working on this issue (details name it): pick
           another issue, or wait and retry later
@@ -563,6 +603,10 @@ class AsyncOperations:
           of yours, or wait
         - AGENT_WIP_CAP_REACHED: you hold as many issues of this project as you may: finish or
           release one first
+        - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
+          wait; release something you hold that the others need, or pick other work
+        - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
+          or keep waiting
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -596,10 +640,16 @@ class AsyncOperations:
         command_id: str | None = None,
     ) -> results.ClaimFilesResult:
         """Reserve the paths (files, directories like src/, globs like src/**/*.py) you will edit for
-        an issue, all or nothing, before editing them.
+        an issue, all or nothing, before editing them. wait: true queues the whole claim when live
+        holders block it: it is granted as soon as no live claim overlaps, and you are told on
+        agent:<session_id>.
         Refusals:
         - FILES_CLAIMED: another issue holds overlapping paths (details.conflicts name them): do not
           edit those paths; pick other work, coordinate by post_message, or wait
+        - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
+          wait; release something you hold that the others need, or pick other work
+        - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
+          or keep waiting
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -720,10 +770,17 @@ class AsyncOperations:
         capacity: int | None = None,
         command_id: str | None = None,
     ) -> results.NamedLeaseResult:
-        """Acquire a named lease (leader election: one dispatcher at a time) for ttl_seconds.
+        """Acquire a named lease for ttl_seconds: leader election (one dispatcher at a time) or, with
+        capacity N (fixed by the first acquire), one of N slots (build slots, GPUs, test databases),
+        each with its own fencing_token. wait: true queues you for the next free slot; you are told
+        on agent:<session_id> when it is yours.
         Refusals:
         - LEASE_HELD: another session holds this named lease: do not act as leader; retry after it
           expires
+        - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
+          wait; release something you hold that the others need, or pick other work
+        - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
+          or keep waiting
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -767,7 +824,14 @@ class AsyncOperations:
         name: str | None = None,
         command_id: str | None = None,
     ) -> results.CancelWaitResult:
-        """cancel wait"""
+        """Leave a waiting line you joined with wait: true (issue; issue with paths; or name). Do it as
+        soon as you decide to do other work, so the line does not hand you something you no longer
+        want.
+        Refusals:
+        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
+          heartbeat_agent if it is only stale), then retry
+        """
         return await self._command(commands.CancelWait(session_id=session_id, issue=issue, paths=paths, name=name, command_id=command_id), results.CancelWaitResult)
 
     async def list_agents(
@@ -868,7 +932,9 @@ class AsyncOperations:
     async def list_waits(
         self,
     ) -> results.WaitsPage:
-        """list waits"""
+        """The waiting lines: who waits for which issue, path or lease, at which place (1 = next).
+        Check it before wait: true; a long line means pick other work.
+        """
         return await self._read("list_waits", reads.ListWaits(), results.WaitsPage)
 
     async def read_messages(

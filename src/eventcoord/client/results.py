@@ -359,6 +359,7 @@ class NamedLease(Result, frozen=True, kw_only=True):
     fencing_token: int | None = None
     expires_at: str | None = None
     held: bool | None = None
+    capacity: int = 1
 
 
 class NamedLeasesPage(Result, frozen=True, kw_only=True):

@@ -55,7 +55,15 @@ _LEASE = select(leases.c.issue, leases.c.project, leases.c.session_id, leases.c.
 _LEASE_PLAIN = Prepared(lambda d: _LEASE)
 _LEASE_FOR_UPDATE = Prepared(lambda d: _LEASE.with_for_update())
 _ISSUE = Prepared(
-    lambda d: select(issues.c.issue, issues.c.project, issues.c.last_fencing_token, issues.c.handoff_note, issues.c.handoff_session_id).where(
+    lambda d: select(
+        issues.c.issue,
+        issues.c.project,
+        issues.c.last_fencing_token,
+        issues.c.handoff_note,
+        issues.c.handoff_session_id,
+        issues.c.delay_from_us,
+        issues.c.delay_session_id,
+    ).where(
         (issues.c.workspace == WS) & (issues.c.issue == bindparam("issue"))
     )
 )

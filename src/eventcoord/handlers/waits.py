@@ -22,7 +22,7 @@ from eventcoord.domain.paths import overlaps
 from eventcoord.handlers.common import load_session, load_sessions
 from eventcoord.handlers.files import lock_workspace, overlap_candidates
 from eventcoord.liveness import live_clause
-from eventcoord.projections.tables import leases, named_leases, sessions, waits
+from eventcoord.projections.tables import leases, named_lease_slots, sessions, waits
 
 _COLUMNS = (
     waits.c.position,
@@ -116,11 +116,10 @@ def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
     lease_holders: dict[str, list[str]] = {}
     if lease_keys:
         for name, sid in conn.execute(
-            select(named_leases.c.name, named_leases.c.session_id).where(
-                (named_leases.c.workspace == ctx.workspace)
-                & named_leases.c.name.in_(lease_keys)
-                & named_leases.c.session_id.is_not(None)
-                & (named_leases.c.expires_us > ctx.now_us)
+            select(named_lease_slots.c.name, named_lease_slots.c.session_id).where(
+                (named_lease_slots.c.workspace == ctx.workspace)
+                & named_lease_slots.c.name.in_(lease_keys)
+                & (named_lease_slots.c.expires_us > ctx.now_us)
             )
         ):
             lease_holders.setdefault(name, []).append(sid)
