@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import socket
 import statistics
@@ -84,7 +85,7 @@ async def main() -> None:
                 listener = asyncio.create_task(listen())
                 await asyncio.sleep(1.0)
                 latencies: list[float] = []
-                for holder, nxt in zip(sids, sids[1:], strict=False):
+                for holder, nxt in itertools.pairwise(sids):
                     sent = time.perf_counter()
                     r = await post({"type": "release_issue", "session_id": holder, "issue": "HOT"})
                     assert r.json()["result"]["handed_off_to"] == nxt, r.text
