@@ -65,8 +65,9 @@ class HandoffNoted(Event, frozen=True, kw_only=True, tag="HandoffNoted"):
 class ProjectConfigured(Event, frozen=True, kw_only=True, tag="ProjectConfigured"):
     project: str
     wip_limit: int
-    lock_delay_seconds: int = 0
-    agent_wip_limit: int | None = None
+    # SPEC §9; absent (UNSET) when not configured, so the wire shape of a plain cap is unchanged.
+    lock_delay_seconds: int | UnsetType = UNSET
+    agent_wip_limit: int | UnsetType = UNSET
 
 
 class LeaseGranted(Event, frozen=True, kw_only=True, tag="LeaseGranted"):
@@ -75,7 +76,7 @@ class LeaseGranted(Event, frozen=True, kw_only=True, tag="LeaseGranted"):
     session_id: str
     actor_key: str
     fencing_token: int
-    handed_off: bool = False
+    handed_off: bool | UnsetType = UNSET  # true: granted to the first waiter of the line (SPEC §9)
 
 
 class LeaseReleased(Event, frozen=True, kw_only=True, tag="LeaseReleased"):
@@ -86,7 +87,7 @@ class LeaseReleased(Event, frozen=True, kw_only=True, tag="LeaseReleased"):
     by_session_id: str | None = None
     # When the lease counts as ended for the lock delay (SPEC §9): set for ``expired``
     # (its holder's last sign of life + TTL) and ``superseded`` (now); else None.
-    ended_at_us: int | None = None
+    ended_at_us: int | UnsetType = UNSET
 
 
 class WipCapDenied(Event, frozen=True, kw_only=True, tag="WipCapDenied"):
@@ -96,7 +97,7 @@ class WipCapDenied(Event, frozen=True, kw_only=True, tag="WipCapDenied"):
     actor_key: str
     limit: int
     live_count: int
-    scope: Literal["project", "agent"] = "project"
+    scope: Literal["project", "agent"] | UnsetType = UNSET  # "agent": the per-agent limit (SPEC §9)
 
 
 # --- file claims, conflicts, messages -------------------------------------------------
@@ -108,7 +109,7 @@ class FilesClaimed(Event, frozen=True, kw_only=True, tag="FilesClaimed"):
     actor_key: str
     paths: list[str]
     exclusive: bool = True
-    handed_off: bool = False
+    handed_off: bool | UnsetType = UNSET
 
 
 class FileClaimReleased(Event, frozen=True, kw_only=True, tag="FileClaimReleased"):
@@ -185,8 +186,8 @@ class NamedLeaseAcquired(Event, frozen=True, kw_only=True, tag="NamedLeaseAcquir
     fencing_token: int
     ttl_seconds: int
     expires_at_us: int
-    handed_off: bool = False
-    capacity: int = 1
+    handed_off: bool | UnsetType = UNSET
+    capacity: int | UnsetType = UNSET  # absent: 1
 
 
 class NamedLeaseRenewed(Event, frozen=True, kw_only=True, tag="NamedLeaseRenewed"):

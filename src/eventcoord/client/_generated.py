@@ -153,7 +153,8 @@ class Operations:
     ) -> results.ReleaseIssueResult:
         """Give an issue's lease back (reason completed when the work is done, else released).
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -268,7 +269,8 @@ class Operations:
     ) -> results.WorkTransitionResult:
         """Mark a claimed work item as running.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - INVALID_TRANSITION: the item is not in a state that allows this step: read list_queue for
           its status
         """
@@ -285,7 +287,8 @@ class Operations:
         """Finish a work item with an outcome (done, failed, oom_killed, cancelled); releases its
         lease.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - INVALID_TRANSITION: the item is not in a state that allows this step: read list_queue for
           its status
         """
@@ -327,7 +330,8 @@ class Operations:
     ) -> results.NamedLeaseResult:
         """Extend a named lease you hold before it expires.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -342,7 +346,8 @@ class Operations:
     ) -> results.NamedLeaseResult:
         """Release a named lease you hold.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         """
         return self._command(commands.ReleaseLease(session_id=session_id, name=name, command_id=command_id), results.NamedLeaseResult)
 
@@ -359,7 +364,8 @@ class Operations:
         soon as you decide to do other work, so the line does not hand you something you no longer
         want.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -622,7 +628,8 @@ class AsyncOperations:
     ) -> results.ReleaseIssueResult:
         """Give an issue's lease back (reason completed when the work is done, else released).
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -737,7 +744,8 @@ class AsyncOperations:
     ) -> results.WorkTransitionResult:
         """Mark a claimed work item as running.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - INVALID_TRANSITION: the item is not in a state that allows this step: read list_queue for
           its status
         """
@@ -754,7 +762,8 @@ class AsyncOperations:
         """Finish a work item with an outcome (done, failed, oom_killed, cancelled); releases its
         lease.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - INVALID_TRANSITION: the item is not in a state that allows this step: read list_queue for
           its status
         """
@@ -796,7 +805,8 @@ class AsyncOperations:
     ) -> results.NamedLeaseResult:
         """Extend a named lease you hold before it expires.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -811,7 +821,8 @@ class AsyncOperations:
     ) -> results.NamedLeaseResult:
         """Release a named lease you hold.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         """
         return await self._command(commands.ReleaseLease(session_id=session_id, name=name, command_id=command_id), results.NamedLeaseResult)
 
@@ -828,7 +839,8 @@ class AsyncOperations:
         soon as you decide to do other work, so the line does not hand you something you no longer
         want.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """

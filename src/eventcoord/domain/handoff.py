@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from msgspec import UNSET
+
 from eventcoord.context import Context, Decision
 from eventcoord.domain import streams
 from eventcoord.domain.admission import DelayFrom, ProjectRules, admits, lock_delay_until
@@ -99,7 +101,7 @@ def hand_off_lease(d: Decision, free: LeaseLine, by: Claimant, ctx: Context) -> 
                 ttl_seconds=ttl,
                 expires_at_us=ctx.now_us + ttl * 1_000_000,
                 handed_off=True,
-                capacity=free.capacity,
+                capacity=free.capacity if free.capacity > 1 else UNSET,
             ),
         )
         post(d, agent_channel(w.session_id), by, f"Lease {free.name} is yours now (waited in line; fencing token {token}, {ttl} s).")

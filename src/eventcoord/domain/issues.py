@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from msgspec import UNSET
+
 from eventcoord import errors
 from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
 from eventcoord.context import Context, Decision, StreamEvent
@@ -170,7 +172,10 @@ def decide_configure_project(state: None, cmd: ConfigureProject, ctx: Context) -
     """Set a project's WIP limit, lock delay and per-agent limit (admin; checked before)."""
     d = Decision()
     event = ProjectConfigured(
-        project=cmd.project, wip_limit=cmd.wip_limit, lock_delay_seconds=cmd.lock_delay_seconds, agent_wip_limit=cmd.agent_wip_limit
+        project=cmd.project,
+        wip_limit=cmd.wip_limit,
+        lock_delay_seconds=cmd.lock_delay_seconds or UNSET,
+        agent_wip_limit=UNSET if cmd.agent_wip_limit is None else cmd.agent_wip_limit,
     )
     d.add(streams.project(cmd.project), event)
     d.result = {"project": cmd.project, "wip_limit": cmd.wip_limit}
@@ -188,7 +193,12 @@ def _check_project(view: IssueView, project: str) -> None:
 
 def _release(lease: LeaseState, reason: ReleaseReason, by: str | None = None, ended_at_us: int | None = None) -> StreamEvent:
     event = LeaseReleased(
-        issue=lease.issue, session_id=lease.session_id, reason=reason, fencing_token=lease.fencing_token, by_session_id=by, ended_at_us=ended_at_us
+        issue=lease.issue,
+        session_id=lease.session_id,
+        reason=reason,
+        fencing_token=lease.fencing_token,
+        by_session_id=by,
+        ended_at_us=UNSET if ended_at_us is None else ended_at_us,
     )
     return streams.issue(lease.issue), event
 

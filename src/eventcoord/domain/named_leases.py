@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from msgspec import UNSET
+
 from eventcoord import errors
 from eventcoord.codec import format_time
 from eventcoord.commands import AcquireLease, ReleaseLease, RenewLease
@@ -142,7 +144,8 @@ def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: 
     d.add(
         streams.named_lease(name),
         NamedLeaseAcquired(
-            name=name, session_id=me.session_id, actor_key=me.actor_key, fencing_token=token, ttl_seconds=ttl, expires_at_us=expires, capacity=capacity
+            name=name, session_id=me.session_id, actor_key=me.actor_key, fencing_token=token, ttl_seconds=ttl, expires_at_us=expires,
+            capacity=capacity if capacity > 1 else UNSET,
         ),
     )
     d.result = _lease_result(name, token, ttl, expires, renewed=False)
