@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.helpers import Api, ServerProcess
+from tests.helpers import Api, ServerProcess, run_cli
 
 ROUND_BOUND_S = 60.0  # a bound on a whole hand-off chain, never a timed assertion
 
@@ -194,3 +194,35 @@ async def test_lock_delay_holds_a_superseded_issue_back_from_others(api: Api) ->
     await api.ok({"type": "release_issue", "session_id": boss, "issue": "P-1"})
     err = await api.error({"type": "claim_issue", "session_id": other, "project": "P", "issue": "P-1"}, 409, "ISSUE_HELD")
     assert err["details"]["reason"] == "lock_delay" and err["details"]["until"].endswith("Z")
+
+
+async def test_a_rebuild_reproduces_the_lines_slots_and_hand_offs(db_url: str, start_server: Callable[..., ServerProcess]) -> None:
+    server = start_server()
+    api = Api(server.base_url)
+    reads = ("/v1/waits", "/v1/named-leases", "/v1/leases", "/v1/file-claims")
+    try:
+        await api.ok({"type": "configure_project", "project": "P", "wip_limit": 10, "lock_delay_seconds": 60, "agent_wip_limit": 2})
+        s = [await api.register(actor=f"r{i}") for i in range(5)]
+        await api.ok({"type": "claim_issue", "session_id": s[0], "project": "P", "issue": "I"})
+        await api.command({"type": "claim_issue", "session_id": s[1], "project": "P", "issue": "I", "wait": True})
+        await api.command({"type": "claim_issue", "session_id": s[2], "project": "P", "issue": "I", "wait": True})
+        await api.ok({"type": "claim_files", "session_id": s[3], "issue": "F", "paths": ["src/"]})
+        await api.command({"type": "claim_files", "session_id": s[4], "issue": "G", "paths": ["src/x.py"], "wait": True})
+        for sid in (s[0], s[1], s[3]):
+            await api.command({"type": "acquire_lease", "session_id": sid, "name": "db", "capacity": 2, "ttl_seconds": 600, "wait": True})
+        await api.ok({"type": "release_issue", "session_id": s[0], "issue": "I"})  # hands I to s[1]
+        await api.ok({"type": "release_lease", "session_id": s[0], "name": "db"})  # hands a slot to s[3]
+        await api.ok({"type": "cancel_wait", "session_id": s[4], "issue": "G", "paths": ["src/x.py"]})
+        before = [await api.get(path) for path in reads]
+        assert [w["session_id"] for w in before[0]["waits"]] == [s[2]]
+        assert sorted(x["session_id"] for x in before[1]["leases"] if x["held"]) == sorted([s[1], s[3]])
+    finally:
+        await api.close()
+    server.stop()
+    done = run_cli("rebuild", "--db", db_url)
+    assert done.returncode == 0, done.stderr
+    again = Api(start_server().base_url)
+    try:
+        assert [await again.get(path) for path in reads] == before
+    finally:
+        await again.close()
