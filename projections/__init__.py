@@ -16,11 +16,11 @@ from eventcoord.store import log
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.schema import store_head
 
-from . import files, leases, messages, named_leases, queue, sessions, tables
+from . import files, leases, messages, named_leases, queue, sessions, tables, waits
 from .base import Applier
 from .tables import READ_MODEL_TABLES
 
-PROJECTIONS = (sessions, leases, files, messages, queue, named_leases)
+PROJECTIONS = (sessions, leases, files, messages, queue, named_leases, waits)
 
 #: The tables each projection owns, by name (``rebuild(only=NAME)`` empties and refills those).
 OWNED: dict[str, tuple[Table, ...]] = {
@@ -29,7 +29,8 @@ OWNED: dict[str, tuple[Table, ...]] = {
     "files": (tables.file_claims, tables.conflicts),
     "messages": (tables.messages,),
     "queue": (tables.work_items, tables.work_ledger),
-    "named_leases": (tables.named_leases,),
+    "named_leases": (tables.named_leases, tables.named_lease_slots),
+    "waits": (tables.waits,),
 }
 
 _DISPATCH: dict[type, list[Applier]] = {}

@@ -22,8 +22,11 @@ def project_configured(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, ProjectConfigured)
     key = (projects.c.workspace == r.metadata.workspace) & (projects.c.project == e.project)
-    if conn.execute(update(projects).where(key).values(wip_limit=e.wip_limit)).rowcount == 0:
-        conn.execute(projects.insert().values(workspace=r.metadata.workspace, project=e.project, wip_limit=e.wip_limit))
+    delay = e.lock_delay_seconds if isinstance(e.lock_delay_seconds, int) else 0
+    agent_limit = e.agent_wip_limit if isinstance(e.agent_wip_limit, int) else None
+    values = {"wip_limit": e.wip_limit, "lock_delay_seconds": delay, "agent_wip_limit": agent_limit}
+    if conn.execute(update(projects).where(key).values(**values)).rowcount == 0:
+        conn.execute(projects.insert().values(workspace=r.metadata.workspace, project=e.project, **values))
 
 
 def _upsert_issue(dialect: str) -> Executable:
@@ -81,6 +84,11 @@ def lease_released(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, LeaseReleased)
     _RELEASE_LEASE.run(conn, {"ws": r.metadata.workspace, "issue": e.issue, "at": r.recorded_us, "reason": e.reason})
+    if e.reason in ("expired", "superseded"):
+        # The lock delay counts from here (SPEC §9); a queue re-queue records no ended_at.
+        ended = e.ended_at_us if isinstance(e.ended_at_us, int) else r.recorded_us
+        key = (issues.c.workspace == r.metadata.workspace) & (issues.c.issue == e.issue)
+        conn.execute(update(issues).where(key).values(delay_from_us=ended, delay_session_id=e.session_id))
 
 
 def handoff_noted(conn: Connection, r: RecordedEvent) -> None:

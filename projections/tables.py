@@ -47,6 +47,8 @@ projects = Table(
     Column("workspace", String(64), primary_key=True),
     Column("project", String(128), primary_key=True),
     Column("wip_limit", Integer, nullable=False),
+    Column("lock_delay_seconds", Integer, nullable=False, server_default="0"),
+    Column("agent_wip_limit", Integer, nullable=True),
 )
 
 issues = Table(
@@ -59,6 +61,10 @@ issues = Table(
     # The latest handoff note since the previous grant (SPEC §5 "Handoff").
     Column("handoff_note", Text, nullable=True),
     Column("handoff_session_id", String(128), nullable=True),
+    # The last involuntary end of a lease (expired: when its holder went stale; superseded:
+    # when forced), and whose lease it was: the lock delay counts from it (SPEC §9).
+    Column("delay_from_us", BigInt, nullable=True),
+    Column("delay_session_id", String(128), nullable=True),
 )
 
 leases = Table(
@@ -220,6 +226,45 @@ named_leases = Table(
     Column("ttl_seconds", Integer, nullable=False),
     Column("expires_us", BigInt, nullable=True),
     Column("acquired_us", BigInt, nullable=True),
+    Column("capacity", Integer, nullable=False, server_default="1"),  # fixed by the first acquire
+)
+
+named_lease_slots = Table(
+    "named_lease_slots",
+    metadata,
+    # The current holders of each named lease: one row per held slot (SPEC §9 capacity).
+    Column("workspace", String(64), primary_key=True),
+    Column("name", String(128), primary_key=True),
+    Column("session_id", String(128), primary_key=True),
+    Column("actor_key", String(200), nullable=True),
+    Column("fencing_token", BigInt, nullable=False),
+    Column("ttl_seconds", Integer, nullable=False),
+    Column("expires_us", BigInt, nullable=False),
+    Column("acquired_us", BigInt, nullable=False),
+    Index("ix_named_lease_slots_session", "session_id"),
+)
+
+waits = Table(
+    "waits",
+    metadata,
+    # One row per waiter (a files wait: one per requested path); the place in a line is the
+    # rank by the WaitStarted position, so rows of one line are read in position order.
+    Column("position", BigInt, primary_key=True, autoincrement=False, info=POSITION),
+    Column("idx", Integer, primary_key=True, autoincrement=False),
+    Column("workspace", String(64), nullable=False),
+    Column("kind", String(8), nullable=False),
+    Column("key", String(1024), nullable=False),
+    Column("session_id", String(128), nullable=False),
+    Column("actor_key", String(200), nullable=False),
+    Column("project", String(128), nullable=True),
+    Column("issue", String(128), nullable=True),
+    Column("paths", Text, nullable=False),  # JSON list: the whole files wait
+    Column("exclusive", Boolean, nullable=False),
+    Column("ttl_seconds", Integer, nullable=True),
+    Column("capacity", Integer, nullable=True),
+    Column("since_us", BigInt, nullable=False),
+    Index("ix_waits_line", "workspace", "kind", "key", "position"),
+    Index("ix_waits_session", "session_id"),
 )
 
 #: Tables a rebuild empties and refills from the log, in dependency-free order.
@@ -234,4 +279,6 @@ READ_MODEL_TABLES = (
     work_items,
     work_ledger,
     named_leases,
+    named_lease_slots,
+    waits,
 )

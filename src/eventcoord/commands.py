@@ -72,6 +72,8 @@ class EndAgent(Command, frozen=True, kw_only=True, tag="end_agent"):
 class ConfigureProject(Command, frozen=True, kw_only=True, tag="configure_project"):
     project: Key
     wip_limit: Annotated[int, Meta(ge=0, le=100000)]
+    lock_delay_seconds: Annotated[int, Meta(ge=0, le=86400)] = 0
+    agent_wip_limit: Annotated[int, Meta(ge=0, le=100000)] | None = None
 
 
 class IssueToken(Command, frozen=True, kw_only=True, tag="issue_token"):
@@ -88,6 +90,7 @@ class ClaimIssue(Command, frozen=True, kw_only=True, tag="claim_issue"):
     project: Key
     issue: Key
     force: bool = False
+    wait: bool = False
 
 
 class ReleaseIssue(Command, frozen=True, kw_only=True, tag="release_issue"):
@@ -102,6 +105,7 @@ class ClaimFiles(Command, frozen=True, kw_only=True, tag="claim_files"):
     session_id: SessionId | None = None
     exclusive: bool = True
     force: bool = False
+    wait: bool = False
 
 
 class ReleaseFiles(Command, frozen=True, kw_only=True, tag="release_files"):
@@ -151,6 +155,8 @@ class AcquireLease(Command, frozen=True, kw_only=True, tag="acquire_lease"):
     session_id: SessionId
     name: Key
     ttl_seconds: Ttl | None = None
+    wait: bool = False
+    capacity: Annotated[int, Meta(ge=1, le=10000)] | None = None
 
 
 class RenewLease(Command, frozen=True, kw_only=True, tag="renew_lease"):
@@ -162,6 +168,15 @@ class RenewLease(Command, frozen=True, kw_only=True, tag="renew_lease"):
 class ReleaseLease(Command, frozen=True, kw_only=True, tag="release_lease"):
     session_id: SessionId
     name: Key
+
+
+class CancelWait(Command, frozen=True, kw_only=True, tag="cancel_wait"):
+    """Leave a line: the issue's, the files wait of ``issue`` (with ``paths``), or a lease's."""
+
+    session_id: SessionId
+    issue: Key | None = None
+    paths: Annotated[list[Annotated[str, Meta(max_length=4096)]], Meta(max_length=100)] | None = None
+    name: Key | None = None
 
 
 AnyCommand = (
@@ -184,6 +199,7 @@ AnyCommand = (
     | AcquireLease
     | RenewLease
     | ReleaseLease
+    | CancelWait
 )
 
 #: Commands a ``reader`` token may never send: all of them. Role rules live in auth.

@@ -48,6 +48,9 @@ class ErrorCode(StrEnum):
     NOT_FRESH_HOLDER = ("NOT_FRESH_HOLDER", 409)
     INVALID_TRANSITION = ("INVALID_TRANSITION", 409)
     LEASE_HELD = ("LEASE_HELD", 409)
+    DEADLOCK = ("DEADLOCK", 409)
+    AGENT_WIP_CAP_REACHED = ("AGENT_WIP_CAP_REACHED", 409)
+    ALREADY_WAITING = ("ALREADY_WAITING", 409)
     CONCURRENCY = ("CONCURRENCY", 409)
     ARCHIVED = ("ARCHIVED", 410)
     RATE_LIMITED = ("RATE_LIMITED", 429)
@@ -304,6 +307,35 @@ def lease_held(name: str, session_id: str, actor_key: str | None, expires_at: st
         f"lease {name!r} is held by session {session_id!r}",
         {"name": name, "session_id": session_id, "actor_key": actor_key, "expires_at": expires_at},
     )
+
+
+def deadlock(cycle: list[dict[str, str]]) -> DomainError:
+    """409: waiting would close a cycle in the wait-for graph; ``cycle`` names it in order."""
+    path = " -> ".join(f"{c['session_id']} waits for {c['kind']} {c['key']!r}" for c in cycle)
+    return DomainError(ErrorCode.DEADLOCK, f"waiting would deadlock: {path}", {"cycle": cycle})
+
+
+def agent_wip_cap_reached(project: str, limit: int, held: int) -> DomainError:
+    """409: the session already holds ``limit`` live leases in the project."""
+    return DomainError(
+        ErrorCode.AGENT_WIP_CAP_REACHED,
+        f"this session holds {held} live leases in project {project!r} (per-agent limit {limit})",
+        {"project": project, "limit": limit, "held": held},
+    )
+
+
+def already_waiting(kind: str, key: str, place: int) -> DomainError:
+    """409: a session waits in one line at a time; cancel_wait that one first."""
+    return DomainError(
+        ErrorCode.ALREADY_WAITING,
+        f"this session already waits for {kind} {key!r} (place {place}); cancel_wait it first",
+        {"kind": kind, "key": key, "place": place},
+    )
+
+
+def not_waiting(kind: str, key: str) -> DomainError:
+    """409 NOT_HOLDER: cancel_wait for a line the session is not in."""
+    return DomainError(ErrorCode.NOT_HOLDER, f"this session does not wait for {kind} {key!r}", {"kind": kind, "key": key})
 
 
 def concurrency() -> DomainError:

@@ -67,6 +67,9 @@ class HandoffNoted(Event, frozen=True, kw_only=True, tag="HandoffNoted"):
 class ProjectConfigured(Event, frozen=True, kw_only=True, tag="ProjectConfigured"):
     project: str
     wip_limit: int
+    # SPEC §9; absent (UNSET) when not configured, so the wire shape of a plain cap is unchanged.
+    lock_delay_seconds: int | UnsetType = UNSET
+    agent_wip_limit: int | UnsetType = UNSET
 
 
 class LeaseGranted(Event, frozen=True, kw_only=True, tag="LeaseGranted"):
@@ -75,6 +78,7 @@ class LeaseGranted(Event, frozen=True, kw_only=True, tag="LeaseGranted"):
     session_id: str
     actor_key: str
     fencing_token: int
+    handed_off: bool | UnsetType = UNSET  # true: granted to the first waiter of the line (SPEC §9)
 
 
 class LeaseReleased(Event, frozen=True, kw_only=True, tag="LeaseReleased"):
@@ -83,6 +87,9 @@ class LeaseReleased(Event, frozen=True, kw_only=True, tag="LeaseReleased"):
     reason: ReleaseReason
     fencing_token: int = 0
     by_session_id: str | None = None
+    # When the lease counts as ended for the lock delay (SPEC §9): set for ``expired``
+    # (its holder's last sign of life + TTL) and ``superseded`` (now); else None.
+    ended_at_us: int | UnsetType = UNSET
 
 
 class WipCapDenied(Event, frozen=True, kw_only=True, tag="WipCapDenied"):
@@ -92,6 +99,7 @@ class WipCapDenied(Event, frozen=True, kw_only=True, tag="WipCapDenied"):
     actor_key: str
     limit: int
     live_count: int
+    scope: Literal["project", "agent"] | UnsetType = UNSET  # "agent": the per-agent limit (SPEC §9)
 
 
 # --- file claims, conflicts, messages -------------------------------------------------
@@ -103,6 +111,7 @@ class FilesClaimed(Event, frozen=True, kw_only=True, tag="FilesClaimed"):
     actor_key: str
     paths: list[str]
     exclusive: bool = True
+    handed_off: bool | UnsetType = UNSET
 
 
 class FileClaimReleased(Event, frozen=True, kw_only=True, tag="FileClaimReleased"):
@@ -179,6 +188,8 @@ class NamedLeaseAcquired(Event, frozen=True, kw_only=True, tag="NamedLeaseAcquir
     fencing_token: int
     ttl_seconds: int
     expires_at_us: int
+    handed_off: bool | UnsetType = UNSET
+    capacity: int | UnsetType = UNSET  # absent: 1
 
 
 class NamedLeaseRenewed(Event, frozen=True, kw_only=True, tag="NamedLeaseRenewed"):
@@ -193,6 +204,56 @@ class NamedLeaseReleased(Event, frozen=True, kw_only=True, tag="NamedLeaseReleas
     name: str
     session_id: str
     reason: str = "released"
+
+
+# --- waiting lines (SPEC §9) --------------------------------------------------------------
+
+WaitKind = Literal["issue", "files", "lease"]
+
+
+class WaitStarted(Event, frozen=True, kw_only=True, tag="WaitStarted"):
+    """A session joined the FIFO line of a resource (its place is its position in the log).
+
+    ``key`` is the issue, the first requested path pattern, or the lease name; a files wait
+    covers all of ``paths`` for ``issue`` (all-or-nothing, like the claim it stands for).
+    What a grant needs later (project, exclusive, ttl, capacity) is kept here.
+    """
+
+    kind: WaitKind
+    key: str
+    session_id: str
+    actor_key: str
+    project: str | None = None
+    issue: str | None = None
+    paths: list[str] = []
+    exclusive: bool = True
+    ttl_seconds: int | None = None
+    capacity: int | None = None
+
+
+class WaitAbandoned(Event, frozen=True, kw_only=True, tag="WaitAbandoned"):
+    """A waiter left a line without a grant: ``cancelled``, ``stale``, ``ended``."""
+
+    kind: WaitKind
+    key: str
+    session_id: str
+    reason: str
+    issue: str | None = None
+    by_session_id: str | None = None
+
+
+class DeadlockRefused(Event, frozen=True, kw_only=True, tag="DeadlockRefused"):
+    """A wait refused because it would close a cycle in the wait-for graph.
+
+    ``cycle`` names, in order, each session and the resource it waits for, whose holder is
+    the next entry's session (the last entry's resource is held by the first session).
+    """
+
+    kind: WaitKind
+    key: str
+    session_id: str
+    actor_key: str
+    cycle: list[dict[str, str]]
 
 
 AnyEvent = (
@@ -217,6 +278,9 @@ AnyEvent = (
     | NamedLeaseAcquired
     | NamedLeaseRenewed
     | NamedLeaseReleased
+    | WaitStarted
+    | WaitAbandoned
+    | DeadlockRefused
 )
 
 #: Every event class by its stable tag.
@@ -226,4 +290,4 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 #: Events written by a refused command: facts worth keeping, not signs of life.
-DENIALS: frozenset[str] = frozenset({"WipCapDenied", "ClaimConflict"})
+DENIALS: frozenset[str] = frozenset({"WipCapDenied", "ClaimConflict", "DeadlockRefused"})

@@ -633,6 +633,7 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "acquire_lease": {"session_id": "$sid", "name": "dispatcher"},
     "renew_lease": {"session_id": "$sid", "name": "dispatcher"},
     "release_lease": {"session_id": "$sid", "name": "dispatcher"},
+    "cancel_wait": {"session_id": "$sid", "issue": "P-1"},
 }
 
 

@@ -119,7 +119,7 @@ async def test_tools_are_the_commands_and_the_reads(connect_nowhere: Connect) ->
              "get_code_heatmap", "list_queue", "read_messages", "read_events"}
     assert set(COMMAND_TYPES) | reads <= set(listed)
     claim = listed["claim_issue"]
-    assert set(claim.input_schema["properties"]) == {"session_id", "project", "issue", "force", "command_id"}
+    assert set(claim.input_schema["properties"]) == {"session_id", "project", "issue", "force", "wait", "command_id"}
     assert claim.input_schema["required"] == ["project", "issue"]  # session_id: remembered
     assert "ISSUE_HELD" in (claim.description or "") and "NOT_FRESH_HOLDER" in (listed["verify_hold"].description or "")
 

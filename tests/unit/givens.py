@@ -100,3 +100,6 @@ class MemoryReads:
 
     def other_active_items(self, item: ItemState) -> int:
         return self.others
+
+    def issue_line(self, issue: str) -> None:
+        return None  # nobody waits in these givens (hand-offs: tests/unit/test_waits_decide.py)

@@ -89,10 +89,15 @@ class Operations:
         *,
         project: str,
         wip_limit: int,
+        lock_delay_seconds: int = 0,
+        agent_wip_limit: int | None = None,
         command_id: str | None = None,
     ) -> results.ConfigureProjectResult:
-        """(admin) Set a project's WIP limit: how many of its issues may be leased at once."""
-        return self._command(commands.ConfigureProject(project=project, wip_limit=wip_limit, command_id=command_id), results.ConfigureProjectResult)
+        """(admin) Set a project's WIP limit (how many of its issues may be leased at once), its
+        lock_delay_seconds (a pause after a lease is taken over or expires) and agent_wip_limit (how
+        many one session may hold).
+        """
+        return self._command(commands.ConfigureProject(project=project, wip_limit=wip_limit, lock_delay_seconds=lock_delay_seconds, agent_wip_limit=agent_wip_limit, command_id=command_id), results.ConfigureProjectResult)
 
     def issue_token(
         self,
@@ -125,11 +130,16 @@ class Operations:
         project: str,
         issue: str,
         force: bool = False,
+        wait: bool = False,
         command_id: str | None = None,
     ) -> results.ClaimIssueResult:
         """Take the lease on an issue before working on it; the answer's fencing_token proves your hold
         (pass it to verify_hold before you publish). A reclaim of a dead holder's lease hands you
-        its handoff note in reclaimed_from. force (human/admin) supersedes a live holder.
+        its handoff note in reclaimed_from. force (human/admin) supersedes a live holder. wait: true
+        queues you in the issue's FIFO line when a live session holds it: the refusal says your
+        place (details.waiting), and when the issue frees you are granted it automatically and told
+        on your channel agent:<session_id>. Wait when this issue is the one you must do next and the
+        line is short; otherwise pick other work (the issue stays held, waiting blocks nobody else).
         Refusals:
         - ISSUE_HELD: another live session holds or is working on this issue (details name it): pick
           another issue, or wait and retry later
@@ -138,10 +148,14 @@ class Operations:
           of yours, or wait
         - AGENT_WIP_CAP_REACHED: you hold as many issues of this project as you may: finish or
           release one first
+        - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
+          wait; release something you hold that the others need, or pick other work
+        - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
+          or keep waiting
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.ClaimIssue(session_id=session_id, project=project, issue=issue, force=force, command_id=command_id), results.ClaimIssueResult)
+        return self._command(commands.ClaimIssue(session_id=session_id, project=project, issue=issue, force=force, wait=wait, command_id=command_id), results.ClaimIssueResult)
 
     def release_issue(
         self,
@@ -153,7 +167,8 @@ class Operations:
     ) -> results.ReleaseIssueResult:
         """Give an issue's lease back (reason completed when the work is done, else released).
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -167,17 +182,24 @@ class Operations:
         session_id: str | None = None,
         exclusive: bool = True,
         force: bool = False,
+        wait: bool = False,
         command_id: str | None = None,
     ) -> results.ClaimFilesResult:
         """Reserve the paths (files, directories like src/, globs like src/**/*.py) you will edit for
-        an issue, all or nothing, before editing them.
+        an issue, all or nothing, before editing them. wait: true queues the whole claim when live
+        holders block it: it is granted as soon as no live claim overlaps, and you are told on
+        agent:<session_id>.
         Refusals:
         - FILES_CLAIMED: another issue holds overlapping paths (details.conflicts name them): do not
           edit those paths; pick other work, coordinate by post_message, or wait
+        - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
+          wait; release something you hold that the others need, or pick other work
+        - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
+          or keep waiting
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.ClaimFiles(issue=issue, paths=paths, session_id=session_id, exclusive=exclusive, force=force, command_id=command_id), results.ClaimFilesResult)
+        return self._command(commands.ClaimFiles(issue=issue, paths=paths, session_id=session_id, exclusive=exclusive, force=force, wait=wait, command_id=command_id), results.ClaimFilesResult)
 
     def release_files(
         self,
@@ -261,7 +283,8 @@ class Operations:
     ) -> results.WorkTransitionResult:
         """Mark a claimed work item as running.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - INVALID_TRANSITION: the item is not in a state that allows this step: read list_queue for
           its status
         """
@@ -278,7 +301,8 @@ class Operations:
         """Finish a work item with an outcome (done, failed, oom_killed, cancelled); releases its
         lease.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - INVALID_TRANSITION: the item is not in a state that allows this step: read list_queue for
           its status
         """
@@ -290,16 +314,25 @@ class Operations:
         session_id: str,
         name: str,
         ttl_seconds: int | None = None,
+        wait: bool = False,
+        capacity: int | None = None,
         command_id: str | None = None,
     ) -> results.NamedLeaseResult:
-        """Acquire a named lease (leader election: one dispatcher at a time) for ttl_seconds.
+        """Acquire a named lease for ttl_seconds: leader election (one dispatcher at a time) or, with
+        capacity N (fixed by the first acquire), one of N slots (build slots, GPUs, test databases),
+        each with its own fencing_token. wait: true queues you for the next free slot; you are told
+        on agent:<session_id> when it is yours.
         Refusals:
         - LEASE_HELD: another session holds this named lease: do not act as leader; retry after it
           expires
+        - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
+          wait; release something you hold that the others need, or pick other work
+        - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
+          or keep waiting
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.AcquireLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, command_id=command_id), results.NamedLeaseResult)
+        return self._command(commands.AcquireLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, wait=wait, capacity=capacity, command_id=command_id), results.NamedLeaseResult)
 
     def renew_lease(
         self,
@@ -311,7 +344,8 @@ class Operations:
     ) -> results.NamedLeaseResult:
         """Extend a named lease you hold before it expires.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -326,9 +360,30 @@ class Operations:
     ) -> results.NamedLeaseResult:
         """Release a named lease you hold.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         """
         return self._command(commands.ReleaseLease(session_id=session_id, name=name, command_id=command_id), results.NamedLeaseResult)
+
+    def cancel_wait(
+        self,
+        *,
+        session_id: str,
+        issue: str | None = None,
+        paths: list[str] | None = None,
+        name: str | None = None,
+        command_id: str | None = None,
+    ) -> results.CancelWaitResult:
+        """Leave a waiting line you joined with wait: true (issue; issue with paths; or name). Do it as
+        soon as you decide to do other work, so the line does not hand you something you no longer
+        want.
+        Refusals:
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
+        - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
+          heartbeat_agent if it is only stale), then retry
+        """
+        return self._command(commands.CancelWait(session_id=session_id, issue=issue, paths=paths, name=name, command_id=command_id), results.CancelWaitResult)
 
     def list_agents(
         self,
@@ -431,6 +486,14 @@ class Operations:
         """The named leases and who holds them."""
         return self._read("list_named_leases", reads.ListNamedLeases(), results.NamedLeasesPage)
 
+    def list_waits(
+        self,
+    ) -> results.WaitsPage:
+        """The waiting lines: who waits for which issue, path or lease, at which place (1 = next).
+        Check it before wait: true; a long line means pick other work.
+        """
+        return self._read("list_waits", reads.ListWaits(), results.WaitsPage)
+
     def read_messages(
         self,
         *,
@@ -525,10 +588,15 @@ class AsyncOperations:
         *,
         project: str,
         wip_limit: int,
+        lock_delay_seconds: int = 0,
+        agent_wip_limit: int | None = None,
         command_id: str | None = None,
     ) -> results.ConfigureProjectResult:
-        """(admin) Set a project's WIP limit: how many of its issues may be leased at once."""
-        return await self._command(commands.ConfigureProject(project=project, wip_limit=wip_limit, command_id=command_id), results.ConfigureProjectResult)
+        """(admin) Set a project's WIP limit (how many of its issues may be leased at once), its
+        lock_delay_seconds (a pause after a lease is taken over or expires) and agent_wip_limit (how
+        many one session may hold).
+        """
+        return await self._command(commands.ConfigureProject(project=project, wip_limit=wip_limit, lock_delay_seconds=lock_delay_seconds, agent_wip_limit=agent_wip_limit, command_id=command_id), results.ConfigureProjectResult)
 
     async def issue_token(
         self,
@@ -561,11 +629,16 @@ class AsyncOperations:
         project: str,
         issue: str,
         force: bool = False,
+        wait: bool = False,
         command_id: str | None = None,
     ) -> results.ClaimIssueResult:
         """Take the lease on an issue before working on it; the answer's fencing_token proves your hold
         (pass it to verify_hold before you publish). A reclaim of a dead holder's lease hands you
-        its handoff note in reclaimed_from. force (human/admin) supersedes a live holder.
+        its handoff note in reclaimed_from. force (human/admin) supersedes a live holder. wait: true
+        queues you in the issue's FIFO line when a live session holds it: the refusal says your
+        place (details.waiting), and when the issue frees you are granted it automatically and told
+        on your channel agent:<session_id>. Wait when this issue is the one you must do next and the
+        line is short; otherwise pick other work (the issue stays held, waiting blocks nobody else).
         Refusals:
         - ISSUE_HELD: another live session holds or is working on this issue (details name it): pick
           another issue, or wait and retry later
@@ -574,10 +647,14 @@ class AsyncOperations:
           of yours, or wait
         - AGENT_WIP_CAP_REACHED: you hold as many issues of this project as you may: finish or
           release one first
+        - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
+          wait; release something you hold that the others need, or pick other work
+        - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
+          or keep waiting
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.ClaimIssue(session_id=session_id, project=project, issue=issue, force=force, command_id=command_id), results.ClaimIssueResult)
+        return await self._command(commands.ClaimIssue(session_id=session_id, project=project, issue=issue, force=force, wait=wait, command_id=command_id), results.ClaimIssueResult)
 
     async def release_issue(
         self,
@@ -589,7 +666,8 @@ class AsyncOperations:
     ) -> results.ReleaseIssueResult:
         """Give an issue's lease back (reason completed when the work is done, else released).
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -603,17 +681,24 @@ class AsyncOperations:
         session_id: str | None = None,
         exclusive: bool = True,
         force: bool = False,
+        wait: bool = False,
         command_id: str | None = None,
     ) -> results.ClaimFilesResult:
         """Reserve the paths (files, directories like src/, globs like src/**/*.py) you will edit for
-        an issue, all or nothing, before editing them.
+        an issue, all or nothing, before editing them. wait: true queues the whole claim when live
+        holders block it: it is granted as soon as no live claim overlaps, and you are told on
+        agent:<session_id>.
         Refusals:
         - FILES_CLAIMED: another issue holds overlapping paths (details.conflicts name them): do not
           edit those paths; pick other work, coordinate by post_message, or wait
+        - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
+          wait; release something you hold that the others need, or pick other work
+        - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
+          or keep waiting
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.ClaimFiles(issue=issue, paths=paths, session_id=session_id, exclusive=exclusive, force=force, command_id=command_id), results.ClaimFilesResult)
+        return await self._command(commands.ClaimFiles(issue=issue, paths=paths, session_id=session_id, exclusive=exclusive, force=force, wait=wait, command_id=command_id), results.ClaimFilesResult)
 
     async def release_files(
         self,
@@ -697,7 +782,8 @@ class AsyncOperations:
     ) -> results.WorkTransitionResult:
         """Mark a claimed work item as running.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - INVALID_TRANSITION: the item is not in a state that allows this step: read list_queue for
           its status
         """
@@ -714,7 +800,8 @@ class AsyncOperations:
         """Finish a work item with an outcome (done, failed, oom_killed, cancelled); releases its
         lease.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - INVALID_TRANSITION: the item is not in a state that allows this step: read list_queue for
           its status
         """
@@ -726,16 +813,25 @@ class AsyncOperations:
         session_id: str,
         name: str,
         ttl_seconds: int | None = None,
+        wait: bool = False,
+        capacity: int | None = None,
         command_id: str | None = None,
     ) -> results.NamedLeaseResult:
-        """Acquire a named lease (leader election: one dispatcher at a time) for ttl_seconds.
+        """Acquire a named lease for ttl_seconds: leader election (one dispatcher at a time) or, with
+        capacity N (fixed by the first acquire), one of N slots (build slots, GPUs, test databases),
+        each with its own fencing_token. wait: true queues you for the next free slot; you are told
+        on agent:<session_id> when it is yours.
         Refusals:
         - LEASE_HELD: another session holds this named lease: do not act as leader; retry after it
           expires
+        - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
+          wait; release something you hold that the others need, or pick other work
+        - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
+          or keep waiting
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.AcquireLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, command_id=command_id), results.NamedLeaseResult)
+        return await self._command(commands.AcquireLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, wait=wait, capacity=capacity, command_id=command_id), results.NamedLeaseResult)
 
     async def renew_lease(
         self,
@@ -747,7 +843,8 @@ class AsyncOperations:
     ) -> results.NamedLeaseResult:
         """Extend a named lease you hold before it expires.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
@@ -762,9 +859,30 @@ class AsyncOperations:
     ) -> results.NamedLeaseResult:
         """Release a named lease you hold.
         Refusals:
-        - NOT_HOLDER: you do not hold this (item or lease): do not act on it
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
         """
         return await self._command(commands.ReleaseLease(session_id=session_id, name=name, command_id=command_id), results.NamedLeaseResult)
+
+    async def cancel_wait(
+        self,
+        *,
+        session_id: str,
+        issue: str | None = None,
+        paths: list[str] | None = None,
+        name: str | None = None,
+        command_id: str | None = None,
+    ) -> results.CancelWaitResult:
+        """Leave a waiting line you joined with wait: true (issue; issue with paths; or name). Do it as
+        soon as you decide to do other work, so the line does not hand you something you no longer
+        want.
+        Refusals:
+        - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
+          (cancel_wait): do not act on it
+        - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
+          heartbeat_agent if it is only stale), then retry
+        """
+        return await self._command(commands.CancelWait(session_id=session_id, issue=issue, paths=paths, name=name, command_id=command_id), results.CancelWaitResult)
 
     async def list_agents(
         self,
@@ -866,6 +984,14 @@ class AsyncOperations:
     ) -> results.NamedLeasesPage:
         """The named leases and who holds them."""
         return await self._read("list_named_leases", reads.ListNamedLeases(), results.NamedLeasesPage)
+
+    async def list_waits(
+        self,
+    ) -> results.WaitsPage:
+        """The waiting lines: who waits for which issue, path or lease, at which place (1 = next).
+        Check it before wait: true; a long line means pick other work.
+        """
+        return await self._read("list_waits", reads.ListWaits(), results.WaitsPage)
 
     async def read_messages(
         self,

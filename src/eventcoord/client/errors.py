@@ -68,6 +68,7 @@ class Contended(Refused):
             "WIP_CAP_REACHED",
             "AGENT_WIP_CAP_REACHED",
             "DEADLOCK",
+            "ALREADY_WAITING",
         }
     )
 

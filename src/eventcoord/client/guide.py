@@ -14,16 +14,23 @@ SUMMARY: dict[str, str] = {
     "the issue you are on (null clears it); handoff_note records where you are for whoever comes next.",
     "end_agent": "End your session when you stop: releases every lease, file claim, queue item and named "
     "lease you hold; handoff_note is stored on each released issue for the next holder.",
-    "configure_project": "(admin) Set a project's WIP limit: how many of its issues may be leased at once.",
+    "configure_project": "(admin) Set a project's WIP limit (how many of its issues may be leased at once), "
+    "its lock_delay_seconds (a pause after a lease is taken over or expires) and agent_wip_limit (how many "
+    "one session may hold).",
     "issue_token": "(admin) Create a bearer token of a role (admin, human, agent, reader); shown once.",
     "revoke_token": "(admin) Revoke a token by its token_id (issue_token answered it): every server refuses "
     "it within a second. Revoking a revoked token changes nothing.",
     "claim_issue": "Take the lease on an issue before working on it; the answer's fencing_token proves your "
     "hold (pass it to verify_hold before you publish). A reclaim of a dead holder's lease hands you its "
-    "handoff note in reclaimed_from. force (human/admin) supersedes a live holder.",
+    "handoff note in reclaimed_from. force (human/admin) supersedes a live holder. wait: true queues you "
+    "in the issue's FIFO line when a live session holds it: the refusal says your place "
+    "(details.waiting), and when the issue frees you are granted it automatically and told on your "
+    "channel agent:<session_id>. Wait when this issue is the one you must do next and the line is "
+    "short; otherwise pick other work (the issue stays held, waiting blocks nobody else).",
     "release_issue": "Give an issue's lease back (reason completed when the work is done, else released).",
     "claim_files": "Reserve the paths (files, directories like src/, globs like src/**/*.py) you will edit "
-    "for an issue, all or nothing, before editing them.",
+    "for an issue, all or nothing, before editing them. wait: true queues the whole claim when live "
+    "holders block it: it is granted as soon as no live claim overlaps, and you are told on agent:<session_id>.",
     "release_files": "Release file claims of an issue (the named paths, or all of them).",
     "post_message": "Post a message to a channel: issue:<key>, agent:<session_id> or project:<key>.",
     "verify_hold": "The publish gate: call it right before you push or publish the work of an issue, with "
@@ -33,7 +40,12 @@ SUMMARY: dict[str, str] = {
     "nothing is free.",
     "start_work": "Mark a claimed work item as running.",
     "finish_work": "Finish a work item with an outcome (done, failed, oom_killed, cancelled); releases its lease.",
-    "acquire_lease": "Acquire a named lease (leader election: one dispatcher at a time) for ttl_seconds.",
+    "acquire_lease": "Acquire a named lease for ttl_seconds: leader election (one dispatcher at a time) or, "
+    "with capacity N (fixed by the first acquire), one of N slots (build slots, GPUs, test databases), each "
+    "with its own fencing_token. wait: true queues you for the next free slot; you are told on "
+    "agent:<session_id> when it is yours.",
+    "cancel_wait": "Leave a waiting line you joined with wait: true (issue; issue with paths; or name). Do it "
+    "as soon as you decide to do other work, so the line does not hand you something you no longer want.",
     "renew_lease": "Extend a named lease you hold before it expires.",
     "release_lease": "Release a named lease you hold.",
     "list_agents": "List sessions with their liveness (live: only live ones).",
@@ -46,6 +58,8 @@ SUMMARY: dict[str, str] = {
     "get_code_heatmap": "Where work (mode claims) or collisions (mode contention) concentrate, per path prefix.",
     "list_queue": "The work queue with each item's history.",
     "list_named_leases": "The named leases and who holds them.",
+    "list_waits": "The waiting lines: who waits for which issue, path or lease, at which place (1 = next). "
+    "Check it before wait: true; a long line means pick other work.",
     "read_messages": "Read a channel's messages in order (after: a position cursor). Read your own "
     "agent:<session_id> channel for notices such as a file claim taken from you.",
     "read_events": "Read the event log in position order (after: the last position you saw).",
@@ -68,12 +82,14 @@ REFUSAL: dict[str, str] = {
     "AGENT_WIP_CAP_REACHED": "you hold as many issues of this project as you may: finish or release one first",
     "FILES_CLAIMED": "another issue holds overlapping paths (details.conflicts name them): do not edit those "
     "paths; pick other work, coordinate by post_message, or wait",
-    "NOT_HOLDER": "you do not hold this (item or lease): do not act on it",
+    "NOT_HOLDER": "you do not hold this (item or lease), or are not in that waiting line (cancel_wait): do not act on it",
     "NOT_FRESH_HOLDER": "you are no longer the holder (superseded or reclaimed): stop, do not push or publish; "
     "read get_issue_state and the issue's messages",
     "INVALID_TRANSITION": "the item is not in a state that allows this step: read list_queue for its status",
     "LEASE_HELD": "another session holds this named lease: do not act as leader; retry after it expires",
-    "DEADLOCK": "waiting would close a cycle (details.cycle): release something you hold, then retry",
+    "DEADLOCK": "waiting would close a cycle (details.cycle names who waits for what): do not wait; release "
+    "something you hold that the others need, or pick other work",
+    "ALREADY_WAITING": "you already wait in another line (one at a time): cancel_wait it first, or keep waiting",
     "CONCURRENCY": "the command lost a race too many times: it is safe to call again",
     "RATE_LIMITED": "too many requests: wait and call again",
     "STORE_UNAVAILABLE": "the database is unreachable: wait and call again",
@@ -86,15 +102,16 @@ REFUSALS_OF: dict[str, tuple[str, ...]] = {
     "heartbeat_agent": ("SESSION_NOT_LIVE", "NOT_FOUND"),
     "end_agent": ("SESSION_NOT_LIVE", "NOT_FOUND"),
     "revoke_token": ("NOT_FOUND",),
-    "claim_issue": ("ISSUE_HELD", "HUMAN_HELD", "WIP_CAP_REACHED", "AGENT_WIP_CAP_REACHED", "SESSION_NOT_LIVE"),
+    "claim_issue": ("ISSUE_HELD", "HUMAN_HELD", "WIP_CAP_REACHED", "AGENT_WIP_CAP_REACHED", "DEADLOCK", "ALREADY_WAITING", "SESSION_NOT_LIVE"),
     "release_issue": ("NOT_HOLDER", "SESSION_NOT_LIVE"),
-    "claim_files": ("FILES_CLAIMED", "SESSION_NOT_LIVE"),
+    "claim_files": ("FILES_CLAIMED", "DEADLOCK", "ALREADY_WAITING", "SESSION_NOT_LIVE"),
     "post_message": ("NOT_FOUND",),
     "verify_hold": ("NOT_FRESH_HOLDER", "SESSION_NOT_LIVE"),
     "claim_next_work": ("SESSION_NOT_LIVE",),
     "start_work": ("NOT_HOLDER", "INVALID_TRANSITION"),
     "finish_work": ("NOT_HOLDER", "INVALID_TRANSITION"),
-    "acquire_lease": ("LEASE_HELD", "SESSION_NOT_LIVE"),
+    "acquire_lease": ("LEASE_HELD", "DEADLOCK", "ALREADY_WAITING", "SESSION_NOT_LIVE"),
+    "cancel_wait": ("NOT_HOLDER", "SESSION_NOT_LIVE"),
     "renew_lease": ("NOT_HOLDER", "SESSION_NOT_LIVE"),
     "release_lease": ("NOT_HOLDER",),
     "get_agent": ("NOT_FOUND",),
@@ -133,6 +150,10 @@ FIELD: dict[str, str] = {
     "body": "message text",
     "fencing_token": "the token claim_issue answered; a stale one is refused",
     "wip_limit": "how many issues of the project may be under a live lease at once",
+    "wait": "true: when a live session holds it, join its FIFO line and be granted it when it frees",
+    "lock_delay_seconds": "after a lease expires or is superseded, nobody else is granted the issue for this long",
+    "agent_wip_limit": "how many live leases of the project one session may hold (none: no limit)",
+    "capacity": "how many sessions may hold the named lease at once (fixed by the first acquire)",
     "priority": "higher first",
     "payload": "any JSON, handed to the worker",
     "blocked_by": "issue keys that must be done first",

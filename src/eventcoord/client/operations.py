@@ -67,6 +67,7 @@ READS: tuple[Operation, ...] = (
     _read("get_code_heatmap", reads.GetCodeHeatmap, results.Heatmap, "heatmap", "/v1/heatmap"),
     _read("list_queue", reads.ListQueue, results.QueuePage, "queue", "/v1/queue"),
     _read("list_named_leases", reads.ListNamedLeases, results.NamedLeasesPage, "named-leases", "/v1/named-leases"),
+    _read("list_waits", reads.ListWaits, results.WaitsPage, "waits", "/v1/waits"),
     _read("read_messages", reads.ReadMessages, results.MessagesPage, "messages", "/v1/messages"),
     _read("read_events", reads.ReadEvents, results.EventsPage, "events", "/v1/events"),
 )

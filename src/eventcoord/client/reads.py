@@ -87,6 +87,10 @@ class ListNamedLeases(Read, frozen=True, kw_only=True):
     pass
 
 
+class ListWaits(Read, frozen=True, kw_only=True):
+    pass
+
+
 class ReadMessages(Read, frozen=True, kw_only=True):
     channel: Channel
     after: Cursor | None = None

@@ -102,6 +102,8 @@ class EndAgentResult(Result, frozen=True, kw_only=True):
 class ConfigureProjectResult(Result, frozen=True, kw_only=True):
     project: str | None = None
     wip_limit: int | None = None
+    lock_delay_seconds: int = 0
+    agent_wip_limit: int | None = None
 
 
 class IssueTokenResult(Result, frozen=True, kw_only=True):
@@ -129,6 +131,7 @@ class ReleaseIssueResult(Result, frozen=True, kw_only=True):
     issue: str | None = None
     reason: str | None = None
     fencing_token: int | None = None
+    handed_off_to: str | None = None  # the waiter granted the issue in the same transaction
 
 
 class ClaimFilesResult(Result, frozen=True, kw_only=True):
@@ -181,6 +184,14 @@ class NamedLeaseResult(Result, frozen=True, kw_only=True):
     released: bool = False
 
 
+class CancelWaitResult(Result, frozen=True, kw_only=True):
+    """cancel_wait: the line left."""
+
+    kind: str
+    key: str
+    cancelled: bool = True
+
+
 class CommandResult(Result, frozen=True, kw_only=True):
     """The result of a command this client has no struct for (its fields are dropped)."""
 
@@ -206,6 +217,7 @@ COMMAND_RESULTS: dict[str, type[Result]] = {
     "acquire_lease": NamedLeaseResult,
     "renew_lease": NamedLeaseResult,
     "release_lease": NamedLeaseResult,
+    "cancel_wait": CancelWaitResult,
 }
 
 
@@ -360,7 +372,24 @@ class NamedLease(Result, frozen=True, kw_only=True):
     fencing_token: int | None = None
     expires_at: str | None = None
     held: bool | None = None
+    capacity: int = 1
 
 
 class NamedLeasesPage(Result, frozen=True, kw_only=True):
     leases: list[NamedLease]
+
+
+class Wait(Result, frozen=True, kw_only=True):
+    """One waiter of a line (SPEC §9): place 1 is next."""
+
+    kind: str
+    key: str
+    session_id: str
+    actor_key: str
+    place: int
+    since: str
+    issue: str | None = None
+
+
+class WaitsPage(Result, frozen=True, kw_only=True):
+    waits: list[Wait]

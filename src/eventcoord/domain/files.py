@@ -6,7 +6,7 @@ is judged at decision time; the order of events within a command is SPEC §5's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from eventcoord.domain import streams
 from eventcoord.domain.messages import agent_channel, issue_channel, post
 from eventcoord.domain.paths import PathError, normalise_path, overlaps
 from eventcoord.domain.sessions import Claimant, SessionState, acting, claimant
-from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed
+from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed, WaitStarted
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,8 @@ class ClaimFilesState:
     session: SessionState | None
     held: Sequence[ClaimRow]
     holders: dict[str, SessionState]
+    #: With ``wait: true``: joins the files line behind the live holders named (SPEC §9).
+    join: Callable[[Decision, SessionState, WaitStarted, errors.DomainError, Sequence[str]], Decision] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,12 @@ def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) ->
         for path, h in contended:
             d.add(streams.files(cmd.issue), conflict(path, h))
         d.error = errors.files_claimed([conflict_details(path, h) for path, h in contended])
+        if cmd.wait and state.join is not None and state.session is not None:
+            started = WaitStarted(
+                kind="files", key=new[0], session_id=me.session_id or "", actor_key=me.actor_key, issue=cmd.issue, paths=new, exclusive=cmd.exclusive
+            )
+            holders_live = sorted({h.session_id for _, h in contended if h.session_id is not None})
+            return state.join(d, state.session, started, d.error, holders_live)
         return d
 
     # 1. releases: stale holders (silently), displaced holders, own claims changing mode

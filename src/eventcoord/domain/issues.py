@@ -6,25 +6,36 @@ Pure functions over the state a handler loaded; the orders of checks are SPEC §
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import UNSET
 
 from eventcoord import errors
 from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
 from eventcoord.context import Context, Decision, StreamEvent
-from eventcoord.domain import streams
-from eventcoord.domain.sessions import SessionState, require_live, require_not_ended
+from eventcoord.domain import streams, waits
+from eventcoord.domain.admission import (
+    DEFAULT_WIP_LIMIT,
+    DelayFrom,
+    ProjectRules,
+    check_caps,
+    delayed,
+    lock_delay_until,
+)
+from eventcoord.domain.handoff import IssueLine, hand_off_issue
+from eventcoord.domain.sessions import Claimant, SessionState, require_live, require_not_ended
 from eventcoord.events import (
     LeaseGranted,
     LeaseReleased,
     ProjectConfigured,
     ReleaseReason,
-    WipCapDenied,
+    WaitStarted,
 )
 from eventcoord.sanitize import ACTOR_CAP, clean_line
 
-DEFAULT_WIP_LIMIT = 3
+__all__ = ["DEFAULT_WIP_LIMIT"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +58,8 @@ class IssueState:
     last_fencing_token: int
     handoff_note: str | None
     handoff_session_id: str | None
+    delay_from_us: int | None = None  # the last involuntary end of a lease (lock delay)
+    delay_session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +93,24 @@ class ClaimState:
     view: IssueView
     wip_limit: int
     live_count: int
+    rules: ProjectRules | None = None  # None: only ``wip_limit`` configured
+    agent_held: Callable[[str], int] = lambda session_id: 0  # live leases of a session in the project
+    line: Sequence[waits.Waiter] = ()  # the issue's waiting line, FIFO
+    #: Locks the workspace and loads the caller's wait and the wait-for graph (joining only).
+    joining: Callable[[Sequence[waits.Waiter], Sequence[str]], waits.JoinState] | None = None
+
+    @property
+    def project_rules(self) -> ProjectRules:
+        return self.rules if self.rules is not None else ProjectRules(self.wip_limit)
 
 
 @dataclass(frozen=True, slots=True)
 class ReleaseState:
-    """What release_issue decides on: the caller and the issue's unreleased lease."""
+    """What release_issue decides on: the caller, the issue's unreleased lease, its line."""
 
     caller: SessionState | None
     lease: LeaseState | None
+    free: Callable[[], IssueLine | None] = lambda: None  # the line to hand off to, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,10 +169,20 @@ def effective_state(
 
 
 def decide_configure_project(state: None, cmd: ConfigureProject, ctx: Context) -> Decision:
-    """Set a project's WIP limit (admin; the role rule is checked before)."""
+    """Set a project's WIP limit, lock delay and per-agent limit (admin; checked before)."""
     d = Decision()
-    d.add(streams.project(cmd.project), ProjectConfigured(project=cmd.project, wip_limit=cmd.wip_limit))
+    event = ProjectConfigured(
+        project=cmd.project,
+        wip_limit=cmd.wip_limit,
+        lock_delay_seconds=cmd.lock_delay_seconds or UNSET,
+        agent_wip_limit=UNSET if cmd.agent_wip_limit is None else cmd.agent_wip_limit,
+    )
+    d.add(streams.project(cmd.project), event)
     d.result = {"project": cmd.project, "wip_limit": cmd.wip_limit}
+    if cmd.lock_delay_seconds:
+        d.result["lock_delay_seconds"] = cmd.lock_delay_seconds
+    if cmd.agent_wip_limit is not None:
+        d.result["agent_wip_limit"] = cmd.agent_wip_limit
     return d
 
 
@@ -158,8 +191,15 @@ def _check_project(view: IssueView, project: str) -> None:
         raise errors.invalid("project", f"issue {view.issue!r} belongs to project {view.registry.project!r}, not {project!r}")
 
 
-def _release(lease: LeaseState, reason: ReleaseReason, by: str | None = None) -> StreamEvent:
-    event = LeaseReleased(issue=lease.issue, session_id=lease.session_id, reason=reason, fencing_token=lease.fencing_token, by_session_id=by)
+def _release(lease: LeaseState, reason: ReleaseReason, by: str | None = None, ended_at_us: int | None = None) -> StreamEvent:
+    event = LeaseReleased(
+        issue=lease.issue,
+        session_id=lease.session_id,
+        reason=reason,
+        fencing_token=lease.fencing_token,
+        by_session_id=by,
+        ended_at_us=UNSET if ended_at_us is None else ended_at_us,
+    )
     return streams.issue(lease.issue), event
 
 
@@ -170,9 +210,62 @@ def _grant(view: IssueView, project: str, me: SessionState) -> tuple[int, Stream
     return token, (streams.issue(view.issue), event)
 
 
+def stale_end_us(view: IssueView, ctx: Context) -> int:
+    """When a stale holder's lease counts as ended: its last sign of life + TTL (SPEC §9)."""
+    seen = view.holder.last_seen_us if view.holder is not None else ctx.now_us
+    ended = view.holder.ended_us if view.holder is not None else None
+    return min(ended if ended is not None else seen + ctx.ttl_seconds * 1_000_000, ctx.now_us)
+
+
+def delay_from(view: IssueView, ctx: Context) -> DelayFrom | None:
+    """Where the lock delay counts from: a stale lease still in place, else the last involuntary end."""
+    if view.lease is not None:
+        return DelayFrom(stale_end_us(view, ctx), view.lease.session_id)
+    reg = view.registry
+    if reg is None or reg.delay_from_us is None or reg.delay_session_id is None:
+        return None
+    return DelayFrom(reg.delay_from_us, reg.delay_session_id)
+
+
+def _ended_at(state: ClaimState, at_us: int) -> int | None:
+    """``ended_at_us`` of an involuntary release: recorded only where a lock delay reads it."""
+    return at_us if state.project_rules.lock_delay_seconds > 0 else None
+
+
+def free_line(view: IssueView, project: str, state: ClaimState, line: Sequence[waits.Waiter], delay: DelayFrom | None) -> IssueLine:
+    """The issue as a hand-off sees it once its lease is gone."""
+    reg = view.registry
+    return IssueLine(
+        issue=view.issue,
+        project=project,
+        last_fencing_token=reg.last_fencing_token if reg else 0,
+        handoff_note=reg.handoff_note if reg else None,
+        rules=state.project_rules,
+        live_count=lambda: state.live_count,
+        agent_held=state.agent_held,
+        delay=delay,
+        line=line,
+    )
+
+
+def _wait(d: Decision, state: ClaimState, cmd: ClaimIssue, me: SessionState, line: Sequence[waits.Waiter], holder: str | None, refusal: errors.DomainError, ctx: Context) -> Decision:
+    """Join the issue's line behind ``refusal`` (SPEC §9), or refuse without waiting."""
+    if not cmd.wait or state.joining is None:
+        if d.events:
+            d.error = refusal
+            return d
+        raise refusal
+    started = WaitStarted(kind="issue", key=cmd.issue, session_id=me.session_id, actor_key=me.actor_key, project=cmd.project, issue=cmd.issue)
+    return waits.join(d, state.joining(line, [holder] if holder else []), me, started, refusal, ctx)
+
+
 def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Decision:
-    """claim_issue in SPEC §5 order."""
-    view, wip_limit, live_count = state.view, state.wip_limit, state.live_count
+    """claim_issue in SPEC §5 order, with SPEC §9's line, lock delay and per-agent limit.
+
+    Waiters ahead of the caller are served first: when the issue is free or reclaimable, the
+    first live waiter admitted now is handed it (the caller then finds it held).
+    """
+    view = state.view
     me = require_live(state.caller, cmd.session_id, ctx)
     _check_project(view, cmd.project)
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
@@ -182,28 +275,34 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
         d.result = {"issue": cmd.issue, "fencing_token": lease.fencing_token, "project": lease.project}
         return d
     forced = cmd.force and ctx.caller.role in ("human", "admin")
-    if es.state == "human_held" and not forced:
-        raise errors.human_held(cmd.issue, es.holder)
-    if es.state == "held" and not forced:
-        raise errors.issue_held(cmd.issue, es.holder)
-    if live_count >= wip_limit:
-        d.add(
-            streams.project(cmd.project),
-            WipCapDenied(
-                project=cmd.project,
-                issue=cmd.issue,
-                session_id=me.session_id,
-                actor_key=me.actor_key,
-                limit=wip_limit,
-                live_count=live_count,
-            ),
-        )
-        d.error = errors.wip_cap_reached(cmd.project, wip_limit, live_count)
+    line = list(state.line)
+    if es.state in ("human_held", "held") and not forced:
+        refusal = errors.human_held(cmd.issue, es.holder) if es.state == "human_held" else errors.issue_held(cmd.issue, es.holder)
+        return _wait(d, state, cmd, me, line, (es.holder or {}).get("session_id"), refusal, ctx)
+    reclaimable = lease is not None and es.state == "reclaimable"
+    mine = next((i for i, w in enumerate(line) if w.session_id == me.session_id), len(line))
+    if line[:mine] and not forced:
+        trial = Decision()
+        if reclaimable and lease is not None:
+            trial.events.append(_release(lease, "expired", by=me.session_id, ended_at_us=_ended_at(state, stale_end_us(view, ctx))))
+        w = hand_off_issue(trial, free_line(view, cmd.project, state, line[:mine], delay_from(view, ctx)), Claimant(me.session_id, me.actor_key), ctx)
+        if w is not None:
+            d.events += trial.events
+            rest = [x for x in line if x.session_id != w.session_id and waits.waiter_live(x, ctx)]
+            holder = holder_view(w.session, w.session_id, w.actor_key, True)
+            return _wait(d, state, cmd, me, rest, w.session_id, errors.issue_held(cmd.issue, holder), ctx)
+        d.events += [(stream, e) for stream, e in trial.events if not isinstance(e, LeaseReleased)]
+    if not forced:
+        until = lock_delay_until(state.project_rules, delay_from(view, ctx), me.session_id)
+        if until is not None and ctx.now_us < until:
+            raise delayed(cmd.issue, es.holder, until)
+    if not check_caps(d, cmd.project, cmd.issue, me.session_id, me.actor_key, state.project_rules, state.live_count, state.agent_held(me.session_id)):
         return d
     reclaimed_from = None
     if lease is not None:
         reason: ReleaseReason = "expired" if es.state == "reclaimable" else "superseded"
-        d.events.append(_release(lease, reason, by=me.session_id))
+        ended_at = _ended_at(state, stale_end_us(view, ctx) if reason == "expired" else ctx.now_us)
+        d.events.append(_release(lease, reason, by=me.session_id, ended_at_us=ended_at))
         if reason == "expired":
             reclaimed_from = {
                 "session_id": lease.session_id,
@@ -268,6 +367,10 @@ def decide_release_issue(state: ReleaseState, cmd: ReleaseIssue, ctx: Context) -
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
     d.events.append(_release(lease, cmd.reason))
     d.result = {"issue": cmd.issue, "reason": cmd.reason, "fencing_token": lease.fencing_token}
+    free = state.free()
+    if free is not None:
+        w = hand_off_issue(d, free, Claimant(me.session_id, me.actor_key), ctx)
+        d.result["handed_off_to"] = None if w is None else w.session_id
     return d
 
 

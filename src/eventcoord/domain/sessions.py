@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from eventcoord import errors
@@ -80,10 +81,15 @@ class Holdings:
 
 @dataclass(frozen=True, slots=True)
 class EndState:
-    """What end_agent decides on: the session and everything it holds."""
+    """What end_agent decides on: the session and everything it holds.
+
+    ``hand_off`` adds, after the releases, the grants of what the session freed to the
+    first waiters of each line and the end of the session's own wait (SPEC §9).
+    """
 
     session: SessionState | None
     holdings: Holdings
+    hand_off: Callable[[Decision, Claimant], None] | None = None
 
 
 def resolve_identity(cmd: RegisterAgent, session_id: str) -> Identity:
@@ -195,6 +201,8 @@ def decide_end_agent(state: EndState, cmd: EndAgent, ctx: Context) -> Decision:
         d.add(streams.work(item_id), WorkRequeued(item_id=item_id, session_id=sid, reason="agent_ended"))
     for name in held.named_leases:
         d.add(streams.named_lease(name), NamedLeaseReleased(name=name, session_id=sid, reason="agent_ended"))
+    if state.hand_off is not None:
+        state.hand_off(d, Claimant(sid, s.actor_key))
     d.add(streams.session(sid), ended)
     d.result = {
         "released_leases": [issue for issue, _ in held.leases],

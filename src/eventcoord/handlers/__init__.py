@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from eventcoord import commands as c
 from eventcoord.context import Handler
-from eventcoord.handlers import files, issues, messages, named_leases, queue, sessions, tokens
+from eventcoord.handlers import (
+    files,
+    issues,
+    messages,
+    named_leases,
+    queue,
+    sessions,
+    tokens,
+    waits,
+)
 
 HANDLERS: dict[type[c.Command], Handler] = {
     # sessions
@@ -34,6 +43,8 @@ HANDLERS: dict[type[c.Command], Handler] = {
     c.AcquireLease: named_leases.acquire_lease,
     c.RenewLease: named_leases.renew_lease,
     c.ReleaseLease: named_leases.release_lease,
+    # waiting lines
+    c.CancelWait: waits.cancel_wait,
     # tokens
     c.IssueToken: tokens.issue_token,
     c.RevokeToken: tokens.revoke_token,

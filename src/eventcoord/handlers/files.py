@@ -7,7 +7,7 @@ both grant overlapping exclusive claims. On SQLite the single writer already ser
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, or_, select
@@ -16,8 +16,12 @@ from eventcoord.auth import ensure_workspace
 from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context, Decision
 from eventcoord.domain import files as domain
+from eventcoord.domain import waits
+from eventcoord.domain.handoff import hand_off_files
 from eventcoord.domain.paths import literal_prefix
-from eventcoord.domain.sessions import claimant
+from eventcoord.domain.sessions import Claimant, SessionState, claimant
+from eventcoord.errors import DomainError
+from eventcoord.events import WaitStarted
 from eventcoord.handlers.common import load_session, load_sessions
 from eventcoord.projections.tables import file_claims
 from eventcoord.store.schema import workspaces
@@ -100,15 +104,39 @@ def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
     lock_workspace(conn, ctx)
     held = overlap_candidates(conn, ctx, paths)
     holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
-    return domain.decide_claim_files(domain.ClaimFilesState(session, held, holders), cmd, ctx)
+
+    def join(d: Decision, me: SessionState, started: WaitStarted, refusal: DomainError, holders_live: Sequence[str]) -> Decision:
+        from eventcoord.handlers.waits import join_state, load_files_line
+
+        line = [w for w in load_files_line(conn, ctx, started.paths)]
+        return waits.join(d, join_state(conn, ctx, me.session_id, line, holders_live), me, started, refusal, ctx)
+
+    return domain.decide_claim_files(domain.ClaimFilesState(session, held, holders, join if cmd.wait else None), cmd, ctx)
 
 
 def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision:
     session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
+    lock_workspace(conn, ctx)  # a waiter joins under this lock: none can slip past the hand-off
     holder = file_claims.c.session_id.is_(None) if cmd.session_id is None else file_claims.c.session_id == cmd.session_id
     rows = conn.execute(
         select(*_CLAIM_COLUMNS)
         .where((file_claims.c.workspace == ctx.workspace) & (file_claims.c.issue == cmd.issue) & holder & file_claims.c.released_us.is_(None))
         .order_by(file_claims.c.position, file_claims.c.idx)
     )
-    return domain.decide_release_files(domain.ReleaseFilesState(session, [domain.ClaimRow(*r) for r in rows]), cmd, ctx)
+    d = domain.decide_release_files(domain.ReleaseFilesState(session, [domain.ClaimRow(*r) for r in rows]), cmd, ctx)
+    released = list(d.result["released"])
+    if released:
+        files_hand_off(conn, ctx, d, released, lambda h: h.issue == cmd.issue and h.session_id == cmd.session_id)
+    return d
+
+
+def files_hand_off(conn: Connection, ctx: Context, d: Decision, released: Sequence[str], gone: Callable[[domain.ClaimRow], bool]) -> None:
+    """Serve the files waiters that ``released`` paths may unblock (the workspace is locked)."""
+    from eventcoord.handlers.waits import load_files_line
+
+    line = load_files_line(conn, ctx, released)
+    if not line:
+        return
+    held = [h for h in overlap_candidates(conn, ctx, sorted({p for w in line for p in w.paths})) if not (gone(h) and h.path in released)]
+    holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
+    hand_off_files(d, line, held, holders, Claimant(d.session_id, d.actor_key or "token"), ctx)

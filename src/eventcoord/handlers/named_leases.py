@@ -1,15 +1,22 @@
-"""Handlers of named leases: lock the name's guard row, read its last grant, decide."""
+"""Handlers of named leases: lock the name's guard row, read its last grant and slots, decide."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from sqlalchemy import Connection, select
 
 from eventcoord.commands import AcquireLease, ReleaseLease, RenewLease
 from eventcoord.context import Context, Decision
 from eventcoord.domain import named_leases as domain
-from eventcoord.domain import streams
+from eventcoord.domain import streams, waits
+from eventcoord.domain.handoff import LeaseLine
+from eventcoord.domain.sessions import SessionState
+from eventcoord.errors import DomainError
+from eventcoord.events import WaitStarted
 from eventcoord.handlers.common import load_session, lock_guard
-from eventcoord.projections.tables import named_leases
+from eventcoord.handlers.waits import join_state, load_line
+from eventcoord.projections.tables import named_lease_slots, named_leases
 
 
 def load_named_lease(conn: Connection, ctx: Context, name: str) -> domain.NamedLeaseState | None:
@@ -34,14 +41,52 @@ def load_named_lease(conn: Connection, ctx: Context, name: str) -> domain.NamedL
     return None if row is None else domain.NamedLeaseState(*row)
 
 
-def _state(conn: Connection, ctx: Context, session_id: str, name: str) -> domain.NamedLeaseCommandState:
+def load_slots(conn: Connection, ctx: Context, name: str) -> tuple[list[domain.Slot], int | None]:
+    """The holders of a name (in token order) and its fixed capacity (None if never acquired)."""
+    capacity = conn.execute(
+        select(named_leases.c.capacity).where((named_leases.c.workspace == ctx.workspace) & (named_leases.c.name == name))
+    ).scalar_one_or_none()
+    rows = conn.execute(
+        select(
+            named_lease_slots.c.session_id,
+            named_lease_slots.c.actor_key,
+            named_lease_slots.c.fencing_token,
+            named_lease_slots.c.ttl_seconds,
+            named_lease_slots.c.expires_us,
+        )
+        .where((named_lease_slots.c.workspace == ctx.workspace) & (named_lease_slots.c.name == name))
+        .order_by(named_lease_slots.c.fencing_token)
+    )
+    return [domain.Slot(*r) for r in rows], None if capacity is None else int(capacity)
+
+
+def _state(conn: Connection, ctx: Context, session_id: str, name: str, *, wait: bool = False) -> domain.NamedLeaseCommandState:
     """The caller's session, then the lease (sessions before guards: the usual lock order)."""
     session = load_session(conn, ctx, session_id, lock=True)
-    return domain.NamedLeaseCommandState(session, load_named_lease(conn, ctx, name))
+    lease = load_named_lease(conn, ctx, name)
+    slots, capacity = load_slots(conn, ctx, name)
+
+    def join(d: Decision, me: SessionState, started: WaitStarted, refusal: DomainError, holders: Sequence[str]) -> Decision:
+        line = [w for w in load_line(conn, ctx, "lease", name) if waits.waiter_live(w, ctx)]
+        return waits.join(d, join_state(conn, ctx, me.session_id, line, holders), me, started, refusal, ctx)
+
+    return domain.NamedLeaseCommandState(session, lease, slots, capacity, load_line(conn, ctx, "lease", name), join if wait else None)
+
+
+def lease_line(conn: Connection, ctx: Context, name: str, leaving: str) -> LeaseLine | None:
+    """A name's line when ``leaving`` gives its slot up (None when nobody waits)."""
+    lease = load_named_lease(conn, ctx, name)
+    line = load_line(conn, ctx, "lease", name)
+    if not line:
+        return None
+    slots, capacity = load_slots(conn, ctx, name)
+    others = [x for x in slots if x.session_id != leaving and x.expires_us > ctx.now_us]
+    last = max([lease.fencing_token if lease else 0, *(x.fencing_token for x in slots)])
+    return LeaseLine(name, last, (capacity or 1) - len(others), capacity or 1, line)
 
 
 def acquire_lease(conn: Connection, ctx: Context, cmd: AcquireLease) -> Decision:
-    return domain.decide_acquire_lease(_state(conn, ctx, cmd.session_id, cmd.name), cmd, ctx)
+    return domain.decide_acquire_lease(_state(conn, ctx, cmd.session_id, cmd.name, wait=cmd.wait), cmd, ctx)
 
 
 def renew_lease(conn: Connection, ctx: Context, cmd: RenewLease) -> Decision:

@@ -18,10 +18,17 @@ from sqlalchemy import Connection, func, select
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Context, Decision
 from eventcoord.domain import queue as domain
+from eventcoord.domain.handoff import IssueLine
 from eventcoord.domain.issues import IssueView, LeaseState
 from eventcoord.domain.sessions import SessionState
 from eventcoord.handlers.common import load_session
-from eventcoord.handlers.issues import live_lease_count, load_issue_view, load_lease, lock_project
+from eventcoord.handlers.issues import (
+    issue_line,
+    live_lease_count,
+    load_issue_view,
+    load_lease,
+    lock_project,
+)
 from eventcoord.liveness import not_live_clause
 from eventcoord.projections.tables import file_claims, issues, sessions, work_items
 from eventcoord.store.schema import workspaces
@@ -170,6 +177,9 @@ class WorkReads:
 
     def lease(self, issue: str) -> LeaseState | None:
         return load_lease(self.conn, self.ctx, issue, lock=True)
+
+    def issue_line(self, issue: str) -> IssueLine | None:
+        return issue_line(self.conn, self.ctx, issue, self.project)
 
     def other_active_items(self, item: domain.ItemState) -> int:
         count = self.conn.execute(

@@ -9,8 +9,13 @@ from sqlalchemy import Connection, select
 from eventcoord.commands import EndAgent, HeartbeatAgent, RegisterAgent
 from eventcoord.context import Context, Decision
 from eventcoord.domain import sessions as domain
-from eventcoord.handlers.common import load_session
-from eventcoord.projections.tables import file_claims, leases, named_leases, work_items
+from eventcoord.domain.handoff import Freed, hand_off_freed
+from eventcoord.handlers.common import load_session, load_sessions
+from eventcoord.handlers.files import lock_workspace, overlap_candidates
+from eventcoord.handlers.issues import issue_line
+from eventcoord.handlers.named_leases import lease_line
+from eventcoord.handlers.waits import load_files_line, load_wait_of
+from eventcoord.projections.tables import file_claims, leases, named_lease_slots, work_items
 
 
 def register_agent(conn: Connection, ctx: Context, cmd: RegisterAgent) -> Decision:
@@ -62,9 +67,9 @@ def load_holdings(conn: Connection, ctx: Context, sid: str) -> domain.Holdings:
     )
     names = list(
         conn.execute(
-            select(named_leases.c.name)
-            .where((named_leases.c.workspace == ctx.workspace) & (named_leases.c.session_id == sid))
-            .order_by(named_leases.c.name)
+            select(named_lease_slots.c.name)
+            .where((named_lease_slots.c.workspace == ctx.workspace) & (named_lease_slots.c.session_id == sid))
+            .order_by(named_lease_slots.c.name)
             .with_for_update()
         ).scalars()
     )
@@ -72,7 +77,42 @@ def load_holdings(conn: Connection, ctx: Context, sid: str) -> domain.Holdings:
 
 
 def end_agent(conn: Connection, ctx: Context, cmd: EndAgent) -> Decision:
-    """End a session: load it and everything it holds (locked), then decide."""
+    """End a session: load it and everything it holds (locked), the lines it frees, decide."""
     session = load_session(conn, ctx, cmd.session_id, lock=True)
-    holdings = load_holdings(conn, ctx, cmd.session_id) if session is not None and session.ended_us is None else domain.Holdings([], {}, [], [])
-    return domain.decide_end_agent(domain.EndState(session, holdings), cmd, ctx)
+    if session is None or session.ended_us is not None:
+        return domain.decide_end_agent(domain.EndState(session, domain.Holdings([], {}, [], [])), cmd, ctx)
+    holdings = load_holdings(conn, ctx, cmd.session_id)
+    freed = freed_by(conn, ctx, cmd.session_id, holdings)
+    state = domain.EndState(session, holdings, lambda d, by: hand_off_freed(d, freed, by, ctx))
+    return domain.decide_end_agent(state, cmd, ctx)
+
+
+def freed_by(conn: Connection, ctx: Context, sid: str, holdings: domain.Holdings) -> Freed:
+    """The lines of everything an ending session holds, and its own wait."""
+    projects: dict[str, str] = {
+        issue: project
+        for issue, project in conn.execute(
+            select(leases.c.issue, leases.c.project).where(
+                (leases.c.session_id == sid) & leases.c.released_us.is_(None) & (leases.c.workspace == ctx.workspace)
+            )
+        )
+    }
+    issue_lines = [line for issue, _ in holdings.leases if (line := issue_line(conn, ctx, issue, projects[issue])) is not None]
+    released = sorted({p for paths in holdings.file_claims.values() for p in paths})
+    files_line, files_held, files_holders = [], [], {}
+    if released:
+        lock_workspace(conn, ctx)  # waiters join under it: none slips past the hand-off
+        files_line = load_files_line(conn, ctx, released)
+        if files_line:
+            wanted = sorted({p for w in files_line for p in w.paths})
+            files_held = [h for h in overlap_candidates(conn, ctx, wanted) if h.session_id != sid]
+            files_holders = load_sessions(conn, ctx, {h.session_id for h in files_held if h.session_id is not None})
+    lease_lines = [ll for name in holdings.named_leases if (ll := lease_line(conn, ctx, name, sid)) is not None]
+    return Freed(
+        issues=issue_lines,
+        leases=lease_lines,
+        files_line=files_line,
+        files_held=files_held,
+        files_holders=files_holders,
+        own_wait=load_wait_of(conn, ctx, sid),
+    )

@@ -17,6 +17,7 @@ from eventcoord.api.routes import (
     named_leases,
     queue,
     sessions,
+    waits,
 )
 from eventcoord.ui import routes as ui
 
@@ -36,5 +37,6 @@ ROUTES: list[Any] = [
     messages.list_messages,  # GET /v1/messages
     queue.list_queue,  # GET /v1/queue
     named_leases.list_named_leases,  # GET /v1/named-leases
+    waits.list_waits,  # GET /v1/waits
     *ui.ROUTES,  # GET /ui, /ui/{path}: the dashboard
 ]

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from eventcoord.domain.handoff import IssueLine
 from eventcoord.domain.issues import IssueView, LeaseState
 from eventcoord.domain.sessions import SessionState
 
@@ -89,6 +90,9 @@ class WorkReads(Protocol):
 
     def other_active_items(self, item: ItemState) -> int:
         """How many other claimed/running items of ``item``'s worker name its issue."""
+
+    def issue_line(self, issue: str) -> IssueLine | None:
+        """The issue's waiting line, ready for a hand-off (None when nobody waits)."""
 
 
 @dataclass(frozen=True, slots=True)

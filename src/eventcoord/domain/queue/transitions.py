@@ -6,9 +6,10 @@ from eventcoord import errors
 from eventcoord.commands import FinishWork, StartWork
 from eventcoord.context import Context, Decision, StreamEvent
 from eventcoord.domain import streams
+from eventcoord.domain.handoff import hand_off_issue
 from eventcoord.domain.queue.recovery import Recovery, recover
 from eventcoord.domain.queue.state import ACTIVE, ItemState, TransitionState, WorkReads
-from eventcoord.domain.sessions import require_not_ended
+from eventcoord.domain.sessions import Claimant, require_not_ended
 from eventcoord.events import LeaseReleased, ReleaseReason, WorkFinished, WorkStarted
 
 
@@ -75,6 +76,9 @@ def decide_finish_work(state: TransitionState, cmd: FinishWork, ctx: Context) ->
         released = _release_item_lease(item, reads, cmd.outcome, sid)
         if released is not None:
             d.events.append(released)
+            free = reads.issue_line(item.issue)
+            if free is not None:
+                hand_off_issue(d, free, Claimant(sid, d.actor_key or "token:admin"), ctx)
     return d
 
 

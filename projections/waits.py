@@ -1,0 +1,92 @@
+"""Read model of the waiting lines (SPEC §9): one row per waiter, in log order per line.
+
+A ``WaitStarted`` adds the wait (a files wait: one row per path); ``WaitAbandoned`` and the
+waiter's own grant of that resource (handed off or claimed directly) remove it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from sqlalchemy import Connection, delete
+
+from eventcoord.events import (
+    FilesClaimed,
+    LeaseGranted,
+    NamedLeaseAcquired,
+    WaitAbandoned,
+    WaitStarted,
+)
+from eventcoord.store.log import RecordedEvent
+
+from .base import Appliers
+from .tables import waits
+
+
+def started(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, WaitStarted)
+    keys = e.paths if e.kind == "files" and e.paths else [e.key]
+    paths = msgspec.json.encode(e.paths).decode()
+    conn.execute(
+        waits.insert(),
+        [
+            {
+                "position": r.position,
+                "idx": i,
+                "workspace": r.metadata.workspace,
+                "kind": e.kind,
+                "key": key,
+                "session_id": e.session_id,
+                "actor_key": e.actor_key,
+                "project": e.project,
+                "issue": e.issue,
+                "paths": paths,
+                "exclusive": e.exclusive,
+                "ttl_seconds": e.ttl_seconds,
+                "capacity": e.capacity,
+                "since_us": r.recorded_us,
+            }
+            for i, key in enumerate(keys)
+        ],
+    )
+
+
+def _leave(conn: Connection, workspace: str, kind: str, session_id: str, key: str) -> None:
+    """Remove a session's wait in one line (files: the wait of the issue ``key``)."""
+    where = (waits.c.workspace == workspace) & (waits.c.kind == kind) & (waits.c.session_id == session_id)
+    where = where & ((waits.c.issue == key) if kind == "files" else (waits.c.key == key))
+    conn.execute(delete(waits).where(where))
+
+
+def abandoned(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, WaitAbandoned)
+    _leave(conn, r.metadata.workspace, e.kind, e.session_id, (e.issue or e.key) if e.kind == "files" else e.key)
+
+
+def lease_granted(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, LeaseGranted)
+    _leave(conn, r.metadata.workspace, "issue", e.session_id, e.issue)
+
+
+def files_claimed(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, FilesClaimed)
+    if e.session_id is not None:
+        _leave(conn, r.metadata.workspace, "files", e.session_id, e.issue)
+
+
+def named_lease_acquired(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, NamedLeaseAcquired)
+    _leave(conn, r.metadata.workspace, "lease", e.session_id, e.name)
+
+
+APPLIERS: Appliers = {
+    WaitStarted: started,
+    WaitAbandoned: abandoned,
+    LeaseGranted: lease_granted,
+    FilesClaimed: files_claimed,
+    NamedLeaseAcquired: named_lease_acquired,
+}

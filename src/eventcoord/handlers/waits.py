@@ -1,0 +1,159 @@
+"""Loading the waiting lines (SPEC §9): a line in FIFO order, a session's wait, the graph.
+
+Joining a line locks the workspace row first (the lock claim_files takes), so every wait
+that adds an edge to the wait-for graph is decided one after the other across replicas:
+two joins can never together close a cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+from sqlalchemy import Connection, select
+
+from eventcoord.commands import CancelWait
+from eventcoord.context import Context, Decision
+from eventcoord.domain import waits as domain
+from eventcoord.domain.deadlock import WaitGraph
+from eventcoord.domain.files import ClaimRow, holder_is_live, normalise_paths
+from eventcoord.domain.paths import overlaps
+from eventcoord.handlers.common import load_session, load_sessions
+from eventcoord.handlers.files import lock_workspace, overlap_candidates
+from eventcoord.liveness import live_clause
+from eventcoord.projections.tables import leases, named_lease_slots, sessions, waits
+
+_COLUMNS = (
+    waits.c.position,
+    waits.c.kind,
+    waits.c.key,
+    waits.c.session_id,
+    waits.c.actor_key,
+    waits.c.since_us,
+    waits.c.project,
+    waits.c.issue,
+    waits.c.paths,
+    waits.c.exclusive,
+    waits.c.ttl_seconds,
+    waits.c.capacity,
+)
+
+
+def _waiters(conn: Connection, ctx: Context, rows: Iterable[Any]) -> list[domain.Waiter]:
+    """Rows → waiters, one per wait (a files wait has a row per path), in position order."""
+    by_position: dict[int, Any] = {}
+    for r in rows:
+        by_position.setdefault(r.position, r)
+    found = sorted(by_position.values(), key=lambda r: r.position)
+    people = load_sessions(conn, ctx, {r.session_id for r in found})
+    return [
+        domain.Waiter(
+            position=r.position,
+            kind=r.kind,
+            key=r.key if r.kind != "files" else (msgspec.json.decode(r.paths) or [r.key])[0],
+            session_id=r.session_id,
+            actor_key=r.actor_key,
+            since_us=r.since_us,
+            session=people.get(r.session_id),
+            project=r.project,
+            issue=r.issue,
+            paths=tuple(msgspec.json.decode(r.paths)),
+            exclusive=r.exclusive,
+            ttl_seconds=r.ttl_seconds,
+            capacity=r.capacity,
+        )
+        for r in found
+    ]
+
+
+def load_line(conn: Connection, ctx: Context, kind: str, key: str) -> list[domain.Waiter]:
+    """The line of an issue or a named lease, in FIFO order."""
+    rows = conn.execute(
+        select(*_COLUMNS)
+        .where((waits.c.workspace == ctx.workspace) & (waits.c.kind == kind) & (waits.c.key == key))
+        .order_by(waits.c.position)
+    )
+    return _waiters(conn, ctx, rows)
+
+
+def load_files_line(conn: Connection, ctx: Context, paths: Sequence[str]) -> list[domain.Waiter]:
+    """The files waits any of whose paths overlaps one of ``paths``, in FIFO order."""
+    rows = conn.execute(
+        select(*_COLUMNS).where((waits.c.workspace == ctx.workspace) & (waits.c.kind == "files")).order_by(waits.c.position, waits.c.idx)
+    )
+    line = _waiters(conn, ctx, rows)
+    return [w for w in line if any(overlaps(p, q) for p in w.paths for q in paths)]
+
+
+def load_wait_of(conn: Connection, ctx: Context, session_id: str) -> domain.Waiter | None:
+    """The one wait a session is in, if any."""
+    rows = conn.execute(select(*_COLUMNS).where((waits.c.session_id == session_id) & (waits.c.workspace == ctx.workspace)).order_by(waits.c.position))
+    found = _waiters(conn, ctx, rows)
+    return found[0] if found else None
+
+
+def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
+    """The workspace's wait-for graph: every live waiter → the live holders of what it waits for."""
+    graph = WaitGraph()
+    rows = conn.execute(select(*_COLUMNS).where(waits.c.workspace == ctx.workspace).order_by(waits.c.position, waits.c.idx))
+    all_waits = [w for w in _waiters(conn, ctx, rows) if domain.waiter_live(w, ctx)]
+    issue_keys = sorted({w.key for w in all_waits if w.kind == "issue"})
+    lease_keys = sorted({w.key for w in all_waits if w.kind == "lease"})
+    issue_holders: dict[str, list[str]] = {}
+    if issue_keys:
+        for issue, sid in conn.execute(
+            select(leases.c.issue, leases.c.session_id)
+            .select_from(leases.join(sessions, sessions.c.session_id == leases.c.session_id))
+            .where(
+                (leases.c.workspace == ctx.workspace)
+                & leases.c.issue.in_(issue_keys)
+                & leases.c.released_us.is_(None)
+                & live_clause(sessions.c.last_seen_us, sessions.c.ended_us, ctx.cutoff_us)
+            )
+        ):
+            issue_holders.setdefault(issue, []).append(sid)
+    lease_holders: dict[str, list[str]] = {}
+    if lease_keys:
+        for name, sid in conn.execute(
+            select(named_lease_slots.c.name, named_lease_slots.c.session_id).where(
+                (named_lease_slots.c.workspace == ctx.workspace)
+                & named_lease_slots.c.name.in_(lease_keys)
+                & (named_lease_slots.c.expires_us > ctx.now_us)
+            )
+        ):
+            lease_holders.setdefault(name, []).append(sid)
+    file_waits = [w for w in all_waits if w.kind == "files"]
+    claims: list[ClaimRow] = overlap_candidates(conn, ctx, sorted({p for w in file_waits for p in w.paths})) if file_waits else []
+    holders = load_sessions(conn, ctx, {c.session_id for c in claims if c.session_id is not None})
+    for w in all_waits:
+        if w.kind == "issue":
+            for h in issue_holders.get(w.key, ()):
+                graph.add(w.session_id, "issue", w.key, h)
+        elif w.kind == "lease":
+            for h in lease_holders.get(w.key, ()):
+                graph.add(w.session_id, "lease", w.key, h)
+        else:
+            for c in claims:
+                blocks = c.session_id is not None and (w.exclusive or c.exclusive) and not (c.issue == w.issue and c.session_id == w.session_id)
+                if blocks and holder_is_live(c, holders, ctx) and any(overlaps(p, c.path) for p in w.paths) and c.session_id is not None:
+                    graph.add(w.session_id, "files", c.path, c.session_id)
+    return graph
+
+
+def join_state(conn: Connection, ctx: Context, session_id: str, line: Sequence[domain.Waiter], holders: Sequence[str]) -> domain.JoinState:
+    """Lock the workspace (serialising every join), then the caller's wait and the graph."""
+    lock_workspace(conn, ctx)
+    current = load_wait_of(conn, ctx, session_id)
+    return domain.JoinState(line, current, load_graph(conn, ctx) if current is None else None, tuple(holders))
+
+
+def cancel_wait(conn: Connection, ctx: Context, cmd: CancelWait) -> Decision:
+    session = load_session(conn, ctx, cmd.session_id, lock=True)
+    kind, key = domain.cancel_target(cmd)
+    if cmd.paths is not None:
+        normalise_paths(cmd.paths)  # 422 on an invalid path, like claim_files
+    wait = load_wait_of(conn, ctx, cmd.session_id)
+    if wait is not None and (wait.kind != kind or (wait.issue if kind == "files" else wait.key) != key):
+        wait = None
+    return domain.decide_cancel_wait(domain.CancelState(session, wait), cmd, ctx)
