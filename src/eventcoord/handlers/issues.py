@@ -16,7 +16,7 @@ from eventcoord.domain import streams
 from eventcoord.domain.sessions import SessionState
 from eventcoord.handlers.common import SESSION_COLUMNS, WS, load_session, lock_guard
 from eventcoord.liveness import live_clause
-from eventcoord.projections.tables import issues, leases, projects, sessions
+from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions
 from eventcoord.store.prepared import Prepared
 
 _WIP_LIMIT = Prepared(
@@ -31,6 +31,19 @@ _LIVE_LEASES = Prepared(
         & leases.c.released_us.is_(None)
         & (leases.c.issue != bindparam("issue"))
         & live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff"))
+    )
+)
+_UNRELEASED = Prepared(
+    lambda d: select(project_leases.c.unreleased).where(
+        (project_leases.c.workspace == WS) & (project_leases.c.project == bindparam("project"))
+    )
+)
+_LEASED_IN_PROJECT = Prepared(
+    lambda d: select(leases.c.lease_id).where(
+        (leases.c.workspace == WS)
+        & (leases.c.issue == bindparam("issue"))
+        & leases.c.released_us.is_(None)
+        & (leases.c.project == bindparam("project"))
     )
 )
 _LEASE = select(leases.c.issue, leases.c.project, leases.c.session_id, leases.c.actor_key, leases.c.fencing_token).where(
@@ -64,9 +77,23 @@ def lock_project(conn: Connection, ctx: Context, project: str) -> int:
     return domain.DEFAULT_WIP_LIMIT if limit is None else int(limit)
 
 
-def live_lease_count(conn: Connection, ctx: Context, project: str, except_issue: str) -> int:
-    """Live leases of a project, not counting any lease on ``except_issue``."""
+def live_lease_count(conn: Connection, ctx: Context, project: str, except_issue: str, wip_limit: int | None = None) -> int:
+    """Live leases of a project, not counting any lease on ``except_issue``.
+
+    With ``wip_limit`` it costs the same with 5 or 5,000 unreleased leases in the project
+    as long as they cannot reach the limit: the project's unreleased leases are one row
+    (``project_leases``), and while they (this issue's aside) are fewer than ``wip_limit``
+    so are the live ones, and that count is returned (an upper bound: the cap admits
+    either way, and only a refusal reports the number). Only when they could reach the
+    limit are the live ones counted.
+    """
     params = {"ws": ctx.workspace, "project": project, "issue": except_issue, "cutoff": ctx.cutoff_us}
+    if wip_limit is not None:
+        unreleased = int(_UNRELEASED.scalar(conn, params) or 0)
+        if unreleased and _LEASED_IN_PROJECT.first(conn, params) is not None:
+            unreleased -= 1
+        if unreleased < wip_limit:
+            return unreleased
     return int(_LIVE_LEASES.scalar(conn, params))
 
 
@@ -90,7 +117,7 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
     caller = load_session(conn, ctx, cmd.session_id)
     wip_limit = lock_project(conn, ctx, cmd.project)
     view = load_issue_view(conn, ctx, cmd.issue, lock=True)
-    live = live_lease_count(conn, ctx, cmd.project, cmd.issue)
+    live = live_lease_count(conn, ctx, cmd.project, cmd.issue, wip_limit)
     return domain.decide_claim_issue(domain.ClaimState(caller, view, wip_limit, live), cmd, ctx)
 
 

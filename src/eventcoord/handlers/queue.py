@@ -111,8 +111,8 @@ def load_stale_work(conn: Connection, ctx: Context, project: str, caller: str | 
 class WorkReads:
     """:class:`eventcoord.domain.queue.WorkReads` on a connection, for one (locked) project."""
 
-    def __init__(self, conn: Connection, ctx: Context, project: str) -> None:
-        self.conn, self.ctx, self.project = conn, ctx, project
+    def __init__(self, conn: Connection, ctx: Context, project: str, wip_limit: int | None = None) -> None:
+        self.conn, self.ctx, self.project, self.wip_limit = conn, ctx, project, wip_limit
 
     def stale_work(self, caller: str | None) -> domain.StaleWork:
         return load_stale_work(self.conn, self.ctx, self.project, caller)
@@ -166,7 +166,7 @@ class WorkReads:
         return load_issue_view(self.conn, self.ctx, issue, lock=True)
 
     def live_leases(self, issue: str) -> int:
-        return live_lease_count(self.conn, self.ctx, self.project, issue)
+        return live_lease_count(self.conn, self.ctx, self.project, issue, self.wip_limit)
 
     def lease(self, issue: str) -> LeaseState | None:
         return load_lease(self.conn, self.ctx, issue, lock=True)
@@ -198,15 +198,15 @@ def enqueue_work(conn: Connection, ctx: Context, cmd: EnqueueWork) -> Decision:
         issue_project = conn.execute(
             select(issues.c.project).where((issues.c.workspace == ctx.workspace) & (issues.c.issue == cmd.issue))
         ).scalar_one_or_none()
-    lock_project(conn, ctx, cmd.project)
-    state = domain.EnqueueState(existing, issue_project, WorkReads(conn, ctx, cmd.project))
+    wip_limit = lock_project(conn, ctx, cmd.project)
+    state = domain.EnqueueState(existing, issue_project, WorkReads(conn, ctx, cmd.project, wip_limit))
     return domain.decide_enqueue_work(state, cmd, ctx)
 
 
 def claim_next_work(conn: Connection, ctx: Context, cmd: ClaimNextWork) -> Decision:
     wip_limit = lock_project(conn, ctx, cmd.project)
     session = load_session(conn, ctx, cmd.session_id, lock=True)
-    state = domain.ClaimNextState(session, wip_limit, WorkReads(conn, ctx, cmd.project))
+    state = domain.ClaimNextState(session, wip_limit, WorkReads(conn, ctx, cmd.project, wip_limit))
     return domain.decide_claim_next_work(state, cmd, ctx)
 
 
@@ -215,9 +215,9 @@ def _transition_state(conn: Connection, ctx: Context, item_id: str, session_id: 
     item = load_item(conn, ctx, item_id)
     if item is None:
         return domain.TransitionState(None, None)
-    lock_project(conn, ctx, item.project)
+    wip_limit = lock_project(conn, ctx, item.project)
     session = load_session(conn, ctx, session_id, lock=True) if session_id is not None else None
-    return domain.TransitionState(item, session, WorkReads(conn, ctx, item.project))
+    return domain.TransitionState(item, session, WorkReads(conn, ctx, item.project, wip_limit))
 
 
 def start_work(conn: Connection, ctx: Context, cmd: StartWork) -> Decision:
