@@ -413,6 +413,8 @@ async def _tier_history(t: _Tier, cycles: int, workers: int = 16) -> None:
         sid = sids[w]
         for k in range(w, cycles, workers):
             await t.send({"type": "heartbeat_agent", "session_id": sid})
+            if w == 0:  # the holder of conf/x.py stays live however long the fill takes
+                await t.send({"type": "heartbeat_agent", "session_id": t.other})
             await t.send({"type": "claim_issue", "session_id": sid, "project": "M", "issue": f"HIST-{k}"})
             await t.send({"type": "release_issue", "session_id": sid, "issue": f"HIST-{k}"})
             # the measured hot issue's own history: claimed and released again and again
@@ -462,6 +464,7 @@ async def _tier_sample(t: _Tier, k: int, lat: dict[str, list[float]], inner: dic
         ("acquire_lease", {"type": "acquire_lease", "session_id": me, "name": "meas"}, False),
         ("release_lease", {"type": "release_lease", "session_id": me, "name": "meas"}, False),
     ]
+    await t.send({"type": "heartbeat_agent", "session_id": t.other})  # untimed: the conflict's holder stays live
     item = ""
     for name, body, refused in bodies:
         if name == "finish_work":
