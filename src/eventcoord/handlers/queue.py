@@ -20,10 +20,11 @@ from eventcoord.context import Context, Decision
 from eventcoord.domain import queue as domain
 from eventcoord.domain.issues import IssueView, LeaseState
 from eventcoord.domain.sessions import SessionState
-from eventcoord.handlers.common import WS, load_session
+from eventcoord.handlers.common import WS, load_session, load_sessions
+from eventcoord.handlers.files import overlap_candidates
 from eventcoord.handlers.issues import live_lease_count, load_issue_view, load_lease, lock_project
 from eventcoord.liveness import not_live_clause
-from eventcoord.projections.tables import file_claims, issues, sessions, work_items
+from eventcoord.projections.tables import issues, sessions, work_items
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import workspaces
 
@@ -108,13 +109,6 @@ _OTHER_ACTIVE = Prepared(
 )
 _ISSUE_PROJECT = Prepared(lambda d: select(issues.c.project).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue"))))
 _SHARE_WORKSPACE = Prepared(lambda d: select(workspaces.c.name).where(workspaces.c.name == WS).with_for_update(read=True))
-_EXCLUSIVE_CLAIMS = Prepared(
-    lambda d: select(file_claims.c.path, file_claims.c.session_id, sessions.c.last_seen_us, sessions.c.ended_us)
-    .select_from(file_claims.outerjoin(sessions, sessions.c.session_id == file_claims.c.session_id))
-    .where((file_claims.c.workspace == WS) & file_claims.c.released_us.is_(None) & file_claims.c.exclusive)
-)
-
-
 def load_item(conn: Connection, ctx: Context, item_id: str, *, lock: bool = False) -> domain.ItemState | None:
     """One work item of the caller's workspace."""
     row = (_ITEM_FOR_UPDATE if lock else _ITEM_PLAIN).first(conn, {"item": item_id, "ws": ctx.workspace})
@@ -188,16 +182,21 @@ class WorkReads:
         )
         return {r.item_id: r.status for r in rows}
 
-    def exclusive_claims(self) -> list[domain.FileClaimView]:
-        """Unreleased exclusive file claims of the workspace, with their holders' liveness.
+    def exclusive_claims(self, paths: Sequence[str]) -> list[domain.FileClaimView]:
+        """Unreleased exclusive file claims of the workspace that could overlap ``paths``, with
+        their holders' liveness: the probes of claim_files (never every live claim).
 
         A share lock on the workspace row (claim_files locks it FOR UPDATE) keeps the claims
         from changing under this decision on PostgreSQL.
         """
         params = {"ws": self.ctx.workspace}
         _SHARE_WORKSPACE.first(self.conn, params)
-        rows = _EXCLUSIVE_CLAIMS.rows(self.conn, params)
-        return [domain.FileClaimView(path, sid, self.ctx.is_live(seen, ended)) for path, sid, seen, ended in rows]
+        held = [h for h in overlap_candidates(self.conn, self.ctx, paths) if h.exclusive]
+        holders = load_sessions(self.conn, self.ctx, {h.session_id for h in held if h.session_id is not None})
+        return [
+            domain.FileClaimView(h.path, h.session_id, (s := holders.get(h.session_id or "")) is not None and self.ctx.is_live(s.last_seen_us, s.ended_us))
+            for h in held
+        ]
 
     def issue(self, issue: str) -> IssueView:
         return load_issue_view(self.conn, self.ctx, issue, lock=True)
