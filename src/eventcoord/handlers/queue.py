@@ -29,6 +29,7 @@ from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import workspaces
 
 PAGE = 100
+FIRST_PAGES = (4, 32)
 
 _ITEM_COLUMNS = (
     work_items.c.item_id,
@@ -159,9 +160,14 @@ class WorkReads:
         return load_item(self.conn, self.ctx, item_id, lock=True)
 
     def queued(self) -> Iterator[domain.ItemState]:
-        """Queued items in selection order, a page at a time, skipping rows others lock."""
+        """Queued items in selection order, a page at a time, skipping rows others lock.
+
+        Pages grow (4, 32, then ``PAGE``): a pull usually takes one of the first items, and
+        every row a page reads is decoded and, on PostgreSQL, locked until commit.
+        """
         last: domain.ItemState | None = None
-        params: dict[str, Any] = {"ws": self.ctx.workspace, "project": self.project, "page": PAGE}
+        params: dict[str, Any] = {"ws": self.ctx.workspace, "project": self.project, "page": FIRST_PAGES[0]}
+        pages = 0
         while True:
             if last is None:
                 rows = _FIRST_PAGE.rows(self.conn, params)
@@ -170,9 +176,11 @@ class WorkReads:
                 rows = _NEXT_PAGE.rows(self.conn, {**params, **after})
             page = [_item(r) for r in rows]
             yield from page
-            if len(page) < PAGE:
+            if len(page) < params["page"]:
                 return
             last = page[-1]
+            pages += 1
+            params["page"] = FIRST_PAGES[pages] if pages < len(FIRST_PAGES) else PAGE
 
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
         rows = self.conn.execute(
