@@ -273,14 +273,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--p99-ms", type=float, default=25.0, help="the p99 a step must keep (25 ms)")
     p.add_argument("--json", type=Path, help="also write the results as JSON to this file")
     args = p.parse_args(argv)
-    fleets = args.fleet or [1000, 2000, 4000, 6000, 8000, 10000, 12000, 16000, 20000, 24000]
+    fleets = args.fleet or [250, 500, 1000, 2000, 3000, 4000, 6000, 8000, 10000, 12000, 16000, 20000]
     backend = "postgresql" if args.db else "sqlite"
     print(f"backend={backend}; one agent = {COMMANDS_PER_AGENT_MINUTE} commands/min at heartbeat {args.heartbeat:g} s, claim every {args.claim_every:g} s", flush=True)
     results: list[dict[str, Any]] = []
     best: dict[str, Any] | None = None
     with serving(args.db) as server:
         for k, fleet in enumerate(fleets):
-            r = asyncio.run(run_step(server, step=f"s{k}", agents=args.agents, compress=fleet / args.agents, args=args))
+            # at least two issue cycles per measured window: small fleets get fewer, faster agents
+            compress = max(fleet / args.agents, 2 * args.claim_every / args.duration)
+            r = asyncio.run(run_step(server, step=f"s{k}", agents=max(1, round(fleet / compress)), compress=compress, args=args))
             results.append(r)
             print(fmt_step(r), flush=True)
             for cmd, v in r["per_command"].items():
