@@ -478,47 +478,55 @@ async def _tier_sample(t: _Tier, k: int, lat: dict[str, list[float]], inner: dic
             item = result["item_id"]
 
 
-async def tiers_child(db: str | None, cycles: int, live_claims: int, live_leases: int, samples: int, chunk: int = 10) -> dict[str, Any]:
-    """Fresh, history and load stores on one backend, measured alternately, in this process."""
-    from eventcoord.store import open_store
+TIER_LABELS = ("fresh", "history", "load")
 
-    labels = ("fresh", "history", "load")
-    out: dict[str, Any] = {"labels": labels}
+
+def tiers_child(db: str | None, cycles: int, live_claims: int, live_leases: int, samples: int) -> dict[str, Any]:
+    """Fresh, history and load stores on one backend (fresh databases made outside the loop)."""
     with contextlib.ExitStack() as stack:
         if db:
             from command_path import fresh_postgres
 
-            urls = {label: stack.enter_context(fresh_postgres(db)) for label in labels}
+            urls = {label: stack.enter_context(fresh_postgres(db)) for label in TIER_LABELS}
         else:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eventcoord-tiers-")))
-            urls = {label: f"sqlite+aiosqlite:///{folder}/{label}.db" for label in labels}
-        tiers: dict[str, _Tier] = {}
+            urls = {label: f"sqlite+aiosqlite:///{folder}/{label}.db" for label in TIER_LABELS}
+        return asyncio.run(_tiers(urls, cycles, live_claims, live_leases, samples))
+
+
+async def _tiers(urls: dict[str, str], cycles: int, live_claims: int, live_leases: int, samples: int, chunk: int = 10) -> dict[str, Any]:
+    """The three stores, filled, then measured alternately, in this process."""
+    from eventcoord.store import open_store
+
+    labels = TIER_LABELS
+    out: dict[str, Any] = {"labels": labels}
+    tiers: dict[str, _Tier] = {}
+    for label in labels:
+        store = open_store(urls[label])
+        await store.start()
+        await store.migrate()
+        tiers[label] = _Tier(label, store)
+    try:
+        for t in tiers.values():
+            await _tier_setup(t)
+        t0 = time.perf_counter()
+        await _tier_history(tiers["history"], cycles)
+        out["history_fill_s"] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
+        await _tier_load(tiers["load"], live_claims, live_leases)
+        out["load_fill_s"] = round(time.perf_counter() - t0, 1)
+        lat: dict[str, dict[str, list[float]]] = {label: {} for label in labels}
+        inner: dict[str, dict[str, list[float]]] = {label: {} for label in labels}
+        for k0 in range(-chunk, samples, chunk):  # the first chunk warms up
+            for label, t in tiers.items():
+                scratch: tuple[dict[str, list[float]], dict[str, list[float]]] = ({}, {})
+                for k in range(k0, k0 + chunk):
+                    await _tier_sample(t, k + chunk, *(scratch if k0 < 0 else (lat[label], inner[label])))
         for label in labels:
-            store = open_store(urls[label])
-            await store.start()
-            await store.migrate()
-            tiers[label] = _Tier(label, store)
-        try:
-            for t in tiers.values():
-                await _tier_setup(t)
-            t0 = time.perf_counter()
-            await _tier_history(tiers["history"], cycles)
-            out["history_fill_s"] = round(time.perf_counter() - t0, 1)
-            t0 = time.perf_counter()
-            await _tier_load(tiers["load"], live_claims, live_leases)
-            out["load_fill_s"] = round(time.perf_counter() - t0, 1)
-            lat: dict[str, dict[str, list[float]]] = {label: {} for label in labels}
-            inner: dict[str, dict[str, list[float]]] = {label: {} for label in labels}
-            for k0 in range(-chunk, samples, chunk):  # the first chunk warms up
-                for label, t in tiers.items():
-                    scratch: tuple[dict[str, list[float]], dict[str, list[float]]] = ({}, {})
-                    for k in range(k0, k0 + chunk):
-                        await _tier_sample(t, k + chunk, *(scratch if k0 < 0 else (lat[label], inner[label])))
-            for label in labels:
-                out[label] = {name: {"p50_us": statistics.median(v), "inner_p50_us": statistics.median(inner[label][name])} for name, v in lat[label].items()}
-        finally:
-            for t in tiers.values():
-                await t.store.close()
+            out[label] = {name: {"p50_us": statistics.median(v), "inner_p50_us": statistics.median(inner[label][name])} for name, v in lat[label].items()}
+    finally:
+        for t in tiers.values():
+            await t.store.close()
     return out
 
 
@@ -595,7 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tiers.add_argument("--tiers-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.tiers_child:
-        print(json.dumps(asyncio.run(tiers_child(args.db, args.cycles, args.live_claims, args.live_leases, args.samples))))
+        print(json.dumps(tiers_child(args.db, args.cycles, args.live_claims, args.live_leases, args.samples)))
         return 0
     if args.tiers:
         tier_results = run_tiers(args)
