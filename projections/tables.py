@@ -151,14 +151,9 @@ file_claims = Table(
     ),
 )
 
-# The overlap probes of claim_files on PostgreSQL (0004_perf): ranges on the prefix under the
-# C collation (bytewise, so exact for any prefix, and indexable where LIKE is not).
-Index(
-    "ix_file_claims_live_c",
-    file_claims.c.workspace,
-    file_claims.c.literal_prefix.collate("C"),
-    postgresql_where=text("released_us IS NULL"),
-).ddl_if(dialect="postgresql")
+# PostgreSQL only (migration 0004_perf, not declared here: an expression index):
+# ix_file_claims_live_c ON file_claims (((workspace || E'\x01' || literal_prefix) COLLATE "C"))
+# WHERE released_us IS NULL — the only index claim_files' overlap probes can use there.
 
 conflicts = Table(
     "conflicts",

@@ -3,8 +3,8 @@
 * ``ix_file_claims_issue_live``: an issue's unreleased claims (release_files and its read
   model read them without walking the issue's released history).
 * ``ix_file_claims_live_c`` (PostgreSQL): claim_files' overlap probes are ranges on
-  ``literal_prefix COLLATE "C"``, which only this partial index of unreleased claims
-  serves (the LIKE terms before could use no index).
+  ``(workspace || chr(1) || literal_prefix) COLLATE "C"``, an expression only this partial
+  index of unreleased claims serves (the LIKE terms before could use no index).
 * ``project_leases``: unreleased leases per project, kept by the lease appliers in the
   same transaction; the WIP cap reads it instead of counting every unreleased lease.
 
@@ -30,8 +30,8 @@ def upgrade() -> None:
         )
     if op.get_bind().dialect.name == 'postgresql':
         op.execute(
-            'CREATE INDEX ix_file_claims_live_c ON file_claims (workspace, (literal_prefix COLLATE "C"))'
-            ' WHERE released_us IS NULL'
+            'CREATE INDEX ix_file_claims_live_c ON file_claims'
+            ' (((workspace || E\'\\x01\' || literal_prefix) COLLATE "C")) WHERE released_us IS NULL'
         )
     op.create_table(
         'project_leases',

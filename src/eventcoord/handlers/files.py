@@ -92,15 +92,19 @@ _RANGE = Prepared(lambda d: text(f"{_SQLITE_LIVE} AND literal_prefix >= :lo AND 
 # for ``workspace = … AND released_us IS NULL`` is a partial one of unreleased claims.
 _ALL_LIVE = Prepared(lambda d: text(_SQLITE_LIVE if d == "sqlite" else f"{_CLAIM_SELECT} WHERE {_LIVE}"))
 # PostgreSQL: one statement, a lateral index probe per (lo, hi) range; an exact prefix p is
-# the range [p, p || chr(1)) (text holds no NUL). ``OFFSET 0`` keeps the planner from
-# flattening the probes into one join that reads every live claim of the workspace (it did,
-# with 1,000 live claims: a nested loop over all of them).
+# the range [p, p || chr(1)) (text holds no NUL). The probes compare one expression,
+# ``(workspace || chr(1) || literal_prefix) COLLATE "C"``, with bounds that carry the
+# workspace, and name no other column: only ``ix_file_claims_live_c`` (partial, unreleased
+# claims, on exactly that expression) can serve them, so the planner has no other index
+# to drift to (with ``workspace = $1`` in the probe it did pick ``ix_file_claims_issue_live``
+# on a table without statistics, filtering every live claim per probe). ``OFFSET 0`` keeps
+# it from flattening the probes into one join over every live claim.
+PG_LIVE_KEY = "((workspace || E'\\x01' || literal_prefix) COLLATE \"C\")"
 _PG_PROBES = Prepared(
     lambda d: text(
         "SELECT c.position, c.idx, c.issue, c.session_id, c.actor_key, c.path, c.exclusive"
         " FROM unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) AS r(lo, hi) CROSS JOIN LATERAL ("
-        f" {_CLAIM_SELECT} WHERE {_LIVE}"
-        ' AND (literal_prefix COLLATE "C") >= r.lo AND (literal_prefix COLLATE "C") < r.hi OFFSET 0) AS c'
+        f" {_CLAIM_SELECT} WHERE released_us IS NULL AND {PG_LIVE_KEY} >= r.lo AND {PG_LIVE_KEY} < r.hi OFFSET 0) AS c"
     )
 )
 
@@ -143,9 +147,10 @@ def overlap_candidates(conn: Connection, ctx: Context, paths: Iterable[str]) -> 
         rows = list(_ALL_LIVE.rows(conn, {"ws": ws}))
     elif conn.dialect.name == "postgresql":
         above, ranges = probes
-        lo = list(above) + [r[0] for r in ranges]
-        hi = [p + "\x01" for p in above] + [r[1] for r in ranges]
-        rows = list(_PG_PROBES.rows(conn, {"ws": ws, "lo": lo, "hi": hi}))
+        key = ws + "\x01"  # workspace names hold no control characters
+        lo = [key + p for p in above] + [key + r[0] for r in ranges]
+        hi = [key + p + "\x01" for p in above] + [key + r[1] for r in ranges]
+        rows = list(_PG_PROBES.rows(conn, {"lo": lo, "hi": hi}))
     else:
         above, ranges = probes
         for p in above:
