@@ -515,6 +515,9 @@ async def _tiers(urls: dict[str, str], cycles: int, live_claims: int, live_lease
         t0 = time.perf_counter()
         await _tier_load(tiers["load"], live_claims, live_leases)
         out["load_fill_s"] = round(time.perf_counter() - t0, 1)
+        if os.environ.get("TIERS_ANALYZE"):  # diagnosis: the same with planner statistics gathered
+            for t in tiers.values():
+                await t.store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
         lat: dict[str, dict[str, list[float]]] = {label: {} for label in labels}
         inner: dict[str, dict[str, list[float]]] = {label: {} for label in labels}
         for k0 in range(-chunk, samples, chunk):  # the first chunk warms up
