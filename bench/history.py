@@ -37,6 +37,7 @@ import os
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -345,6 +346,241 @@ def measure_http(stores: dict[str, Path], sessions: dict[str, list[str]], args: 
     return results
 
 
+# ---------------------------------------------------------------------------------------
+# --tiers: every command type and read model, fresh vs. history vs. load (issue 12 item 4)
+# ---------------------------------------------------------------------------------------
+
+#: The measured commands, in the order each sample sends them.
+TIER_COMMANDS = (
+    "heartbeat_agent",
+    "register_agent",
+    "claim_issue",
+    "release_issue",
+    "claim_files",
+    "release_files",
+    "claim_files (conflict)",
+    "post_message",
+    "enqueue_work",
+    "claim_next_work",
+    "finish_work",
+    "acquire_lease",
+    "release_lease",
+)
+#: Big enough that the measured project never refuses, even with every load lease in it.
+TIER_WIP = 100_000
+
+
+class _Tier:
+    """One store of the tiers bench: its service, caller, sessions and timer."""
+
+    def __init__(self, label: str, store: Any) -> None:
+        from eventcoord.context import Caller
+        from eventcoord.service import Service
+
+        self.label, self.store, self.service = label, store, Service(store)
+        self.caller = Caller("default", "admin", operator=True)
+        self.timer = _Timed(store)
+        self.me = self.other = ""
+
+    async def send(self, body: dict[str, Any], *, refused: bool = False) -> dict[str, Any]:
+        from eventcoord.codec import decode_command
+
+        outcome = await self.service.execute(self.caller, decode_command(json.dumps(body).encode()))
+        if (outcome.refusal is not None) != refused:
+            code = None if outcome.refusal is None else outcome.refusal.code
+            raise RuntimeError(f"{self.label}: {body['type']} answered {outcome.status} {code}")
+        result: dict[str, Any] = outcome.result or {}
+        return result
+
+    async def register(self, actor: str) -> str:
+        sid: str = (await self.send({"type": "register_agent", "actor": actor, "host": "bench"}))["session_id"]
+        return sid
+
+
+async def _tier_setup(t: _Tier) -> None:
+    """What every store has: the measured sessions, a live holder of ``conf/x.py``, the projects."""
+    t.me, t.other = await t.register("measured"), await t.register("holder")
+    await t.send({"type": "configure_project", "project": "M", "wip_limit": TIER_WIP})
+    await t.send({"type": "configure_project", "project": "H", "wip_limit": TIER_WIP})
+    await t.send({"type": "claim_files", "session_id": t.other, "issue": "CONF", "paths": ["conf/x.py"]})
+
+
+async def _tier_history(t: _Tier, cycles: int, workers: int = 16) -> None:
+    """``cycles`` rounds of every command type, all released or finished afterwards."""
+    sids = [await t.register(f"hist-{w}") for w in range(workers)]
+
+    async def worker(w: int) -> None:
+        sid = sids[w]
+        for k in range(w, cycles, workers):
+            await t.send({"type": "heartbeat_agent", "session_id": sid})
+            if w == 0:  # the holder of conf/x.py stays live however long the fill takes
+                await t.send({"type": "heartbeat_agent", "session_id": t.other})
+            await t.send({"type": "claim_issue", "session_id": sid, "project": "M", "issue": f"HIST-{k}"})
+            await t.send({"type": "release_issue", "session_id": sid, "issue": f"HIST-{k}"})
+            # the measured hot issue's own history: claimed and released again and again
+            await t.send({"type": "claim_files", "session_id": sid, "issue": f"HOT-{w}", "paths": [f"hist/d{k % 50}/f{k}.py"]})
+            await t.send({"type": "release_files", "session_id": sid, "issue": f"HOT-{w}"})
+            await t.send({"type": "claim_files", "session_id": sid, "issue": "OTHER", "paths": ["conf/x.py"]}, refused=True)
+            await t.send({"type": "post_message", "session_id": sid, "channel": "project:bench", "body": f"history {k}"})
+            item = (await t.send({"type": "enqueue_work", "project": "Q"}))["item_id"]
+            await t.send({"type": "claim_next_work", "session_id": sid, "project": "Q"})
+            await t.send({"type": "finish_work", "session_id": sid, "item_id": item, "outcome": "cancelled"})
+            await t.send({"type": "acquire_lease", "session_id": sid, "name": f"hist-{w}"})
+            await t.send({"type": "release_lease", "session_id": sid, "name": f"hist-{w}"})
+
+    await asyncio.gather(*(worker(w) for w in range(workers)))
+
+
+async def _tier_load(t: _Tier, live_claims: int, live_leases: int, workers: int = 16) -> None:
+    """Live rows that the measured commands must not read: claims in other paths, leases."""
+    holder = await t.register("load-claims")
+    for start in range(0, live_claims, 100):
+        paths = [f"load/d{i % 100}/f{i}.py" for i in range(start, min(start + 100, live_claims))]
+        await t.send({"type": "claim_files", "session_id": holder, "issue": f"LOAD-{start}", "paths": paths})
+    sids = [await t.register(f"load-{w}") for w in range(workers)]
+
+    async def worker(w: int) -> None:
+        for k in range(w, live_leases, workers):
+            await t.send({"type": "claim_issue", "session_id": sids[w], "project": "M", "issue": f"LOAD-{k}"})
+
+    await asyncio.gather(*(worker(w) for w in range(workers)))
+
+
+async def _tier_sample(t: _Tier, k: int, lat: dict[str, list[float]], inner: dict[str, list[float]]) -> None:
+    """One of each measured command (timed) on store ``t``; ``k`` keeps names unique."""
+    me = t.me
+    bodies: list[tuple[str, dict[str, Any], bool]] = [
+        ("heartbeat_agent", {"type": "heartbeat_agent", "session_id": me}, False),
+        ("register_agent", {"type": "register_agent", "actor": f"m-{k}", "host": "bench"}, False),
+        ("claim_issue", {"type": "claim_issue", "session_id": me, "project": "M", "issue": f"MEAS-{k}"}, False),
+        ("release_issue", {"type": "release_issue", "session_id": me, "issue": f"MEAS-{k}"}, False),
+        ("claim_files", {"type": "claim_files", "session_id": me, "issue": "HOT-0", "paths": [f"meas/d{k % 50}/f{k}.py"]}, False),
+        ("release_files", {"type": "release_files", "session_id": me, "issue": "HOT-0"}, False),
+        ("claim_files (conflict)", {"type": "claim_files", "session_id": me, "issue": "OTHER", "paths": ["conf/x.py"]}, True),
+        ("post_message", {"type": "post_message", "session_id": me, "channel": "project:bench", "body": f"sample {k}"}, False),
+        ("enqueue_work", {"type": "enqueue_work", "project": "Q"}, False),
+        ("claim_next_work", {"type": "claim_next_work", "session_id": me, "project": "Q"}, False),
+        ("finish_work", {}, False),
+        ("acquire_lease", {"type": "acquire_lease", "session_id": me, "name": "meas"}, False),
+        ("release_lease", {"type": "release_lease", "session_id": me, "name": "meas"}, False),
+    ]
+    await t.send({"type": "heartbeat_agent", "session_id": t.other})  # untimed: the conflict's holder stays live
+    item = ""
+    for name, body, refused in bodies:
+        if name == "finish_work":
+            body = {"type": "finish_work", "session_id": me, "item_id": item, "outcome": "cancelled"}
+        t.timer.inner.clear()
+        start = time.perf_counter()
+        result = await t.send(body, refused=refused)
+        lat.setdefault(name, []).append((time.perf_counter() - start) * 1e6)
+        inner.setdefault(name, []).append(sum(t.timer.inner))
+        if name == "enqueue_work":
+            item = result["item_id"]
+
+
+TIER_LABELS = ("fresh", "history", "load")
+
+
+def tiers_child(db: str | None, cycles: int, live_claims: int, live_leases: int, samples: int) -> dict[str, Any]:
+    """Fresh, history and load stores on one backend (fresh databases made outside the loop)."""
+    with contextlib.ExitStack() as stack:
+        if db:
+            from command_path import fresh_postgres
+
+            urls = {label: stack.enter_context(fresh_postgres(db)) for label in TIER_LABELS}
+        else:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eventcoord-tiers-")))
+            urls = {label: f"sqlite+aiosqlite:///{folder}/{label}.db" for label in TIER_LABELS}
+        return asyncio.run(_tiers(urls, cycles, live_claims, live_leases, samples))
+
+
+async def _tiers(urls: dict[str, str], cycles: int, live_claims: int, live_leases: int, samples: int, chunk: int = 10) -> dict[str, Any]:
+    """The three stores, filled, then measured alternately, in this process."""
+    from eventcoord.store import open_store
+
+    labels = TIER_LABELS
+    out: dict[str, Any] = {"labels": labels}
+    tiers: dict[str, _Tier] = {}
+    for label in labels:
+        store = open_store(urls[label])
+        await store.start()
+        await store.migrate()
+        tiers[label] = _Tier(label, store)
+    try:
+        for t in tiers.values():
+            await _tier_setup(t)
+        t0 = time.perf_counter()
+        await _tier_history(tiers["history"], cycles)
+        out["history_fill_s"] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
+        await _tier_load(tiers["load"], live_claims, live_leases)
+        out["load_fill_s"] = round(time.perf_counter() - t0, 1)
+        if os.environ.get("TIERS_ANALYZE"):  # diagnosis: the same with planner statistics gathered
+            for t in tiers.values():
+                await t.store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
+        lat: dict[str, dict[str, list[float]]] = {label: {} for label in labels}
+        inner: dict[str, dict[str, list[float]]] = {label: {} for label in labels}
+        for k0 in range(-chunk, samples, chunk):  # the first chunk warms up
+            for label, t in tiers.items():
+                scratch: tuple[dict[str, list[float]], dict[str, list[float]]] = ({}, {})
+                for k in range(k0, k0 + chunk):
+                    await _tier_sample(t, k + chunk, *(scratch if k0 < 0 else (lat[label], inner[label])))
+        for label in labels:
+            out[label] = {name: {"p50_us": statistics.median(v), "inner_p50_us": statistics.median(inner[label][name])} for name, v in lat[label].items()}
+    finally:
+        for t in tiers.values():
+            await t.store.close()
+    return out
+
+
+def _baseline_tree(rev: str, tmp: Path) -> Path:
+    """``git archive`` of ``rev`` with its own projections/ and migrations/ importable first."""
+    root = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(["git", "archive", rev], cwd=root, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+    # The editable install maps eventcoord.projections/migrations to *this* checkout; links
+    # inside the extracted package are found first, so the baseline runs its own.
+    for name in ("projections", "migrations"):
+        (tmp / "src" / "eventcoord" / name).symlink_to(tmp / name)
+    return tmp / "src"
+
+
+def run_tiers(args: argparse.Namespace) -> dict[str, Any]:
+    """The tiers bench on each code tree (baseline, this tree), one child process each."""
+    root = Path(__file__).resolve().parent.parent
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="eventcoord-baseline-") as tmp:
+        trees: list[tuple[str, Path | None]] = [("this tree", None)]
+        if args.baseline:
+            trees.insert(0, (f"before ({args.baseline})", _baseline_tree(args.baseline, Path(tmp))))
+        for name, src in trees:
+            env = dict(os.environ)
+            if src is not None:
+                env["PYTHONPATH"] = f"{src}{os.pathsep}{env.get('PYTHONPATH', '')}"
+            argv = [sys.executable, __file__, "--tiers-child", "--cycles", str(args.cycles), "--live-claims", str(args.live_claims)]
+            argv += ["--live-leases", str(args.live_leases), "--samples", str(args.samples)] + (["--db", args.db] if args.db else [])
+            print(f"{name}: filling history ({args.cycles:,} cycles of every command) and load, then measuring ...", flush=True)
+            done = subprocess.run(argv, env=env, cwd=root, capture_output=True, text=True)
+            if done.returncode:
+                raise RuntimeError(done.stderr[-4000:])
+            results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+            r = results[name]
+            print(f"  filled in {r['history_fill_s']} s (history), {r['load_fill_s']} s (load)", flush=True)
+    names = list(results)
+    head_cells = "".join(f" | {n}: fresh us | history x | load x" for n in names)
+    print("\np50 in-process (Service.execute) per command; x = that store / fresh, the stores measured alternately")
+    print(f"| command{head_cells} |")
+    print("| --- |" + " ---: | ---: | ---: |" * len(names))
+    for cmd in TIER_COMMANDS:
+        cells = []
+        for n in names:
+            r = results[n]
+            f = r["fresh"][cmd]["p50_us"]
+            cells += [f"{f:,.0f}", f"{r['history'][cmd]['p50_us'] / f:.2f}", f"{r['load'][cmd]['p50_us'] / f:.2f}"]
+        print(f"| {cmd} | " + " | ".join(cells) + " |")
+    return results
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--events", type=int, default=10_000_000, help="events in the filled log (default 10,000,000)")
@@ -359,7 +595,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--work", type=Path, help="work folder, kept (default: a temporary one, removed)")
     p.add_argument("--reuse", action="store_true", help="reuse the stores already filled in --work")
     p.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    tiers = p.add_argument_group("--tiers: every command type and read model (in-process, SQLite or --db)")
+    tiers.add_argument("--tiers", action="store_true", help="fresh vs. history vs. load for every command type")
+    tiers.add_argument("--baseline", help="with --tiers: also run a git revision's code (before/after side by side)")
+    tiers.add_argument("--db", help="with --tiers: postgresql+asyncpg://user@host:port (fresh databases); default SQLite")
+    tiers.add_argument("--cycles", type=int, default=5000, help="history: rounds of every command type (default 5,000)")
+    tiers.add_argument("--live-claims", type=int, default=10_000, help="load: live file claims in other paths (default 10,000)")
+    tiers.add_argument("--live-leases", type=int, default=5000, help="load: unreleased leases in the measured project (default 5,000)")
+    tiers.add_argument("--samples", type=int, default=300, help="timed samples of each command per store (default 300)")
+    tiers.add_argument("--tiers-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.tiers_child:
+        print(json.dumps(tiers_child(args.db, args.cycles, args.live_claims, args.live_leases, args.samples)))
+        return 0
+    if args.tiers:
+        tier_results = run_tiers(args)
+        if args.json:
+            args.json.write_text(json.dumps(tier_results, indent=2))
+        return 0
     work = args.work or Path(tempfile.mkdtemp(prefix="eventcoord-history-"))
     work.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"nproc": os.cpu_count(), "python": sys.version.split()[0], "args": {k: str(v) for k, v in vars(args).items()}}

@@ -25,7 +25,7 @@ PROJECTIONS = (sessions, leases, files, messages, queue, named_leases, waits)
 #: The tables each projection owns, by name (``rebuild(only=NAME)`` empties and refills those).
 OWNED: dict[str, tuple[Table, ...]] = {
     "sessions": (tables.sessions,),
-    "leases": (tables.projects, tables.issues, tables.leases),
+    "leases": (tables.projects, tables.issues, tables.leases, tables.project_leases),
     "files": (tables.file_claims, tables.conflicts),
     "messages": (tables.messages,),
     "queue": (tables.work_items, tables.work_ledger),

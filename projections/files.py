@@ -1,40 +1,96 @@
 """Read models of the files tier: live and past file claims, and the conflict log.
 
 ``file_claims`` keeps every claim (released ones too: the claims heatmap counts them);
-``conflicts`` is append-only, one row per ClaimConflict, rejected or forced.
+``conflicts`` is append-only, one row per ClaimConflict, rejected or forced. Every
+statement is built once (``Prepared``); a release finds the holder's unreleased claims of
+the issue through the partial index of unreleased claims by issue, never its history.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, update
+import json
+
+from sqlalchemy import Boolean, Cast, Connection, bindparam, cast, text
+from sqlalchemy.types import NullType
 
 from eventcoord.domain.paths import literal_prefix
 from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed
 from eventcoord.store.log import RecordedEvent
+from eventcoord.store.prepared import Prepared
 
 from .base import Appliers
 from .tables import conflicts, file_claims
 
 
+def _bool(name: str) -> Cast[bool]:
+    """A boolean parameter the drivers take as is (no SQLAlchemy bind processing)."""
+    return cast(bindparam(name, type_=NullType()), Boolean)
+
+
+_INSERT_CLAIM = Prepared(
+    lambda d: file_claims.insert().values(
+        position=bindparam("position"),
+        idx=bindparam("idx"),
+        workspace=bindparam("ws"),
+        issue=bindparam("issue"),
+        session_id=bindparam("sid"),
+        actor_key=bindparam("actor"),
+        path=bindparam("path"),
+        literal_prefix=bindparam("prefix"),
+        exclusive=_bool("exclusive"),
+        claimed_us=bindparam("at"),
+    )
+)
+# The holder's unreleased claims of the issue on these paths (matched as normalised strings).
+_RELEASE = Prepared(
+    lambda d: text(
+        "UPDATE file_claims INDEXED BY ix_file_claims_issue_live SET released_us = :at, release_reason = :reason"
+        " WHERE workspace = :ws AND issue = :issue AND session_id IS :sid AND released_us IS NULL"
+        " AND path IN (SELECT value FROM json_each(:paths))"
+    )
+    if d == "sqlite"
+    else text(
+        "UPDATE file_claims SET released_us = :at, release_reason = :reason"
+        " WHERE workspace = :ws AND issue = :issue AND session_id IS NOT DISTINCT FROM CAST(:sid AS text)"
+        " AND released_us IS NULL AND path = ANY(CAST(:paths AS text[]))"
+    )
+)
+_INSERT_CONFLICT = Prepared(
+    lambda d: conflicts.insert().values(
+        position=bindparam("position"),
+        workspace=bindparam("ws"),
+        path=bindparam("path"),
+        issue=bindparam("issue"),
+        session_id=bindparam("sid"),
+        holder_path=bindparam("holder_path"),
+        holder_issue=bindparam("holder_issue"),
+        holder_session_id=bindparam("holder_sid"),
+        forced=_bool("forced"),
+        occurred_us=bindparam("at"),
+        actor_key=bindparam("actor"),
+        holder_actor_key=bindparam("holder_actor"),
+    )
+)
+
+
 def files_claimed(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, FilesClaimed)
-    conn.execute(
-        file_claims.insert(),
+    ws = r.metadata.workspace
+    _INSERT_CLAIM.many(
+        conn,
         [
             {
                 "position": r.position,
                 "idx": idx,
-                "workspace": r.metadata.workspace,
+                "ws": ws,
                 "issue": e.issue,
-                "session_id": e.session_id,
-                "actor_key": e.actor_key,
+                "sid": e.session_id,
+                "actor": e.actor_key,
                 "path": path,
-                "literal_prefix": literal_prefix(path),
+                "prefix": literal_prefix(path),
                 "exclusive": e.exclusive,
-                "claimed_us": r.recorded_us,
-                "released_us": None,
-                "release_reason": None,
+                "at": r.recorded_us,
             }
             for idx, path in enumerate(e.paths)
         ],
@@ -47,38 +103,32 @@ def file_claim_released(conn: Connection, r: RecordedEvent) -> None:
     assert isinstance(e, FileClaimReleased)
     if not e.paths:
         return
-    holder = file_claims.c.session_id.is_(None) if e.session_id is None else file_claims.c.session_id == e.session_id
-    conn.execute(
-        update(file_claims)
-        .where(
-            (file_claims.c.workspace == r.metadata.workspace)
-            & (file_claims.c.issue == e.issue)
-            & holder
-            & file_claims.c.path.in_(e.paths)
-            & file_claims.c.released_us.is_(None)
-        )
-        .values(released_us=r.recorded_us, release_reason=e.reason)
+    paths: object = list(e.paths) if conn.dialect.name == "postgresql" else json.dumps(list(e.paths))
+    _RELEASE.run(
+        conn,
+        {"at": r.recorded_us, "reason": e.reason, "ws": r.metadata.workspace, "issue": e.issue, "sid": e.session_id, "paths": paths},
     )
 
 
 def claim_conflict(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, ClaimConflict)
-    conn.execute(
-        conflicts.insert().values(
-            position=r.position,
-            workspace=r.metadata.workspace,
-            path=e.path,
-            issue=e.issue,
-            session_id=e.session_id,
-            holder_path=e.holder_path,
-            holder_issue=e.holder_issue,
-            holder_session_id=e.holder_session_id,
-            forced=e.forced,
-            occurred_us=r.recorded_us,
-            actor_key=e.actor_key,
-            holder_actor_key=e.holder_actor_key,
-        )
+    _INSERT_CONFLICT.run(
+        conn,
+        {
+            "position": r.position,
+            "ws": r.metadata.workspace,
+            "path": e.path,
+            "issue": e.issue,
+            "sid": e.session_id,
+            "holder_path": e.holder_path,
+            "holder_issue": e.holder_issue,
+            "holder_sid": e.holder_session_id,
+            "forced": e.forced,
+            "at": r.recorded_us,
+            "actor": e.actor_key,
+            "holder_actor": e.holder_actor_key,
+        },
     )
 
 

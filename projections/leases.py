@@ -1,4 +1,5 @@
-"""Read models of the issue tier: projects (WIP limit), issues (fencing, handoff), leases.
+"""Read models of the issue tier: projects (WIP limit), issues (fencing, handoff), leases,
+and the count of each project's unreleased leases (``project_leases``, for the WIP cap).
 
 The appliers of grants and releases run on every claim and release: their statements are
 built once (``Prepared``), and a grant upserts its issue row in one statement.
@@ -15,7 +16,7 @@ from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared
 
 from .base import Appliers
-from .tables import issues, leases, projects
+from .tables import issues, leases, project_leases, projects
 
 
 def project_configured(conn: Connection, r: RecordedEvent) -> None:
@@ -57,7 +58,20 @@ _RELEASE_LEASE = Prepared(
     lambda d: update(leases)
     .where((leases.c.workspace == bindparam("ws")) & (leases.c.issue == bindparam("issue")) & leases.c.released_us.is_(None))
     .values(released_us=bindparam("at"), release_reason=bindparam("reason"))
+    .returning(leases.c.project)
 )
+
+
+def _count_unreleased(dialect: str) -> Executable:
+    """Add ``delta`` to a project's unreleased leases (the row is created by its first grant)."""
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(project_leases)
+    return insert.values(workspace=bindparam("ws"), project=bindparam("project"), unreleased=bindparam("delta")).on_conflict_do_update(
+        index_elements=[project_leases.c.workspace, project_leases.c.project],
+        set_={"unreleased": project_leases.c.unreleased + bindparam("delta2")},
+    )
+
+
+_COUNT_UNRELEASED = Prepared(_count_unreleased)
 
 
 def lease_granted(conn: Connection, r: RecordedEvent) -> None:
@@ -78,16 +92,19 @@ def lease_granted(conn: Connection, r: RecordedEvent) -> None:
             "at": r.recorded_us,
         },
     )
+    _COUNT_UNRELEASED.run(conn, {"ws": ws, "project": e.project, "delta": 1, "delta2": 1})
 
 
 def lease_released(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, LeaseReleased)
-    _RELEASE_LEASE.run(conn, {"ws": r.metadata.workspace, "issue": e.issue, "at": r.recorded_us, "reason": e.reason})
+    ws = r.metadata.workspace
+    for (project,) in _RELEASE_LEASE.rows(conn, {"ws": ws, "issue": e.issue, "at": r.recorded_us, "reason": e.reason}):
+        _COUNT_UNRELEASED.run(conn, {"ws": ws, "project": project, "delta": -1, "delta2": -1})
     if e.reason in ("expired", "superseded"):
         # The lock delay counts from here (SPEC §9); a queue re-queue records no ended_at.
         ended = e.ended_at_us if isinstance(e.ended_at_us, int) else r.recorded_us
-        key = (issues.c.workspace == r.metadata.workspace) & (issues.c.issue == e.issue)
+        key = (issues.c.workspace == ws) & (issues.c.issue == e.issue)
         conn.execute(update(issues).where(key).values(delay_from_us=ended, delay_session_id=e.session_id))
 
 

@@ -2,19 +2,76 @@
 
 The ledger is the p24 audit trail: one row per transition naming the session, actor and
 host that made it, when, and a detail (fencing token, outcome or re-queue reason).
-Actor and host of a session never change, so they are looked up from ``sessions``.
+Actor and host of a session never change, so they are looked up from ``sessions``. Every
+statement is built once (``Prepared``).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, Connection, select, update
+from sqlalchemy import Connection, bindparam, null, select, update
 
 from eventcoord.codec import encode
 from eventcoord.events import WorkClaimed, WorkEnqueued, WorkFinished, WorkRequeued, WorkStarted
 from eventcoord.store.log import RecordedEvent
+from eventcoord.store.prepared import Prepared
 
 from .base import Appliers
 from .tables import sessions, work_items, work_ledger
+
+_ACTOR_OF = Prepared(lambda d: select(sessions.c.actor_key, sessions.c.host).where(sessions.c.session_id == bindparam("sid")))
+_INSERT_LEDGER = Prepared(
+    lambda d: work_ledger.insert().values(
+        position=bindparam("position"),
+        workspace=bindparam("ws"),
+        item_id=bindparam("item"),
+        action=bindparam("action"),
+        session_id=bindparam("sid"),
+        actor_key=bindparam("actor"),
+        host=bindparam("host"),
+        detail=bindparam("detail"),
+        recorded_us=bindparam("at"),
+    )
+)
+_ITEM = (work_items.c.item_id == bindparam("item")) & (work_items.c.workspace == bindparam("ws"))
+_INSERT_ITEM = Prepared(
+    lambda d: work_items.insert().values(
+        item_id=bindparam("item"),
+        workspace=bindparam("ws"),
+        project=bindparam("project"),
+        issue=bindparam("issue"),
+        priority=bindparam("priority"),
+        payload=bindparam("payload"),
+        blocked_by=bindparam("blocked_by"),
+        paths=bindparam("paths"),
+        status=bindparam("status"),
+        enqueued_position=bindparam("position"),
+        enqueued_us=bindparam("at"),
+        updated_us=bindparam("at2"),
+        attempts=bindparam("attempts"),
+    )
+)
+_CLAIMED = Prepared(
+    lambda d: update(work_items)
+    .where(_ITEM)
+    .values(
+        status=bindparam("status"),
+        session_id=bindparam("sid"),
+        actor_key=bindparam("actor"),
+        host=bindparam("host"),
+        fencing_token=bindparam("token"),
+        attempts=work_items.c.attempts + 1,
+        updated_us=bindparam("at"),
+    )
+)
+_STARTED = Prepared(lambda d: update(work_items).where(_ITEM).values(status=bindparam("status"), updated_us=bindparam("at")))
+_FINISHED = Prepared(
+    lambda d: update(work_items).where(_ITEM).values(status=bindparam("status"), outcome=bindparam("outcome"), updated_us=bindparam("at"))
+)
+_REQUEUED = Prepared(
+    lambda d: update(work_items)
+    .where(_ITEM)
+    .values(status=bindparam("status"), session_id=null(), actor_key=null(), host=null(), fencing_token=null(), updated_us=bindparam("at"))
+)
 
 
 def _ledger(
@@ -28,54 +85,47 @@ def _ledger(
     host: str | None = None,
 ) -> None:
     if session_id is not None and actor_key is None:
-        row = conn.execute(select(sessions.c.actor_key, sessions.c.host).where(sessions.c.session_id == session_id)).first()
+        row = _ACTOR_OF.first(conn, {"sid": session_id})
         if row is not None:
-            actor_key, host = row.actor_key, row.host
+            actor_key, host = row[0], row[1]
     if session_id is None and actor_key is None:
         actor_key = r.metadata.actor_key
-    conn.execute(
-        work_ledger.insert().values(
-            position=r.position,
-            workspace=r.metadata.workspace,
-            item_id=item_id,
-            action=action,
-            session_id=session_id,
-            actor_key=actor_key,
-            host=host,
-            detail=detail[:240] if detail else None,
-            recorded_us=r.recorded_us,
-        )
+    _INSERT_LEDGER.run(
+        conn,
+        {
+            "position": r.position,
+            "ws": r.metadata.workspace,
+            "item": item_id,
+            "action": action,
+            "sid": session_id,
+            "actor": actor_key,
+            "host": host,
+            "detail": detail[:240] if detail else None,
+            "at": r.recorded_us,
+        },
     )
-
-
-def _item(r: RecordedEvent, item_id: str) -> ColumnElement[bool]:
-    return (work_items.c.item_id == item_id) & (work_items.c.workspace == r.metadata.workspace)
 
 
 def enqueued(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkEnqueued)
-    conn.execute(
-        work_items.insert().values(
-            item_id=e.item_id,
-            workspace=r.metadata.workspace,
-            project=e.project,
-            issue=e.issue,
-            priority=e.priority,
-            payload=None if e.payload is None else encode(e.payload).decode(),
-            blocked_by=encode(e.blocked_by).decode(),
-            paths=encode(e.paths).decode(),
-            status="queued",
-            session_id=None,
-            actor_key=None,
-            host=None,
-            fencing_token=None,
-            enqueued_position=r.position,
-            enqueued_us=r.recorded_us,
-            updated_us=r.recorded_us,
-            outcome=None,
-            attempts=0,
-        )
+    _INSERT_ITEM.run(
+        conn,
+        {
+            "item": e.item_id,
+            "ws": r.metadata.workspace,
+            "project": e.project,
+            "issue": e.issue,
+            "priority": e.priority,
+            "payload": None if e.payload is None else encode(e.payload).decode(),
+            "blocked_by": encode(e.blocked_by).decode(),
+            "paths": encode(e.paths).decode(),
+            "status": "queued",
+            "position": r.position,
+            "at": r.recorded_us,
+            "at2": r.recorded_us,
+            "attempts": 0,
+        },
     )
     _ledger(conn, r, e.item_id, "enqueued", r.metadata.session_id)
 
@@ -83,19 +133,8 @@ def enqueued(conn: Connection, r: RecordedEvent) -> None:
 def claimed(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkClaimed)
-    conn.execute(
-        update(work_items)
-        .where(_item(r, e.item_id))
-        .values(
-            status="claimed",
-            session_id=e.session_id,
-            actor_key=e.actor_key,
-            host=e.host,
-            fencing_token=e.fencing_token,
-            attempts=work_items.c.attempts + 1,
-            updated_us=r.recorded_us,
-        )
-    )
+    params = {"item": e.item_id, "ws": r.metadata.workspace, "status": "claimed", "sid": e.session_id, "actor": e.actor_key}
+    _CLAIMED.run(conn, {**params, "host": e.host, "token": e.fencing_token, "at": r.recorded_us})
     detail = None if e.fencing_token is None else f"fencing_token={e.fencing_token}"
     _ledger(conn, r, e.item_id, "claimed", e.session_id, detail, e.actor_key, e.host)
 
@@ -103,27 +142,21 @@ def claimed(conn: Connection, r: RecordedEvent) -> None:
 def started(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkStarted)
-    conn.execute(update(work_items).where(_item(r, e.item_id)).values(status="running", updated_us=r.recorded_us))
+    _STARTED.run(conn, {"item": e.item_id, "ws": r.metadata.workspace, "status": "running", "at": r.recorded_us})
     _ledger(conn, r, e.item_id, "started", e.session_id)
 
 
 def finished(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkFinished)
-    conn.execute(
-        update(work_items).where(_item(r, e.item_id)).values(status=e.outcome, outcome=e.outcome, updated_us=r.recorded_us)
-    )
+    _FINISHED.run(conn, {"item": e.item_id, "ws": r.metadata.workspace, "status": e.outcome, "outcome": e.outcome, "at": r.recorded_us})
     _ledger(conn, r, e.item_id, "finished", e.session_id, e.outcome)
 
 
 def requeued(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkRequeued)
-    conn.execute(
-        update(work_items)
-        .where(_item(r, e.item_id))
-        .values(status="queued", session_id=None, actor_key=None, host=None, fencing_token=None, updated_us=r.recorded_us)
-    )
+    _REQUEUED.run(conn, {"item": e.item_id, "ws": r.metadata.workspace, "status": "queued", "at": r.recorded_us})
     _ledger(conn, r, e.item_id, "requeued", e.session_id, e.reason)
 
 

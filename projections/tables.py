@@ -51,6 +51,17 @@ projects = Table(
     Column("agent_wip_limit", Integer, nullable=True),
 )
 
+#: Unreleased leases per project, kept by the lease appliers in the grant's or release's own
+#: transaction (0004_perf): the WIP cap reads this one row instead of counting the project's
+#: unreleased leases, and counts live ones only when this many could reach the limit.
+project_leases = Table(
+    "project_leases",
+    metadata,
+    Column("workspace", String(64), primary_key=True),
+    Column("project", String(128), primary_key=True),
+    Column("unreleased", Integer, nullable=False),
+)
+
 issues = Table(
     "issues",
     metadata,
@@ -128,6 +139,15 @@ file_claims = Table(
     ),
     Index("ix_file_claims_workspace_time", "workspace", "claimed_us"),
     Index("ix_file_claims_issue", "workspace", "issue"),
+    # An issue's unreleased claims (release_files and its read model; 0004_perf): an issue
+    # claimed and released a thousand times is still read in one short probe.
+    Index(
+        "ix_file_claims_issue_live",
+        "workspace",
+        "issue",
+        sqlite_where=text("released_us IS NULL"),
+        postgresql_where=text("released_us IS NULL"),
+    ),
     # Live claims in position order (the dashboard's pages): walk, don't sort (0002_dashboard).
     Index(
         "ix_file_claims_live_order",
@@ -138,6 +158,10 @@ file_claims = Table(
         postgresql_where=text("released_us IS NULL"),
     ),
 )
+
+# PostgreSQL only (migration 0004_perf, not declared here: an expression index):
+# ix_file_claims_live_c ON file_claims (((workspace || E'\x01' || literal_prefix) COLLATE "C"))
+# WHERE released_us IS NULL — the only index claim_files' overlap probes can use there.
 
 conflicts = Table(
     "conflicts",
@@ -273,6 +297,7 @@ READ_MODEL_TABLES = (
     projects,
     issues,
     leases,
+    project_leases,
     file_claims,
     conflicts,
     messages,

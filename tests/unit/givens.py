@@ -3,7 +3,7 @@ items, refusals, and :class:`MemoryReads` (the queue's reads, in memory)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +83,7 @@ class MemoryReads:
         self.asked.append(f"statuses:{','.join(item_ids)}")
         return {i: self.status[i] for i in item_ids if i in self.status}
 
-    def exclusive_claims(self) -> list[FileClaimView]:
+    def exclusive_claims(self, paths: Sequence[str]) -> list[FileClaimView]:
         self.asked.append("claims")
         return self.claims
 

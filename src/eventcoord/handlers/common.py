@@ -67,14 +67,12 @@ def load_session(
 
 def load_sessions(conn: Connection, ctx: Context, session_ids: set[str]) -> dict[str, SessionState]:
     """Several sessions by id (holders of leases or claims), without locking them."""
-    if not session_ids:
-        return {}
-    rows = conn.execute(
-        select(*SESSION_COLUMNS).where(
-            sessions.c.session_id.in_(sorted(session_ids)) & (sessions.c.workspace == ctx.workspace)
-        )
-    )
-    return {r.session_id: SessionState(*tuple(r)) for r in rows}
+    found: dict[str, SessionState] = {}
+    for sid in sorted(session_ids):  # a few holders: one prebuilt probe each
+        row = _SESSION.first(conn, {"sid": sid, "ws": ctx.workspace})
+        if row is not None:
+            found[sid] = SessionState(*row)
+    return found
 
 
 def _insert_guard(dialect: str) -> Executable:
@@ -89,5 +87,6 @@ _LOCK_GUARD = Prepared(lambda d: select(guards.c.key).where((guards.c.workspace 
 def lock_guard(conn: Connection, workspace: str, key: str) -> None:
     """Lock (creating it if missing) the guard row ``key`` of a workspace until commit."""
     params = {"ws": workspace, "key": key}
-    _INSERT_GUARD.run(conn, params)
-    _LOCK_GUARD.first(conn, params)
+    if _LOCK_GUARD.first(conn, params) is None:  # first use: create it, then lock it
+        _INSERT_GUARD.run(conn, params)
+        _LOCK_GUARD.first(conn, params)

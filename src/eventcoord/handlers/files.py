@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, or_, select
+from sqlalchemy import ColumnElement, Connection, bindparam, select, text
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql import Executable
 
-from eventcoord.auth import ensure_workspace
 from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context, Decision
 from eventcoord.domain import files as domain
@@ -22,27 +23,29 @@ from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import Claimant, SessionState, claimant
 from eventcoord.errors import DomainError
 from eventcoord.events import WaitStarted
-from eventcoord.handlers.common import load_session, load_sessions
-from eventcoord.projections.tables import file_claims
+from eventcoord.handlers.common import WS, load_session, load_sessions
+from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import workspaces
 
-_CLAIM_COLUMNS = (
-    file_claims.c.position,
-    file_claims.c.idx,
-    file_claims.c.issue,
-    file_claims.c.session_id,
-    file_claims.c.actor_key,
-    file_claims.c.path,
-    file_claims.c.exclusive,
-)
 _MAX_CHAR = 0x10FFFF
 _MAX_ANCESTORS = 2000
 
 
+def _insert_workspace(dialect: str) -> Executable:
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(workspaces)
+    return insert.values(name=WS, created_us=bindparam("at")).on_conflict_do_nothing()
+
+
+_INSERT_WORKSPACE = Prepared(_insert_workspace)
+_LOCK_WORKSPACE = Prepared(lambda d: select(workspaces.c.name).where(workspaces.c.name == WS).with_for_update())
+
+
 def lock_workspace(conn: Connection, ctx: Context) -> None:
     """Serialise every claim_files of the workspace until commit (PostgreSQL row lock)."""
-    ensure_workspace(conn, ctx.workspace, ctx.now_us)
-    conn.execute(select(workspaces.c.name).where(workspaces.c.name == ctx.workspace).with_for_update())
+    params = {"ws": ctx.workspace}
+    if _LOCK_WORKSPACE.first(conn, params) is None:  # created on first use (the lock row of workspace-wide guards)
+        _INSERT_WORKSPACE.run(conn, {"ws": ctx.workspace, "at": ctx.now_us})
+        _LOCK_WORKSPACE.first(conn, params)
 
 
 def ancestors(prefix: str) -> set[str]:
@@ -77,24 +80,89 @@ def starts_with(conn: Connection, column: Any, prefix: str) -> ColumnElement[boo
     return bounded
 
 
+# The overlap candidates are read through the partial index of unreleased claims only, by
+# construction (issue 12): on SQLite every probe names it (``INDEXED BY``: the planner
+# cannot drift to ``ix_file_claims_workspace_time``, which holds every claim ever made);
+# on PostgreSQL the probes are ranges on ``literal_prefix COLLATE "C"``, an expression only
+# ``ix_file_claims_live_c`` (partial, unreleased claims) indexes. Each probe reads only the
+# claims whose prefix can overlap, so neither history nor live claims elsewhere in the
+# workspace slow a decision down. Asserted on the plans by tests/contract/test_plans.py.
+_CLAIM_SELECT = "SELECT position, idx, issue, session_id, actor_key, path, exclusive FROM file_claims"
+_LIVE = "workspace = :ws AND released_us IS NULL"
+_SQLITE_LIVE = f"{_CLAIM_SELECT} INDEXED BY ix_file_claims_live WHERE {_LIVE}"
+_EQ = Prepared(lambda d: text(f"{_SQLITE_LIVE} AND literal_prefix = :p"))
+_RANGE = Prepared(lambda d: text(f"{_SQLITE_LIVE} AND literal_prefix >= :lo AND literal_prefix < :hi"))
+# Every live claim of the workspace (a '' prefix): on PostgreSQL any index the planner picks
+# for ``workspace = … AND released_us IS NULL`` is a partial one of unreleased claims.
+_ALL_LIVE = Prepared(lambda d: text(_SQLITE_LIVE if d == "sqlite" else f"{_CLAIM_SELECT} WHERE {_LIVE}"))
+# PostgreSQL: one statement, a lateral index probe per (lo, hi) range; an exact prefix p is
+# the range [p, p || chr(1)) (text holds no NUL). The probes compare one expression,
+# ``(workspace || chr(1) || literal_prefix) COLLATE "C"``, with bounds that carry the
+# workspace, and name no other column: only ``ix_file_claims_live_c`` (partial, unreleased
+# claims, on exactly that expression) can serve them, so the planner has no other index
+# to drift to (with ``workspace = $1`` in the probe it did pick ``ix_file_claims_issue_live``
+# on a table without statistics, filtering every live claim per probe). ``OFFSET 0`` keeps
+# it from flattening the probes into one join over every live claim.
+PG_LIVE_KEY = "((workspace || E'\\x01' || literal_prefix) COLLATE \"C\")"
+_PG_PROBES = Prepared(
+    lambda d: text(
+        "SELECT c.position, c.idx, c.issue, c.session_id, c.actor_key, c.path, c.exclusive"
+        " FROM unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) AS r(lo, hi) CROSS JOIN LATERAL ("
+        f" {_CLAIM_SELECT} WHERE released_us IS NULL AND {PG_LIVE_KEY} >= r.lo AND {PG_LIVE_KEY} < r.hi OFFSET 0) AS c"
+    )
+)
+
+
+def _probe_ranges(prefixes: set[str]) -> tuple[list[str], list[tuple[str, str]]] | None:
+    """Exact prefixes (the ancestors) and [lo, hi) ranges (extensions) to probe; None: read all."""
+    above = sorted(set().union(*(ancestors(p) for p in prefixes)))
+    # A requested '' prefix ('*', '**/x') can overlap anything; absurdly deep paths would
+    # need absurdly many probes: both read every unreleased claim.
+    if "" in prefixes or len(above) > _MAX_ANCESTORS:
+        return None
+    ranges: list[tuple[str, str]] = []
+    for p in sorted(prefixes):
+        if ranges and p.startswith(ranges[-1][0]):
+            continue  # inside the range of a shorter requested prefix
+        hi = prefix_upper_bound(p)
+        if hi is None:
+            return None
+        ranges.append((p, hi))
+    return above, ranges
+
+
+def _claim_row(r: Any) -> domain.ClaimRow:
+    return domain.ClaimRow(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]))
+
+
 def overlap_candidates(conn: Connection, ctx: Context, paths: Iterable[str]) -> list[domain.ClaimRow]:
     """Unreleased claims of the workspace that could overlap one of ``paths``.
 
     Two patterns can only overlap when one literal prefix extends the other, so the
     candidates are the claims whose prefix starts with a requested prefix, plus those whose
-    prefix is one of its directory ancestors; both are lookups in the partial index of
-    unreleased claims, so history never slows a decision down.
+    prefix is one of its directory ancestors; both are probes of the partial index of
+    unreleased claims, so history never slows a decision down, nor do live claims in paths
+    that cannot overlap.
     """
-    prefixes = {literal_prefix(p) for p in paths}
-    where = (file_claims.c.workspace == ctx.workspace) & file_claims.c.released_us.is_(None)
-    above = sorted(set().union(*(ancestors(p) for p in prefixes)))
-    # A requested '' prefix ('*', '**/x') can overlap anything; absurdly deep paths would
-    # need more bind parameters than SQLite allows: both read every unreleased claim.
-    if "" not in prefixes and len(above) <= _MAX_ANCESTORS:
-        below = [starts_with(conn, file_claims.c.literal_prefix, p) for p in sorted(prefixes)]
-        where = where & or_(file_claims.c.literal_prefix.in_(above), *below)
-    rows = conn.execute(select(*_CLAIM_COLUMNS).where(where).order_by(file_claims.c.position, file_claims.c.idx))
-    return [domain.ClaimRow(*r) for r in rows]
+    probes = _probe_ranges({literal_prefix(p) for p in paths})
+    ws = ctx.workspace
+    rows: list[Any] = []
+    if probes is None:
+        rows = list(_ALL_LIVE.rows(conn, {"ws": ws}))
+    elif conn.dialect.name == "postgresql":
+        above, ranges = probes
+        key = ws + "\x01"  # workspace names hold no control characters
+        lo = [key + p for p in above] + [key + r[0] for r in ranges]
+        hi = [key + p + "\x01" for p in above] + [key + r[1] for r in ranges]
+        rows = list(_PG_PROBES.rows(conn, {"lo": lo, "hi": hi}))
+    else:
+        above, ranges = probes
+        for p in above:
+            rows.extend(_EQ.rows(conn, {"ws": ws, "p": p}))
+        for lo_, hi_ in ranges:
+            rows.extend(_RANGE.rows(conn, {"ws": ws, "lo": lo_, "hi": hi_}))
+    unique = {(r[0], r[1]): r for r in rows}
+    return [_claim_row(unique[k]) for k in sorted(unique)]
 
 
 def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
@@ -114,16 +182,26 @@ def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
     return domain.decide_claim_files(domain.ClaimFilesState(session, held, holders, join if cmd.wait else None), cmd, ctx)
 
 
+# Unreleased claims of one issue and holder, through the partial index of an issue's
+# unreleased claims (history of the issue never read). ``IS`` matches a null holder too.
+_OF_ISSUE = Prepared(
+    lambda d: text(
+        f"{_CLAIM_SELECT} INDEXED BY ix_file_claims_issue_live WHERE workspace = :ws AND issue = :issue"
+        " AND session_id IS :sid AND released_us IS NULL ORDER BY position, idx"
+    )
+    if d == "sqlite"
+    else text(
+        f"{_CLAIM_SELECT} WHERE workspace = :ws AND issue = :issue"
+        " AND session_id IS NOT DISTINCT FROM CAST(:sid AS text) AND released_us IS NULL ORDER BY position, idx"
+    )
+)
+
+
 def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision:
     session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
     lock_workspace(conn, ctx)  # a waiter joins under this lock: none can slip past the hand-off
-    holder = file_claims.c.session_id.is_(None) if cmd.session_id is None else file_claims.c.session_id == cmd.session_id
-    rows = conn.execute(
-        select(*_CLAIM_COLUMNS)
-        .where((file_claims.c.workspace == ctx.workspace) & (file_claims.c.issue == cmd.issue) & holder & file_claims.c.released_us.is_(None))
-        .order_by(file_claims.c.position, file_claims.c.idx)
-    )
-    d = domain.decide_release_files(domain.ReleaseFilesState(session, [domain.ClaimRow(*r) for r in rows]), cmd, ctx)
+    rows = _OF_ISSUE.rows(conn, {"ws": ctx.workspace, "issue": cmd.issue, "sid": cmd.session_id})
+    d = domain.decide_release_files(domain.ReleaseFilesState(session, [_claim_row(r) for r in rows]), cmd, ctx)
     released = list(d.result["released"])
     if released:
         files_hand_off(conn, ctx, d, released, lambda h: h.issue == cmd.issue and h.session_id == cmd.session_id)

@@ -19,7 +19,7 @@ from eventcoord.domain.sessions import SessionState
 from eventcoord.handlers.common import SESSION_COLUMNS, WS, load_session, lock_guard
 from eventcoord.handlers.waits import join_state, load_line
 from eventcoord.liveness import live_clause
-from eventcoord.projections.tables import issues, leases, projects, sessions
+from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions
 from eventcoord.store.prepared import Prepared
 
 _RULES = Prepared(
@@ -47,6 +47,19 @@ _LIVE_LEASES = Prepared(
         & leases.c.released_us.is_(None)
         & (leases.c.issue != bindparam("issue"))
         & live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff"))
+    )
+)
+_UNRELEASED = Prepared(
+    lambda d: select(project_leases.c.unreleased).where(
+        (project_leases.c.workspace == WS) & (project_leases.c.project == bindparam("project"))
+    )
+)
+_LEASED_IN_PROJECT = Prepared(
+    lambda d: select(leases.c.lease_id).where(
+        (leases.c.workspace == WS)
+        & (leases.c.issue == bindparam("issue"))
+        & leases.c.released_us.is_(None)
+        & (leases.c.project == bindparam("project"))
     )
 )
 _LEASE = select(leases.c.issue, leases.c.project, leases.c.session_id, leases.c.actor_key, leases.c.fencing_token).where(
@@ -98,9 +111,23 @@ def agent_held(conn: Connection, ctx: Context, project: str, except_issue: str, 
     return int(_AGENT_HELD.scalar(conn, {"ws": ctx.workspace, "project": project, "issue": except_issue, "sid": session_id}))
 
 
-def live_lease_count(conn: Connection, ctx: Context, project: str, except_issue: str) -> int:
-    """Live leases of a project, not counting any lease on ``except_issue``."""
+def live_lease_count(conn: Connection, ctx: Context, project: str, except_issue: str, wip_limit: int | None = None) -> int:
+    """Live leases of a project, not counting any lease on ``except_issue``.
+
+    With ``wip_limit`` it costs the same with 5 or 5,000 unreleased leases in the project
+    as long as they cannot reach the limit: the project's unreleased leases are one row
+    (``project_leases``), and while they (this issue's aside) are fewer than ``wip_limit``
+    so are the live ones, and that count is returned (an upper bound: the cap admits
+    either way, and only a refusal reports the number). Only when they could reach the
+    limit are the live ones counted.
+    """
     params = {"ws": ctx.workspace, "project": project, "issue": except_issue, "cutoff": ctx.cutoff_us}
+    if wip_limit is not None:
+        unreleased = int(_UNRELEASED.scalar(conn, params) or 0)
+        if unreleased and _LEASED_IN_PROJECT.first(conn, params) is not None:
+            unreleased -= 1
+        if unreleased < wip_limit:
+            return unreleased
     return int(_LIVE_LEASES.scalar(conn, params))
 
 
@@ -124,7 +151,7 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
     caller = load_session(conn, ctx, cmd.session_id)
     rules = lock_project_rules(conn, ctx, cmd.project)
     view = load_issue_view(conn, ctx, cmd.issue, lock=True)
-    live = live_lease_count(conn, ctx, cmd.project, cmd.issue)
+    live = live_lease_count(conn, ctx, cmd.project, cmd.issue, rules.wip_limit)
     state = domain.ClaimState(
         caller,
         view,
@@ -157,7 +184,7 @@ def issue_line(conn: Connection, ctx: Context, issue: str, project: str) -> Issu
         last_fencing_token=reg.last_fencing_token if reg else 0,
         handoff_note=reg.handoff_note if reg else None,
         rules=rules,
-        live_count=lambda: live_lease_count(conn, ctx, project, issue),
+        live_count=lambda: live_lease_count(conn, ctx, project, issue, rules.wip_limit),
         agent_held=lambda sid: agent_held(conn, ctx, project, issue, sid) if rules.agent_wip_limit is not None else 0,
         delay=delay,
         line=line,

@@ -9,11 +9,11 @@ same item. Lock order: project guard → sessions → work items → issue lease
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, bindparam, func, or_, select
 
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Context, Decision
@@ -21,19 +21,16 @@ from eventcoord.domain import queue as domain
 from eventcoord.domain.handoff import IssueLine
 from eventcoord.domain.issues import IssueView, LeaseState
 from eventcoord.domain.sessions import SessionState
-from eventcoord.handlers.common import load_session
-from eventcoord.handlers.issues import (
-    issue_line,
-    live_lease_count,
-    load_issue_view,
-    load_lease,
-    lock_project,
-)
+from eventcoord.handlers.common import WS, load_session, load_sessions
+from eventcoord.handlers.files import overlap_candidates
+from eventcoord.handlers.issues import issue_line, live_lease_count, load_issue_view, load_lease, lock_project
 from eventcoord.liveness import not_live_clause
-from eventcoord.projections.tables import file_claims, issues, sessions, work_items
+from eventcoord.projections.tables import issues, sessions, work_items
+from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import workspaces
 
 PAGE = 100
+FIRST_PAGES = (4, 32)
 
 _ITEM_COLUMNS = (
     work_items.c.item_id,
@@ -50,26 +47,73 @@ _ITEM_COLUMNS = (
 )
 
 
-def _item(row: Any) -> domain.ItemState:
+def _item(row: Sequence[Any]) -> domain.ItemState:
+    """An item from a row of ``_ITEM_COLUMNS`` (a tuple: prebuilt statements give no names)."""
+    item_id, project, issue, priority, status, session_id, fencing_token, blocked_by, paths, payload, enqueued = row
     return domain.ItemState(
-        item_id=row.item_id,
-        project=row.project,
-        issue=row.issue,
-        priority=row.priority,
-        status=row.status,
-        session_id=row.session_id,
-        fencing_token=row.fencing_token,
-        blocked_by=tuple(msgspec.json.decode(row.blocked_by)),
-        paths=tuple(msgspec.json.decode(row.paths)),
-        payload=row.payload,
-        enqueued_position=row.enqueued_position,
+        item_id=item_id,
+        project=project,
+        issue=issue,
+        priority=priority,
+        status=status,
+        session_id=session_id,
+        fencing_token=fencing_token,
+        blocked_by=tuple(msgspec.json.decode(blocked_by)),
+        paths=tuple(msgspec.json.decode(paths)),
+        payload=payload,
+        enqueued_position=enqueued,
     )
 
 
+# The hot statements of the queue tier, built once (``Prepared``), like the issue tier's.
+# (An IN list would compile to an expanding parameter, which fixed SQL cannot hold.)
+_ACTIVE = or_(*(work_items.c.status == s for s in domain.ACTIVE))
+_ITEM_SELECT = select(*_ITEM_COLUMNS).where((work_items.c.item_id == bindparam("item")) & (work_items.c.workspace == WS))
+_ITEM_PLAIN = Prepared(lambda d: _ITEM_SELECT)
+_ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update())
+_SUSPECTS = Prepared(
+    lambda d: select(work_items.c.session_id)
+    .select_from(work_items.join(sessions, sessions.c.session_id == work_items.c.session_id))
+    .where(
+        (work_items.c.workspace == WS)
+        & (work_items.c.project == bindparam("project"))
+        & _ACTIVE
+        & (sessions.c.kind != "human")
+        & not_live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff"))
+    )
+    .distinct()
+)
+_QUEUED = (work_items.c.workspace == WS) & (work_items.c.project == bindparam("project")) & (work_items.c.status == "queued")
+_ORDER = (work_items.c.priority.desc(), work_items.c.enqueued_position)
+_FIRST_PAGE = Prepared(
+    lambda d: select(*_ITEM_COLUMNS).where(_QUEUED).order_by(*_ORDER).limit(bindparam("page")).with_for_update(skip_locked=True)
+)
+_NEXT_PAGE = Prepared(
+    lambda d: select(*_ITEM_COLUMNS)
+    .where(
+        _QUEUED
+        & (
+            (work_items.c.priority < bindparam("priority"))
+            | ((work_items.c.priority == bindparam("priority2")) & (work_items.c.enqueued_position > bindparam("after")))
+        )
+    )
+    .order_by(*_ORDER)
+    .limit(bindparam("page"))
+    .with_for_update(skip_locked=True)
+)
+_OTHER_ACTIVE = Prepared(
+    lambda d: select(func.count()).where(
+        (work_items.c.session_id == bindparam("sid"))
+        & _ACTIVE
+        & (work_items.c.issue == bindparam("issue"))
+        & (work_items.c.item_id != bindparam("item"))
+    )
+)
+_ISSUE_PROJECT = Prepared(lambda d: select(issues.c.project).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue"))))
+_SHARE_WORKSPACE = Prepared(lambda d: select(workspaces.c.name).where(workspaces.c.name == WS).with_for_update(read=True))
 def load_item(conn: Connection, ctx: Context, item_id: str, *, lock: bool = False) -> domain.ItemState | None:
     """One work item of the caller's workspace."""
-    stmt = select(*_ITEM_COLUMNS).where((work_items.c.item_id == item_id) & (work_items.c.workspace == ctx.workspace))
-    row = conn.execute(stmt.with_for_update() if lock else stmt).one_or_none()
+    row = (_ITEM_FOR_UPDATE if lock else _ITEM_PLAIN).first(conn, {"item": item_id, "ws": ctx.workspace})
     return None if row is None else _item(row)
 
 
@@ -79,18 +123,7 @@ def load_stale_work(conn: Connection, ctx: Context, project: str, caller: str | 
     Reads only the project's claimed/running items (index ``ix_work_items_queue``). Lock
     order: the workers' sessions (sorted), their items, then the leases of their issues.
     """
-    suspects = conn.execute(
-        select(work_items.c.session_id)
-        .select_from(work_items.join(sessions, sessions.c.session_id == work_items.c.session_id))
-        .where(
-            (work_items.c.workspace == ctx.workspace)
-            & (work_items.c.project == project)
-            & work_items.c.status.in_(domain.ACTIVE)
-            & (sessions.c.kind != "human")
-            & not_live_clause(sessions.c.last_seen_us, sessions.c.ended_us, ctx.cutoff_us)
-        )
-        .distinct()
-    ).scalars().all()
+    suspects = [r[0] for r in _SUSPECTS.rows(conn, {"ws": ctx.workspace, "project": project, "cutoff": ctx.cutoff_us})]
     worker_ids = sorted(s for s in suspects if s is not None and s != caller)
     if not worker_ids:
         return domain.StaleWork()
@@ -118,8 +151,8 @@ def load_stale_work(conn: Connection, ctx: Context, project: str, caller: str | 
 class WorkReads:
     """:class:`eventcoord.domain.queue.WorkReads` on a connection, for one (locked) project."""
 
-    def __init__(self, conn: Connection, ctx: Context, project: str) -> None:
-        self.conn, self.ctx, self.project = conn, ctx, project
+    def __init__(self, conn: Connection, ctx: Context, project: str, wip_limit: int | None = None) -> None:
+        self.conn, self.ctx, self.project, self.wip_limit = conn, ctx, project, wip_limit
 
     def stale_work(self, caller: str | None) -> domain.StaleWork:
         return load_stale_work(self.conn, self.ctx, self.project, caller)
@@ -128,23 +161,27 @@ class WorkReads:
         return load_item(self.conn, self.ctx, item_id, lock=True)
 
     def queued(self) -> Iterator[domain.ItemState]:
-        """Queued items in selection order, a page at a time, skipping rows others lock."""
+        """Queued items in selection order, a page at a time, skipping rows others lock.
+
+        Pages grow (4, 32, then ``PAGE``): a pull usually takes one of the first items, and
+        every row a page reads is decoded and, on PostgreSQL, locked until commit.
+        """
         last: domain.ItemState | None = None
+        params: dict[str, Any] = {"ws": self.ctx.workspace, "project": self.project, "page": FIRST_PAGES[0]}
+        pages = 0
         while True:
-            stmt = select(*_ITEM_COLUMNS).where(
-                (work_items.c.workspace == self.ctx.workspace) & (work_items.c.project == self.project) & (work_items.c.status == "queued")
-            )
-            if last is not None:
-                stmt = stmt.where(
-                    (work_items.c.priority < last.priority)
-                    | ((work_items.c.priority == last.priority) & (work_items.c.enqueued_position > last.enqueued_position))
-                )
-            stmt = stmt.order_by(work_items.c.priority.desc(), work_items.c.enqueued_position).limit(PAGE)
-            page = [_item(r) for r in self.conn.execute(stmt.with_for_update(skip_locked=True))]
+            if last is None:
+                rows = _FIRST_PAGE.rows(self.conn, params)
+            else:
+                after = {"priority": last.priority, "priority2": last.priority, "after": last.enqueued_position}
+                rows = _NEXT_PAGE.rows(self.conn, {**params, **after})
+            page = [_item(r) for r in rows]
             yield from page
-            if len(page) < PAGE:
+            if len(page) < params["page"]:
                 return
             last = page[-1]
+            pages += 1
+            params["page"] = FIRST_PAGES[pages] if pages < len(FIRST_PAGES) else PAGE
 
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
         rows = self.conn.execute(
@@ -154,26 +191,27 @@ class WorkReads:
         )
         return {r.item_id: r.status for r in rows}
 
-    def exclusive_claims(self) -> list[domain.FileClaimView]:
-        """Unreleased exclusive file claims of the workspace, with their holders' liveness.
+    def exclusive_claims(self, paths: Sequence[str]) -> list[domain.FileClaimView]:
+        """Unreleased exclusive file claims of the workspace that could overlap ``paths``, with
+        their holders' liveness: the probes of claim_files (never every live claim).
 
         A share lock on the workspace row (claim_files locks it FOR UPDATE) keeps the claims
         from changing under this decision on PostgreSQL.
         """
-        ws = self.ctx.workspace
-        self.conn.execute(select(workspaces.c.name).where(workspaces.c.name == ws).with_for_update(read=True))
-        rows = self.conn.execute(
-            select(file_claims.c.path, file_claims.c.session_id, sessions.c.last_seen_us, sessions.c.ended_us)
-            .select_from(file_claims.outerjoin(sessions, sessions.c.session_id == file_claims.c.session_id))
-            .where((file_claims.c.workspace == ws) & file_claims.c.released_us.is_(None) & file_claims.c.exclusive)
-        )
-        return [domain.FileClaimView(r.path, r.session_id, self.ctx.is_live(r.last_seen_us, r.ended_us)) for r in rows]
+        params = {"ws": self.ctx.workspace}
+        _SHARE_WORKSPACE.first(self.conn, params)
+        held = [h for h in overlap_candidates(self.conn, self.ctx, paths) if h.exclusive]
+        holders = load_sessions(self.conn, self.ctx, {h.session_id for h in held if h.session_id is not None})
+        return [
+            domain.FileClaimView(h.path, h.session_id, (s := holders.get(h.session_id or "")) is not None and self.ctx.is_live(s.last_seen_us, s.ended_us))
+            for h in held
+        ]
 
     def issue(self, issue: str) -> IssueView:
         return load_issue_view(self.conn, self.ctx, issue, lock=True)
 
     def live_leases(self, issue: str) -> int:
-        return live_lease_count(self.conn, self.ctx, self.project, issue)
+        return live_lease_count(self.conn, self.ctx, self.project, issue, self.wip_limit)
 
     def lease(self, issue: str) -> LeaseState | None:
         return load_lease(self.conn, self.ctx, issue, lock=True)
@@ -182,15 +220,7 @@ class WorkReads:
         return issue_line(self.conn, self.ctx, issue, self.project)
 
     def other_active_items(self, item: domain.ItemState) -> int:
-        count = self.conn.execute(
-            select(func.count()).where(
-                (work_items.c.session_id == item.session_id)
-                & work_items.c.status.in_(domain.ACTIVE)
-                & (work_items.c.issue == item.issue)
-                & (work_items.c.item_id != item.item_id)
-            )
-        ).scalar_one()
-        return int(count)
+        return int(_OTHER_ACTIVE.scalar(self.conn, {"sid": item.session_id, "issue": item.issue, "item": item.item_id}))
 
 
 def enqueue_work(conn: Connection, ctx: Context, cmd: EnqueueWork) -> Decision:
@@ -205,18 +235,16 @@ def enqueue_work(conn: Connection, ctx: Context, cmd: EnqueueWork) -> Decision:
         )
     issue_project = None
     if cmd.issue is not None:
-        issue_project = conn.execute(
-            select(issues.c.project).where((issues.c.workspace == ctx.workspace) & (issues.c.issue == cmd.issue))
-        ).scalar_one_or_none()
-    lock_project(conn, ctx, cmd.project)
-    state = domain.EnqueueState(existing, issue_project, WorkReads(conn, ctx, cmd.project))
+        issue_project = _ISSUE_PROJECT.scalar(conn, {"ws": ctx.workspace, "issue": cmd.issue})
+    wip_limit = lock_project(conn, ctx, cmd.project)
+    state = domain.EnqueueState(existing, issue_project, WorkReads(conn, ctx, cmd.project, wip_limit))
     return domain.decide_enqueue_work(state, cmd, ctx)
 
 
 def claim_next_work(conn: Connection, ctx: Context, cmd: ClaimNextWork) -> Decision:
     wip_limit = lock_project(conn, ctx, cmd.project)
     session = load_session(conn, ctx, cmd.session_id, lock=True)
-    state = domain.ClaimNextState(session, wip_limit, WorkReads(conn, ctx, cmd.project))
+    state = domain.ClaimNextState(session, wip_limit, WorkReads(conn, ctx, cmd.project, wip_limit))
     return domain.decide_claim_next_work(state, cmd, ctx)
 
 
@@ -225,9 +253,9 @@ def _transition_state(conn: Connection, ctx: Context, item_id: str, session_id: 
     item = load_item(conn, ctx, item_id)
     if item is None:
         return domain.TransitionState(None, None)
-    lock_project(conn, ctx, item.project)
+    wip_limit = lock_project(conn, ctx, item.project)
     session = load_session(conn, ctx, session_id, lock=True) if session_id is not None else None
-    return domain.TransitionState(item, session, WorkReads(conn, ctx, item.project))
+    return domain.TransitionState(item, session, WorkReads(conn, ctx, item.project, wip_limit))
 
 
 def start_work(conn: Connection, ctx: Context, cmd: StartWork) -> Decision:

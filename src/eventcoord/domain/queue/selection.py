@@ -84,17 +84,14 @@ def _select(
     issues whose stale lease this pull's recovery released, which are free once it commits.
     """
     statuses: dict[str, str] = {}
-    claims: list[FileClaimView] | None = None
     for item in candidates:
         unknown = [b for b in item.blocked_by if b not in statuses]
         if unknown:
             statuses.update(reads.statuses(unknown))
         if not blockers_done(item, statuses):
             continue
-        if item.paths:
-            claims = reads.exclusive_claims() if claims is None else claims
-            if blocking_path(item, claims, me.session_id) is not None:
-                continue
+        if item.paths and blocking_path(item, reads.exclusive_claims(item.paths), me.session_id) is not None:
+            continue
         if item.issue is None:
             return item, None
         grant = grant_for_work(

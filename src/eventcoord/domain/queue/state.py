@@ -76,8 +76,9 @@ class WorkReads(Protocol):
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
         """The status of each of these items."""
 
-    def exclusive_claims(self) -> list[FileClaimView]:
-        """The workspace's unreleased exclusive file claims, with their holders' liveness."""
+    def exclusive_claims(self, paths: Sequence[str]) -> list[FileClaimView]:
+        """The workspace's unreleased exclusive file claims that could overlap ``paths`` (at
+        least those that do), with their holders' liveness."""
 
     def issue(self, issue: str) -> IssueView:
         """The issue as effective state sees it, its lease locked."""

@@ -1,0 +1,185 @@
+"""Plans, not timings: the hot reads of the files tier use the indexes of live rows only.
+
+claim_files used to find its overlap candidates through ``ix_file_claims_workspace_time``
+on SQLite (every claim of the workspace, released ones included), so it slowed down with
+history (issue 12). Each test here fills a workspace with much history (released claims)
+and some live claims, lets the planner gather statistics (``ANALYZE``), then asks the
+database for the plan of the very statements the handlers and read models run, with the
+parameters they pass, and asserts the plan names the partial index of unreleased claims.
+
+Also: the count of a project's unreleased leases that the WIP cap reads
+(``project_leases``) equals the leases table after a workload of grants, releases,
+reclaims and queue pulls.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Connection, func, select, text
+
+from eventcoord.codec import decode_command
+from eventcoord.context import Caller
+from eventcoord.handlers import files as files_handler
+from eventcoord.projections import files as files_projection
+from eventcoord.projections.tables import file_claims, leases, project_leases
+from eventcoord.service import Service
+from eventcoord.store.prepared import Prepared
+
+WS = "plans"
+#: The partial indexes of unreleased claims (PostgreSQL may pick any for "every live claim").
+LIVE_INDEXES = ("ix_file_claims_live", "ix_file_claims_live_c", "ix_file_claims_issue_live", "ix_file_claims_live_order")
+RELEASED = 20_000
+LIVE = 1_000
+
+
+def _rows() -> list[dict[str, Any]]:
+    """Released history under ``old/``, live claims under ``live/``, one issue claimed often."""
+    rows = []
+    for i in range(RELEASED + LIVE):
+        live = i >= RELEASED
+        path = f"live/d{i % 50}/f{i}.py" if live else f"old/d{i % 50}/f{i}.py"
+        rows.append(
+            {
+                "position": 10 + i,
+                "idx": 0,
+                "workspace": WS,
+                "issue": f"I-{i % 40}" if live else "HOT",
+                "session_id": f"s{i % 7}",
+                "actor_key": "a",
+                "path": path,
+                "literal_prefix": path,
+                "exclusive": True,
+                "claimed_us": 1_000_000 + i,
+                "released_us": None if live else 2_000_000 + i,
+                "release_reason": None if live else "released",
+            }
+        )
+    return rows
+
+
+async def _fill(store: Any, *, analyze: bool = True) -> None:
+    def fill(conn: Connection) -> None:
+        conn.execute(file_claims.insert(), _rows())
+
+    await store.transact(fill)
+    if analyze:
+        await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
+
+
+def _sql(stmt: Prepared, dialect: str) -> str:
+    return str(stmt.statement(dialect).text)
+
+
+async def _plans(store: Any, statements: list[tuple[Prepared, dict[str, Any]]]) -> list[str]:
+    """The plan of each statement, as the database reports it (one string each)."""
+
+    def explain(conn: Connection) -> list[str]:
+        out = []
+        for stmt, params in statements:
+            sql = _sql(stmt, conn.dialect.name)
+            if conn.dialect.name == "sqlite":
+                rows = conn.execute(text("EXPLAIN QUERY PLAN " + sql), params).all()
+                out.append("\n".join(str(r[-1]) for r in rows))
+            else:
+                rows = conn.execute(text("EXPLAIN " + sql), params).all()
+                out.append("\n".join(str(r[0]) for r in rows))
+        return out
+
+    plans: list[str] = await store.transact(explain)
+    return plans
+
+
+def _pg_probe_params() -> dict[str, Any]:
+    probes = files_handler._probe_ranges({"live/d3/f20003.py", "live/d4/"})
+    assert probes is not None
+    above, ranges = probes
+    key = WS + "\x01"
+    return {
+        "lo": [key + p for p in above] + [key + r[0] for r in ranges],
+        "hi": [key + p + "\x01" for p in above] + [key + r[1] for r in ranges],
+    }
+
+
+async def test_overlap_probes_read_only_the_index_of_unreleased_claims(store: Any, backend: str) -> None:
+    if backend == "postgresql":  # before any statistics exist, the planner must not drift either
+        await _fill(store, analyze=False)
+        [probes] = await _plans(store, [(files_handler._PG_PROBES, _pg_probe_params())])
+        assert "ix_file_claims_live_c" in probes and "Seq Scan on file_claims" not in probes, probes
+        await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
+    else:
+        await _fill(store)
+    if backend == "sqlite":
+        statements = [
+            (files_handler._EQ, {"ws": WS, "p": "live/"}),
+            (files_handler._RANGE, {"ws": WS, "lo": "live/d3/f20003.py", "hi": "live/d3/f20003.pz"}),
+            (files_handler._ALL_LIVE, {"ws": WS}),
+        ]
+        eq, rng, every = await _plans(store, statements)
+        assert "USING INDEX ix_file_claims_live (workspace=? AND literal_prefix=?)" in eq, eq
+        assert "USING INDEX ix_file_claims_live (workspace=? AND literal_prefix>? AND literal_prefix<?)" in rng, rng
+        assert "ix_file_claims_live" in every and "workspace_time" not in every, every
+    else:
+        [probes] = await _plans(store, [(files_handler._PG_PROBES, _pg_probe_params())])
+        assert "ix_file_claims_live_c" in probes, probes
+        assert "Seq Scan on file_claims" not in probes and "workspace_time" not in probes, probes
+        [every] = await _plans(store, [(files_handler._ALL_LIVE, {"ws": WS})])
+        assert any(f"Index Scan on {name} " in every for name in LIVE_INDEXES), every
+        assert "Seq Scan" not in every, every
+
+
+async def test_an_issues_unreleased_claims_are_read_without_its_history(store: Any, backend: str) -> None:
+    """release_files and its read model: the issue ``HOT`` has 20,000 released claims."""
+    await _fill(store)
+    paths = ["old/d1/f1.py"]
+    param_paths: Any = json.dumps(paths) if backend == "sqlite" else paths
+    select_plan, update_plan = await _plans(
+        store,
+        [
+            (files_handler._OF_ISSUE, {"ws": WS, "issue": "HOT", "sid": "s1"}),
+            (files_projection._RELEASE, {"ws": WS, "issue": "HOT", "sid": "s1", "at": 3, "reason": "released", "paths": param_paths}),
+        ],
+    )
+    for plan in (select_plan, update_plan):
+        assert "ix_file_claims_issue_live" in plan, plan
+        assert "ix_file_claims_issue " not in plan + " " and "Seq Scan on file_claims" not in plan, plan
+
+
+async def test_the_count_of_unreleased_leases_per_project_follows_the_leases(store: Any) -> None:
+    """Grants, releases, an expired reclaim, a forced takeover, queue pulls and finishes."""
+    service = Service(store)
+    admin = Caller(WS, "admin", operator=True)
+
+    async def send(body: dict[str, Any], caller: Caller = admin) -> dict[str, Any]:
+        outcome = await service.execute(caller, decode_command(json.dumps(body).encode()))
+        assert outcome.refusal is None, outcome.refusal
+        result: dict[str, Any] = outcome.result or {}
+        return result
+
+    a = (await send({"type": "register_agent", "actor": "a"}))["session_id"]
+    b = (await send({"type": "register_agent", "actor": "b"}))["session_id"]
+    await send({"type": "configure_project", "project": "P", "wip_limit": 10})
+    for i in range(4):
+        await send({"type": "claim_issue", "session_id": a, "project": "P", "issue": f"P-{i}"})
+    await send({"type": "release_issue", "session_id": a, "issue": "P-0"})
+    await send({"type": "claim_issue", "session_id": b, "project": "Q", "issue": "Q-1"})
+    await send({"type": "end_agent", "session_id": b})
+    await send({"type": "claim_issue", "session_id": a, "project": "Q", "issue": "Q-1"})  # reclaims the ended holder's lease
+    item_id = (await send({"type": "enqueue_work", "project": "P", "issue": "P-9"}))["item_id"]
+    pulled = await send({"type": "claim_next_work", "session_id": a, "project": "P"})
+    assert item_id in json.dumps(pulled)
+    await send({"type": "finish_work", "session_id": a, "item_id": item_id, "outcome": "cancelled"})
+
+    def compare(conn: Connection) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+        kept = {(r.workspace, r.project): r.unreleased for r in conn.execute(select(project_leases)) if r.unreleased}
+        counted = conn.execute(
+            select(leases.c.workspace, leases.c.project, func.count())
+            .where(leases.c.released_us.is_(None))
+            .group_by(leases.c.workspace, leases.c.project)
+        ).all()
+        return kept, {(w, p): n for w, p, n in counted}
+
+    kept, counted = await store.transact(compare)
+    assert kept == counted
+    assert counted == {(WS, "P"): 3, (WS, "Q"): 1}
