@@ -23,7 +23,13 @@ from eventcoord.domain.issues import IssueView, LeaseState
 from eventcoord.domain.sessions import SessionState
 from eventcoord.handlers.common import WS, load_session, load_sessions
 from eventcoord.handlers.files import overlap_candidates
-from eventcoord.handlers.issues import issue_line, live_lease_count, load_issue_view, load_lease, lock_project
+from eventcoord.handlers.issues import (
+    issue_line,
+    live_lease_count,
+    load_issue_view,
+    load_lease,
+    lock_project,
+)
 from eventcoord.liveness import not_live_clause
 from eventcoord.projections.tables import issues, sessions, work_items
 from eventcoord.store.prepared import Prepared
