@@ -59,7 +59,16 @@ def taskset(cpus: str | None) -> list[str]:
 class Server:
     """A server process we started: readiness, CPU accounting, stop."""
 
-    def __init__(self, name: str, argv: Sequence[str], port: int, *, env: dict[str, str] | None = None, cpus: str | None = None, log: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        port: int,
+        *,
+        env: dict[str, str] | None = None,
+        cpus: str | None = None,
+        log: Path | None = None,
+    ) -> None:
         self.name = name
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
@@ -104,14 +113,28 @@ class Server:
             self._log.close()  # type: ignore[union-attr]
 
 
-def start_eventcoord(data_dir: Path, port: int, db_url: str | None, cpus: str | None, log: Path | None = None, serve: Sequence[str] | None = None) -> Server:
+def start_eventcoord(
+    data_dir: Path,
+    port: int,
+    db_url: str | None,
+    cpus: str | None,
+    log: Path | None = None,
+    serve: Sequence[str] | None = None,
+) -> Server:
     """``eventcoord serve`` on ``data_dir`` (or ``db_url``), NATS off, bootstrap token set.
 
     ``serve`` replaces the ``eventcoord serve`` command (e.g. a patched build to compare)."""
     argv = [*(serve or [EVENTCOORD, "serve"]), "--data-dir", str(data_dir), "--nats", "off", "--port", str(port)]
     if db_url:
         argv += ["--db", db_url]
-    server = Server("eventcoord", argv, port, env={"EVENTCOORD_BOOTSTRAP_TOKEN": TOKEN, "EVENTCOORD_RATE_LIMITS": "off"}, cpus=cpus, log=log)
+    server = Server(
+        "eventcoord",
+        argv,
+        port,
+        env={"EVENTCOORD_BOOTSTRAP_TOKEN": TOKEN, "EVENTCOORD_RATE_LIMITS": "off"},
+        cpus=cpus,
+        log=log,
+    )
     server.wait_ready()
     return server
 
@@ -137,7 +160,9 @@ def register_sessions(base: str, n: int) -> list[str]:
     """Register ``n`` agent sessions; their ids."""
     with httpx.Client() as client:
         return [
-            post_command(base, {"type": "register_agent", "actor": f"bench-{i}", "host": "bench"}, client)["result"]["session_id"]
+            post_command(base, {"type": "register_agent", "actor": f"bench-{i}", "host": "bench"}, client)["result"][
+                "session_id"
+            ]
             for i in range(n)
         ]
 
@@ -245,7 +270,9 @@ def wait_quiet(below: float, timeout: float) -> float:
             return busy
 
 
-def run_wrk(server: Server, lua: Path, *, connections: int, duration: int, threads: int, cpus: str | None, kind: str) -> Run:
+def run_wrk(
+    server: Server, lua: Path, *, connections: int, duration: int, threads: int, cpus: str | None, kind: str
+) -> Run:
     """Load ``server`` with wrk for ``duration`` seconds; requests/s, latency, CPU shares."""
     argv = [
         *taskset(cpus),
@@ -317,7 +344,21 @@ def start_profile(pid: int, seconds: int, out: Path, rate: int = 200, gil: bool 
     spy = py_spy()
     if spy is None:
         raise RuntimeError("py-spy not found: .venv/bin/pip install py-spy")
-    argv = [spy, "record", "--format", "raw", "--threads", "-r", str(rate), "-d", str(seconds), "-o", str(out), "-p", str(pid)]
+    argv = [
+        spy,
+        "record",
+        "--format",
+        "raw",
+        "--threads",
+        "-r",
+        str(rate),
+        "-d",
+        str(seconds),
+        "-o",
+        str(out),
+        "-p",
+        str(pid),
+    ]
     if gil:
         argv.append("--gil")
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -422,12 +463,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--register-every", type=int, default=0, help="every Nth request is register_agent (0: none)")
     p.add_argument("--command-id", action="store_true", help="send a unique command_id with every command")
     p.add_argument("--json", type=Path, help="also write the results as JSON to this file")
-    p.add_argument("--profile", type=Path, help="py-spy the eventcoord server during the first command round; raw stacks to this file")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy the eventcoord server during the first command round; raw stacks to this file",
+    )
     p.add_argument("--profile-gil", action="store_true", help="profile only the thread holding the GIL (py-spy --gil)")
-    p.add_argument("--quiet-below", type=float, default=0.3, help="before each run wait until other load is below this many cores (default 0.3)")
-    p.add_argument("--quiet-wait", type=float, default=30.0, help="... but at most this many seconds (default 30; 0 disables)")
+    p.add_argument(
+        "--quiet-below",
+        type=float,
+        default=0.3,
+        help="before each run wait until other load is below this many cores (default 0.3)",
+    )
+    p.add_argument(
+        "--quiet-wait", type=float, default=30.0, help="... but at most this many seconds (default 30; 0 disables)"
+    )
     p.add_argument("--keep", action="store_true", help="keep the data folder / database")
-    p.add_argument("--serve-cmd", help="command replacing 'eventcoord serve' (same options), e.g. to measure a patched build")
+    p.add_argument(
+        "--serve-cmd", help="command replacing 'eventcoord serve' (same options), e.g. to measure a patched build"
+    )
     args = p.parse_args(argv)
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install -y wrk", file=sys.stderr)
@@ -446,7 +500,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         backend = "postgresql" if db_url else "sqlite"
         sessions = register_sessions(ec.base, args.sessions)
         lua = write_lua(work / "load.lua", sessions, register_every=args.register_every, command_id=args.command_id)
-        common = {"connections": args.connections, "duration": args.duration, "threads": args.threads, "cpus": load_cpus}
+        common = {
+            "connections": args.connections,
+            "duration": args.duration,
+            "threads": args.threads,
+            "cpus": load_cpus,
+        }
         print(
             f"backend={backend} sessions={args.sessions} connections={args.connections} wrk-threads={args.threads} "
             f"duration={args.duration}s rounds={args.rounds} pin={args.pin} register-every={args.register_every} "
@@ -460,7 +519,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs: dict[str, list[Run]] = {"noop": [], "command": []}
         for round_no in range(args.rounds):
             for kind, server in (("noop", noop), ("command", ec)):
-                lua = write_lua(work / "load.lua", sessions, register_every=args.register_every, command_id=args.command_id)
+                lua = write_lua(
+                    work / "load.lua", sessions, register_every=args.register_every, command_id=args.command_id
+                )
                 if args.quiet_wait > 0:
                     wait_quiet(args.quiet_below, args.quiet_wait)
                 spy = None
@@ -478,7 +539,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratio = med["command"] / med["noop"]
         # Each command run against the no-op run just before it: robust to drifting load.
         pairs = [c.rps / n.rps for n, c in zip(runs["noop"], runs["command"], strict=True)]
-        print(f"median   noop {med['noop']:.0f} req/s   command {med['command']:.0f} req/s   ratio {ratio:.3f} (target >= 0.5)")
+        print(
+            f"median   noop {med['noop']:.0f} req/s   command {med['command']:.0f} req/s   ratio {ratio:.3f} (target >= 0.5)"
+        )
         print("ratio per round: " + ", ".join(f"{x:.3f}" for x in pairs) + f"   median {statistics.median(pairs):.3f}")
         for kind in runs:
             print("median " + fmt_run(median_run(runs[kind])))

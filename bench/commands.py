@@ -55,7 +55,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import command_path as cp  # the shared harness: servers, wrk, CPU accounting
 
 #: Workloads in the order they run: (name, wrk scenario, what it needs first).
-WORKLOADS = ("heartbeat_agent", "claim_issue", "release_issue", "claim_files", "release_files", "claim_next_work+finish_work")
+WORKLOADS = (
+    "heartbeat_agent",
+    "claim_issue",
+    "release_issue",
+    "claim_files",
+    "release_files",
+    "claim_next_work+finish_work",
+)
 TARGET = {"sqlite": 0.5, "postgresql": 0.35}
 
 _LUA = r"""
@@ -196,7 +203,9 @@ def split(connections: int, parts: int) -> list[int]:
     return [connections // parts + (1 if i < connections % parts else 0) for i in range(parts)]
 
 
-def wrk(servers: Sequence[cp.Server], script: Path | Sequence[Path], connections: int, duration: float, kind: str) -> Load:
+def wrk(
+    servers: Sequence[cp.Server], script: Path | Sequence[Path], connections: int, duration: float, kind: str
+) -> Load:
     """Load ``servers`` at once (connections split evenly, one wrk each, one thread per connection).
 
     ``script`` is one wrk script, or one per server (e.g. each with its own sessions).
@@ -206,7 +215,17 @@ def wrk(servers: Sequence[cp.Server], script: Path | Sequence[Path], connections
     procs = []
     cpu0, busy0, t0 = sum(s.cpu_seconds() for s in servers), cp.system_busy_seconds(), time.monotonic()
     for server, c, path in zip(servers, share, scripts, strict=True):
-        argv = ["wrk", f"-t{c}", f"-c{c}", f"-d{max(1, round(duration))}s", "--timeout", "10s", "-s", str(path), server.base + "/v1/commands"]
+        argv = [
+            "wrk",
+            f"-t{c}",
+            f"-c{c}",
+            f"-d{max(1, round(duration))}s",
+            "--timeout",
+            "10s",
+            "-s",
+            str(path),
+            server.base + "/v1/commands",
+        ]
         procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate() for p in procs]
     cpu1, busy1, wall = sum(s.cpu_seconds() for s in servers), cp.system_busy_seconds(), time.monotonic() - t0
@@ -252,7 +271,9 @@ def show(backend: str, r: Load, note: str = "") -> None:
 class Bench:
     """Runs the workloads of one backend against one eventcoord server and the no-op."""
 
-    def __init__(self, args: argparse.Namespace, backend: str, work: Path, ec: cp.Server, noop: cp.Server, sessions: list[str]) -> None:
+    def __init__(
+        self, args: argparse.Namespace, backend: str, work: Path, ec: cp.Server, noop: cp.Server, sessions: list[str]
+    ) -> None:
         self.args, self.backend, self.work, self.ec, self.noop, self.sessions = args, backend, work, ec, noop, sessions
         self.c = args.connections
         self.results: dict[str, Any] = {}
@@ -276,15 +297,31 @@ class Bench:
             if scenario in self.made:
                 kw["starts"] = self.made[scenario]
             self.settle()
-            n = wrk([self.noop], lua(self.work / "noop.lua", self.sessions, scenario, **kw), self.c, self.args.duration, "no-op")
+            n = wrk(
+                [self.noop],
+                lua(self.work / "noop.lua", self.sessions, scenario, **kw),
+                self.c,
+                self.args.duration,
+                "no-op",
+            )
             show(self.backend, n)
             self.settle()
-            r = wrk([self.ec], lua(self.work / f"{scenario}.lua", self.sessions, scenario, **kw), self.c, self.args.duration, name)
+            r = wrk(
+                [self.ec],
+                lua(self.work / f"{scenario}.lua", self.sessions, scenario, **kw),
+                self.c,
+                self.args.duration,
+                name,
+            )
             self.claimed(scenario, r)
             ratios.append(r.rps / n.rps)
             runs.append((n, r))
             show(self.backend, r, f"  ratio {r.rps / n.rps:.3f}")
-        self.results[name] = {"ratio": statistics.median(ratios), "ratios": ratios, "runs": [[asdict(n), asdict(r)] for n, r in runs]}
+        self.results[name] = {
+            "ratio": statistics.median(ratios),
+            "ratios": ratios,
+            "runs": [[asdict(n), asdict(r)] for n, r in runs],
+        }
         return statistics.median(r.rps for _, r in runs)
 
     def claimed(self, scenario: str, r: Load) -> None:
@@ -325,17 +362,33 @@ class Bench:
                 self.results[release]["claimed_before"] = sum(self.made[claim])
                 short = sum(r > c for r, c in zip(self.made[release], self.made[claim], strict=True))
                 if short:
-                    print(f"  {self.backend:<10} {release}: {short} connections released more than they had claimed "
-                          "(their refusals count as errors): use a longer --duration", flush=True)
+                    print(
+                        f"  {self.backend:<10} {release}: {short} connections released more than they had claimed "
+                        "(their refusals count as errors): use a longer --duration",
+                        flush=True,
+                    )
         if "claim_next_work+finish_work" in wanted:
             nonce = uuid.uuid4().hex[:8]
-            filled = wrk([self.ec], lua(self.work / "enqueue.lua", self.sessions, "enqueue_work", nonce=nonce), self.c, self.args.duration, "enqueue_work")
+            filled = wrk(
+                [self.ec],
+                lua(self.work / "enqueue.lua", self.sessions, "enqueue_work", nonce=nonce),
+                self.c,
+                self.args.duration,
+                "enqueue_work",
+            )
             show(self.backend, filled, "  (fills the queue)")
             self.pair("claim_next_work+finish_work", "queue", source=nonce)
 
     def script(self, scenario: str, nonce: str, pace_ms: float = 0) -> Path:
         """A claim script that continues where the last claim run stopped."""
-        return lua(self.work / f"{scenario}-more.lua", self.sessions, scenario, nonce=nonce, starts=self.made[scenario], pace_ms=pace_ms)
+        return lua(
+            self.work / f"{scenario}-more.lua",
+            self.sessions,
+            scenario,
+            nonce=nonce,
+            starts=self.made[scenario],
+            pace_ms=pace_ms,
+        )
 
     def half_load(self, max_rps: float, nonce: str) -> None:
         """claim_issue paced at half the rate its own runs reached: p99."""
@@ -343,7 +396,13 @@ class Bench:
         pace = 1000.0 * self.c / target
         for final in (False, True):
             self.settle()
-            r = wrk([self.ec], self.script("claim_issue", nonce, pace), self.c, self.args.duration, "claim_issue at half rate")
+            r = wrk(
+                [self.ec],
+                self.script("claim_issue", nonce, pace),
+                self.c,
+                self.args.duration,
+                "claim_issue at half rate",
+            )
             self.claimed("claim_issue", r)
             # wrk's delay() comes on top of each answer's latency: correct for it once.
             pace = max(0.0, 1000.0 * self.c / target - r.mean_ms) if not final else pace
@@ -361,13 +420,21 @@ def run_backend(args: argparse.Namespace, backend: str, db_url: str | None, work
     with contextlib.ExitStack() as stack:
         noop = cp.start_noop(cp.free_port(), None)
         stack.callback(noop.stop)
-        ec = cp.start_eventcoord(work / "data", cp.free_port(), db_url, None, log=work / "eventcoord.log", serve=serve_cmd())
+        ec = cp.start_eventcoord(
+            work / "data", cp.free_port(), db_url, None, log=work / "eventcoord.log", serve=serve_cmd()
+        )
         stack.callback(ec.stop)
         sessions = cp.register_sessions(ec.base, args.connections)
         bench = Bench(args, backend, work, ec, noop, sessions)
         if args.warmup > 0:
             for server in (noop, ec):
-                wrk([server], lua(work / "warm.lua", sessions, "heartbeat_agent"), args.connections, args.warmup, "warmup")
+                wrk(
+                    [server],
+                    lua(work / "warm.lua", sessions, "heartbeat_agent"),
+                    args.connections,
+                    args.warmup,
+                    "warmup",
+                )
         bench.run(args.commands)
         bench.results["batching"] = batching(ec.base)
         return bench.results
@@ -393,7 +460,9 @@ def run_replicas(args: argparse.Namespace, db: str, work: Path) -> dict[str, Any
     with cp.fresh_postgres(db) as url, contextlib.ExitStack() as stack:
         servers = []
         for i in range(3):
-            s = cp.start_eventcoord(work / f"replica{i}", cp.free_port(), url, None, log=work / f"replica{i}.log", serve=serve_cmd())
+            s = cp.start_eventcoord(
+                work / f"replica{i}", cp.free_port(), url, None, log=work / f"replica{i}.log", serve=serve_cmd()
+            )
             stack.callback(s.stop)
             servers.append(s)
         sessions = cp.register_sessions(servers[0].base, args.connections)
@@ -414,7 +483,8 @@ def run_replicas(args: argparse.Namespace, db: str, work: Path) -> dict[str, Any
             med = {n: statistics.median(v) for n, v in rps.items()}
             out[scenario] = {"rps": med, "vs_one": {n: med[n] / med[1] for n in med}}
             print(
-                f"  replicas {scenario}: " + "   ".join(f"{n}: {med[n]:.0f} req/s (x{med[n] / med[1]:.2f})" for n in (1, 2, 3)),
+                f"  replicas {scenario}: "
+                + "   ".join(f"{n}: {med[n]:.0f} req/s (x{med[n] / med[1]:.2f})" for n in (1, 2, 3)),
                 flush=True,
             )
     return out
@@ -424,15 +494,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--db", help="postgresql+asyncpg://user@host:port: also run on PostgreSQL (fresh databases)")
     p.add_argument("--only", choices=("sqlite", "postgresql"), help="run one backend only")
-    p.add_argument("--commands", nargs="+", default=list(WORKLOADS), choices=WORKLOADS, help="workloads to run (default all)")
-    p.add_argument("--replica-commands", nargs="*", default=["heartbeat_agent", "claim_issue"], help="workloads of the replica runs ([] skips them)")
+    p.add_argument(
+        "--commands", nargs="+", default=list(WORKLOADS), choices=WORKLOADS, help="workloads to run (default all)"
+    )
+    p.add_argument(
+        "--replica-commands",
+        nargs="*",
+        default=["heartbeat_agent", "claim_issue"],
+        help="workloads of the replica runs ([] skips them)",
+    )
     p.add_argument("--connections", type=int, default=32, help="wrk connections, one per wrk thread (default 32)")
     p.add_argument("--duration", type=float, default=8, help="seconds per run (default 8)")
     p.add_argument("--warmup", type=float, default=2, help="seconds of warm-up per server (default 2)")
     p.add_argument("--rounds", type=int, default=1, help="no-op/command pairs per workload (default 1)")
-    p.add_argument("--quiet-below", type=float, default=0.3, help="before each run wait until other load is below this many cores")
+    p.add_argument(
+        "--quiet-below", type=float, default=0.3, help="before each run wait until other load is below this many cores"
+    )
     p.add_argument("--quiet-wait", type=float, default=20.0, help="... but at most this many seconds (0 disables)")
-    p.add_argument("--pg-writers", type=int, help="writers per PostgreSQL replica (EVENTCOORD_PG_WRITERS; default the store's)")
+    p.add_argument(
+        "--pg-writers", type=int, help="writers per PostgreSQL replica (EVENTCOORD_PG_WRITERS; default the store's)"
+    )
     p.add_argument("--json", type=Path, help="also write the results as JSON to this file")
     args = p.parse_args(argv)
     if args.pg_writers:
@@ -474,10 +555,16 @@ def summary(results: dict[str, Any], backends: Sequence[str]) -> None:
         print(f"  {backend:<10} [{TARGET[backend]}]  " + "   ".join(cells))
         half = r.get("claim_issue_half_rate")
         if half:
-            print(f"  {backend:<10} claim_issue at half rate ({half['rps']:.0f}/s of {half['target_rps']:.0f}/s): p99 {half['p99_ms']:.1f} ms [<= 25]")
+            print(
+                f"  {backend:<10} claim_issue at half rate ({half['rps']:.0f}/s of {half['target_rps']:.0f}/s): p99 {half['p99_ms']:.1f} ms [<= 25]"
+            )
         print(f"  {backend:<10} writer: {json.dumps(r.get('batching', {}))}")
     for scenario, rep in results.get("replicas", {}).items():
-        print(f"  replicas {scenario}: " + "   ".join(f"{n}: x{v:.2f}" for n, v in rep["vs_one"].items()) + "   [never below 1]")
+        print(
+            f"  replicas {scenario}: "
+            + "   ".join(f"{n}: x{v:.2f}" for n, v in rep["vs_one"].items())
+            + "   [never below 1]"
+        )
 
 
 if __name__ == "__main__":

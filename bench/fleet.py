@@ -73,8 +73,12 @@ class Conn:
 
     async def post(self, body: bytes) -> tuple[int, bytes]:
         self.writer.write(
-            b"POST /v1/commands HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer " + TOKEN.encode()
-            + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            b"POST /v1/commands HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer "
+            + TOKEN.encode()
+            + b"\r\nContent-Type: application/json\r\nContent-Length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
         )
         status = int((await self.reader.readline()).split()[1])
         length = 0
@@ -173,7 +177,9 @@ async def agent(c: Client, i: int, step: str, heartbeat: float, cycle: float, st
             got = await c.send({"type": "claim_next_work", "session_id": sid, "project": f"{step}-queue"}, due)
             item = (got or {}).get("result", {}).get("item")
             if item:
-                await c.send({"type": "finish_work", "session_id": sid, "item_id": item["item_id"], "outcome": "cancelled"})
+                await c.send(
+                    {"type": "finish_work", "session_id": sid, "item_id": item["item_id"], "outcome": "cancelled"}
+                )
             due += cycle
 
     await asyncio.gather(heartbeats(), work(), pulls())
@@ -193,7 +199,9 @@ def pct(values: Sequence[float], q: float) -> float:
     return s[min(len(s) - 1, int(len(s) * q))] if s else float("nan")
 
 
-async def run_step(server: Server, *, step: str, agents: int, compress: float, args: argparse.Namespace) -> dict[str, Any]:
+async def run_step(
+    server: Server, *, step: str, agents: int, compress: float, args: argparse.Namespace
+) -> dict[str, Any]:
     """One step: ``agents`` simulated agents at ``compress``; returns its figures."""
     heartbeat, cycle = args.heartbeat / compress, args.claim_every / compress
     c = Client(server.port, args.connections)
@@ -231,7 +239,8 @@ async def run_step(server: Server, *, step: str, agents: int, compress: float, a
         "server_cores": round((cpu1 - cpu0) / wall, 2),
         "rest_of_machine_cores": round((busy1 - busy0) / wall - (cpu1 - cpu0) / wall, 2),
         "per_command": {
-            k: {"n": len(v), "p50_ms": round(statistics.median(v), 2), "p99_ms": round(pct(v, 0.99), 2)} for k, v in sorted(c.lat.items())
+            k: {"n": len(v), "p50_ms": round(statistics.median(v), 2), "p99_ms": round(pct(v, 0.99), 2)}
+            for k, v in sorted(c.lat.items())
         },
         "errors": c.errors,
     }
@@ -252,7 +261,10 @@ def passes(r: dict[str, Any], p99_ms: float) -> bool:
 
 @contextlib.contextmanager
 def serving(db: str | None) -> Iterator[Server]:
-    with tempfile.TemporaryDirectory(prefix="eventcoord-fleet-") as tmp, (fresh_postgres(db) if db else contextlib.nullcontext()) as url:
+    with (
+        tempfile.TemporaryDirectory(prefix="eventcoord-fleet-") as tmp,
+        fresh_postgres(db) if db else contextlib.nullcontext() as url,
+    ):
         server = start_eventcoord(Path(tmp) / "data", free_port(), url, None, log=Path(tmp) / "serve.log")
         try:
             yield server
@@ -263,10 +275,21 @@ def serving(db: str | None) -> Iterator[Server]:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--db", help="postgresql+asyncpg://user@host:port (a fresh database); default SQLite")
-    p.add_argument("--heartbeat", type=float, default=30.0, help="seconds between an agent's heartbeats at the real pace (30)")
-    p.add_argument("--claim-every", type=float, default=60.0, help="seconds between an agent's issue claims (and queue pulls) at the real pace (60)")
-    p.add_argument("--agents", type=int, default=200, help="simulated agents per step (200); the compression makes up the fleet")
-    p.add_argument("--fleet", type=int, action="append", help="equivalent fleet sizes to run (repeatable); default: a sweep")
+    p.add_argument(
+        "--heartbeat", type=float, default=30.0, help="seconds between an agent's heartbeats at the real pace (30)"
+    )
+    p.add_argument(
+        "--claim-every",
+        type=float,
+        default=60.0,
+        help="seconds between an agent's issue claims (and queue pulls) at the real pace (60)",
+    )
+    p.add_argument(
+        "--agents", type=int, default=200, help="simulated agents per step (200); the compression makes up the fleet"
+    )
+    p.add_argument(
+        "--fleet", type=int, action="append", help="equivalent fleet sizes to run (repeatable); default: a sweep"
+    )
     p.add_argument("--duration", type=float, default=20.0, help="measured seconds per step (20)")
     p.add_argument("--warmup", type=float, default=5.0, help="unmeasured seconds per step first (5)")
     p.add_argument("--connections", type=int, default=32, help="client connections (32)")
@@ -275,18 +298,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     fleets = args.fleet or [250, 500, 1000, 2000, 3000, 4000, 6000, 8000, 10000, 12000, 16000, 20000]
     backend = "postgresql" if args.db else "sqlite"
-    print(f"backend={backend}; one agent = {COMMANDS_PER_AGENT_MINUTE} commands/min at heartbeat {args.heartbeat:g} s, claim every {args.claim_every:g} s", flush=True)
+    print(
+        f"backend={backend}; one agent = {COMMANDS_PER_AGENT_MINUTE} commands/min at heartbeat {args.heartbeat:g} s, claim every {args.claim_every:g} s",
+        flush=True,
+    )
     results: list[dict[str, Any]] = []
     best: dict[str, Any] | None = None
     with serving(args.db) as server:
         for k, fleet in enumerate(fleets):
             # at least two issue cycles per measured window: small fleets get fewer, faster agents
             compress = max(fleet / args.agents, 2 * args.claim_every / args.duration)
-            r = asyncio.run(run_step(server, step=f"s{k}", agents=max(1, round(fleet / compress)), compress=compress, args=args))
+            r = asyncio.run(
+                run_step(server, step=f"s{k}", agents=max(1, round(fleet / compress)), compress=compress, args=args)
+            )
             results.append(r)
             print(fmt_step(r), flush=True)
             for cmd, v in r["per_command"].items():
-                print(f"      {cmd:<16} n={v['n']:>6}  p50 {v['p50_ms']:7.2f} ms  p99 {v['p99_ms']:7.2f} ms", flush=True)
+                print(
+                    f"      {cmd:<16} n={v['n']:>6}  p50 {v['p50_ms']:7.2f} ms  p99 {v['p99_ms']:7.2f} ms", flush=True
+                )
             if r["errors"]:
                 print(f"      refused/failed: {r['errors']}", flush=True)
             if passes(r, args.p99_ms):
@@ -302,7 +332,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(f"\n{backend}: no step kept p99 ≤ {args.p99_ms:g} ms")
     if args.json:
-        args.json.write_text(json.dumps({"backend": backend, "args": {k: str(v) for k, v in vars(args).items()}, "steps": results, "best": best}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "backend": backend,
+                    "args": {k: str(v) for k, v in vars(args).items()},
+                    "steps": results,
+                    "best": best,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

@@ -50,14 +50,27 @@ async def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="ec-handoff-bench-"))
     async with throwaway_broker(str(work / "broker")) as broker:
         port = free_port()
-        cmd = [sys.executable, "-m", "eventcoord.cli", "serve", "--data-dir", str(work / "data"), "--nats", broker.url, "--port", str(port)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "eventcoord.cli",
+            "serve",
+            "--data-dir",
+            str(work / "data"),
+            "--nats",
+            broker.url,
+            "--port",
+            str(port),
+        ]
         if args.db:
             cmd += ["--db", args.db]
         env = {**os.environ, "EVENTCOORD_BOOTSTRAP_TOKEN": TOKEN}
         server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         base = f"http://127.0.0.1:{port}"
         try:
-            async with httpx.AsyncClient(base_url=base, headers={"authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
+            async with httpx.AsyncClient(
+                base_url=base, headers={"authorization": f"Bearer {TOKEN}"}, timeout=30
+            ) as http:
                 for _ in range(100):
                     try:
                         if (await http.get("/health")).status_code == 200:
@@ -70,16 +83,25 @@ async def main() -> None:
                     return await http.post("/v1/commands", json=body)
 
                 await post({"type": "configure_project", "project": "B", "wip_limit": 1000})
-                sids = [(await post({"type": "register_agent", "actor": f"w{i}"})).json()["result"]["session_id"] for i in range(args.waiters + 1)]
-                assert (await post({"type": "claim_issue", "session_id": sids[0], "project": "B", "issue": "HOT"})).status_code == 200
+                sids = [
+                    (await post({"type": "register_agent", "actor": f"w{i}"})).json()["result"]["session_id"]
+                    for i in range(args.waiters + 1)
+                ]
+                assert (
+                    await post({"type": "claim_issue", "session_id": sids[0], "project": "B", "issue": "HOT"})
+                ).status_code == 200
                 for sid in sids[1:]:
-                    r = await post({"type": "claim_issue", "session_id": sid, "project": "B", "issue": "HOT", "wait": True})
+                    r = await post(
+                        {"type": "claim_issue", "session_id": sid, "project": "B", "issue": "HOT", "wait": True}
+                    )
                     assert r.json()["error"]["details"]["waiting"]["place"] >= 1
                 start_after = (await http.get("/health")).json()["head"]
                 grants: asyncio.Queue[tuple[float, WireEvent]] = asyncio.Queue()
 
                 async def listen() -> None:
-                    async for ev in subscribe(broker.url, workspace="default", types=["LeaseGranted"], after=start_after):
+                    async for ev in subscribe(
+                        broker.url, workspace="default", types=["LeaseGranted"], after=start_after
+                    ):
                         await grants.put((time.perf_counter(), ev))
 
                 listener = asyncio.create_task(listen())
@@ -98,7 +120,9 @@ async def main() -> None:
                     await listener
             q = statistics.quantiles(latencies, n=100)
             print(f"backend={'postgresql' if args.db else 'sqlite'} waiters={args.waiters} hand-offs={len(latencies)}")
-            print(f"release sent -> grant at NATS subscriber: p50 {q[49]:.2f} ms  p90 {q[89]:.2f} ms  p99 {q[98]:.2f} ms  max {max(latencies):.2f} ms")
+            print(
+                f"release sent -> grant at NATS subscriber: p50 {q[49]:.2f} ms  p90 {q[89]:.2f} ms  p99 {q[98]:.2f} ms  max {max(latencies):.2f} ms"
+            )
         finally:
             server.terminate()
             server.wait(10)

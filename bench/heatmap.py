@@ -33,8 +33,18 @@ from eventcoord.store import open_store
 DAY_US = 86_400 * 1_000_000
 WEEK_US = 7 * DAY_US
 WORKSPACE = "default"
-COLUMNS = ("position", "workspace", "path", "issue", "session_id", "holder_path", "holder_issue",
-           "holder_session_id", "forced", "occurred_us")
+COLUMNS = (
+    "position",
+    "workspace",
+    "path",
+    "issue",
+    "session_id",
+    "holder_path",
+    "holder_issue",
+    "holder_session_id",
+    "forced",
+    "occurred_us",
+)
 
 
 def repo_paths(rng: random.Random) -> list[str]:
@@ -50,7 +60,9 @@ def repo_paths(rng: random.Random) -> list[str]:
     return out
 
 
-def rows(n: int, workspace: str, start_us: int, span_us: int, first_position: int, seed: int) -> Iterator[tuple[Any, ...]]:
+def rows(
+    n: int, workspace: str, start_us: int, span_us: int, first_position: int, seed: int
+) -> Iterator[tuple[Any, ...]]:
     """``n`` conflict rows, evenly spread over the span, paths chosen with a Zipf-like skew."""
     rng = random.Random(seed)
     paths = repo_paths(rng)
@@ -60,18 +72,32 @@ def rows(n: int, workspace: str, start_us: int, span_us: int, first_position: in
     step = span_us / n
     for i in range(n):
         path = chosen[i]
-        yield (first_position + i, workspace, path, f"I-{i % 5000}", f"s-{i % 300}", path, f"H-{i % 4000}",
-               f"s-{(i + 7) % 300}", i % 10 == 0, start_us + int(i * step))
+        yield (
+            first_position + i,
+            workspace,
+            path,
+            f"I-{i % 5000}",
+            f"s-{i % 300}",
+            path,
+            f"H-{i % 4000}",
+            f"s-{(i + 7) % 300}",
+            i % 10 == 0,
+            start_us + int(i * step),
+        )
 
 
 def load_sqlite(path: str, n: int, start_us: int, span_us: int) -> None:
     con = sqlite3.connect(path)
     con.execute("PRAGMA journal_mode=WAL")
     with con:
-        con.executemany(f"INSERT INTO conflicts ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                        rows(n, WORKSPACE, start_us, span_us, 1, 1))
-        con.executemany(f"INSERT INTO conflicts ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                        rows(n // 10, "other", start_us, span_us, n + 1, 2))
+        con.executemany(
+            f"INSERT INTO conflicts ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+            rows(n, WORKSPACE, start_us, span_us, 1, 1),
+        )
+        con.executemany(
+            f"INSERT INTO conflicts ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+            rows(n // 10, "other", start_us, span_us, n + 1, 2),
+        )
     con.execute("ANALYZE")
     con.close()
 
@@ -81,8 +107,12 @@ async def load_postgres(url: str, n: int, start_us: int, span_us: int) -> None:
 
     con = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
     try:
-        await con.copy_records_to_table("conflicts", records=rows(n, WORKSPACE, start_us, span_us, 1, 1), columns=COLUMNS)
-        await con.copy_records_to_table("conflicts", records=rows(n // 10, "other", start_us, span_us, n + 1, 2), columns=COLUMNS)
+        await con.copy_records_to_table(
+            "conflicts", records=rows(n, WORKSPACE, start_us, span_us, 1, 1), columns=COLUMNS
+        )
+        await con.copy_records_to_table(
+            "conflicts", records=rows(n // 10, "other", start_us, span_us, n + 1, 2), columns=COLUMNS
+        )
         await con.execute("VACUUM ANALYZE conflicts")
     finally:
         await con.close()
@@ -102,6 +132,7 @@ async def time_queries(url: str, start_us: int, span_us: int, runs: int) -> None
         mode: HeatmapMode = "contention"
         week_start = start_us + span_us // 2  # a week in the middle of the history
         for label, kw in SHAPES:
+
             def run(conn: Any, kw: dict[str, Any] = kw) -> Any:
                 return heatmap_buckets(conn, WORKSPACE, mode, week_start, week_start + WEEK_US, **kw)
 
@@ -114,8 +145,10 @@ async def time_queries(url: str, start_us: int, span_us: int, runs: int) -> None
             samples.sort()
             p95 = samples[min(len(samples) - 1, int(len(samples) * 0.95))]
             total = sum(b.count for b in buckets)
-            print(f"  {label:28s} median {statistics.median(samples):7.2f} ms   p95 {p95:7.2f} ms"
-                  f"   ({total} conflicts in {len(buckets)} buckets)")
+            print(
+                f"  {label:28s} median {statistics.median(samples):7.2f} ms   p95 {p95:7.2f} ms"
+                f"   ({total} conflicts in {len(buckets)} buckets)"
+            )
     finally:
         await store.close()
 
@@ -134,8 +167,11 @@ async def main() -> None:
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--days", type=int, default=365)
     p.add_argument("--runs", type=int, default=50)
-    p.add_argument("--pg-url", default=os.environ.get("EVENTCOORD_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"),
-                   help="a PostgreSQL server URL to create the bench database on, or 'none'")
+    p.add_argument(
+        "--pg-url",
+        default=os.environ.get("EVENTCOORD_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"),
+        help="a PostgreSQL server URL to create the bench database on, or 'none'",
+    )
     args = p.parse_args()
     span_us = args.days * DAY_US
     start_us = time.time_ns() // 1000 - span_us

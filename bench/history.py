@@ -62,7 +62,17 @@ from command_path import (  # the bench folder is not a package: imported by pat
 #: Columns whose values are log positions: replicated rows shift them with the events.
 POSITION_COLUMNS = {"position", "lease_id", "enqueued_position"}
 #: Tables of the store itself that the fill writes explicitly.
-STORE_TABLES = {"events", "stream_heads", "store_head", "settings", "idempotency", "tokens", "workspaces", "relay_state", "alembic_version"}
+STORE_TABLES = {
+    "events",
+    "stream_heads",
+    "store_head",
+    "settings",
+    "idempotency",
+    "tokens",
+    "workspaces",
+    "relay_state",
+    "alembic_version",
+}
 
 
 def db_path(data_dir: Path) -> Path:
@@ -78,11 +88,15 @@ def make_template(data_dir: Path, cycle: int) -> str:
     """
     server = start_eventcoord(data_dir, free_port(), None, None, log=data_dir.parent / f"{data_dir.name}-template.log")
     try:
-        sid = post_command(server.base, {"type": "register_agent", "actor": "history-template", "host": "bench"})["result"]["session_id"]
+        sid = post_command(server.base, {"type": "register_agent", "actor": "history-template", "host": "bench"})[
+            "result"
+        ]["session_id"]
         issue = f"hist-{sid}"
         with contextlib.suppress(RuntimeError):  # no issue tier: heartbeats only
             post_command(server.base, {"type": "claim_issue", "session_id": sid, "project": "hist", "issue": issue})
-            post_command(server.base, {"type": "release_issue", "session_id": sid, "issue": issue, "reason": "completed"})
+            post_command(
+                server.base, {"type": "release_issue", "session_id": sid, "issue": issue, "reason": "completed"}
+            )
         while head(server.base) < cycle:
             post_command(server.base, {"type": "heartbeat_agent", "session_id": sid})
     finally:
@@ -112,7 +126,16 @@ def _replicate_select(table: str, columns: list[tuple[str, str]], source: str, s
     return f"SELECT {', '.join(exprs)} FROM ids CROSS JOIN {source} AS t"
 
 
-def fill(data_dir: Path, template_sid: str, *, sessions: int, total_events: int, hot: int, span_days: int = 30, chunk: int = 100_000) -> dict[str, Any]:
+def fill(
+    data_dir: Path,
+    template_sid: str,
+    *,
+    sessions: int,
+    total_events: int,
+    hot: int,
+    span_days: int = 30,
+    chunk: int = 100_000,
+) -> dict[str, Any]:
     """Replicate the template session until the log holds about ``total_events`` events.
 
     Sessions 0..``sessions``-1 (0 is the template itself) are the measured ones; ``hot``
@@ -134,14 +157,21 @@ def fill(data_dir: Path, template_sid: str, *, sessions: int, total_events: int,
     # most of it is long-ended sessions, not thousands of live ones.
     step = span_days * 86_400_000_000 // copies
     tpl = {"tpl": template_sid}
-    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    tables = [
+        r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    ]
     read_models = []
     for t in tables:
         if t in STORE_TABLES:
             continue
         cols = _columns(db, t)
         text_cols = [n for n, d in cols if any(k in d for k in ("CHAR", "TEXT", "CLOB"))]
-        if text_cols and db.execute(f'SELECT 1 FROM "{t}" WHERE ' + " OR ".join(f'instr("{c}", :tpl)' for c in text_cols) + " LIMIT 1", tpl).fetchone():
+        if (
+            text_cols
+            and db.execute(
+                f'SELECT 1 FROM "{t}" WHERE ' + " OR ".join(f'instr("{c}", :tpl)' for c in text_cols) + " LIMIT 1", tpl
+            ).fetchone()
+        ):
             read_models.append(t)
     db.execute("BEGIN")
     # Random ids, as real sessions have; id 0 is the template's own.
@@ -170,9 +200,13 @@ def fill(data_dir: Path, template_sid: str, *, sessions: int, total_events: int,
     if hot:
         # Extra heartbeats on the measured sessions' own streams (copies of the template's
         # first AgentHeartbeat), continuing the versions of each measured session stream.
-        hb = db.execute("SELECT position FROM temp.tpl_events WHERE type = 'AgentHeartbeat' ORDER BY position LIMIT 1").fetchone()
+        hb = db.execute(
+            "SELECT position FROM temp.tpl_events WHERE type = 'AgentHeartbeat' ORDER BY position LIMIT 1"
+        ).fetchone()
         assert hb is not None, "the template needs a heartbeat (a longer --cycle)"
-        stream_version = db.execute("SELECT version FROM stream_heads WHERE stream = 'session:' || :tpl", tpl).fetchone()[0]
+        stream_version = db.execute(
+            "SELECT version FROM stream_heads WHERE stream = 'session:' || :tpl", tpl
+        ).fetchone()[0]
         for c in range(sessions):  # one statement per measured stream
             db.execute("BEGIN")
             db.execute(
@@ -247,7 +281,9 @@ class _Timed:
         store.transact = transact
 
 
-async def in_process(stores: dict[str, Path], sessions: dict[str, list[str]], n: int, chunk: int = 100) -> dict[str, dict[str, Any]]:
+async def in_process(
+    stores: dict[str, Path], sessions: dict[str, list[str]], n: int, chunk: int = 100
+) -> dict[str, dict[str, Any]]:
     """``Service.execute`` called directly (no HTTP), alternating stores chunk by chunk so
     that both see the same background load. Per store and command: end-to-end latency
     (``execute``) and the time inside the transaction (decide + append + read models)."""
@@ -277,10 +313,12 @@ async def in_process(stores: dict[str, Path], sessions: dict[str, list[str]], n:
                 out.append([{"type": kind, "actor": f"history-{k}", "host": "bench"}])
             else:
                 issue = f"HIST-{k % len(sids)}"
-                out.append([
-                    {"type": "claim_issue", "session_id": sid, "project": f"hist{k % len(sids)}", "issue": issue},
-                    {"type": "release_issue", "session_id": sid, "issue": issue},
-                ])
+                out.append(
+                    [
+                        {"type": "claim_issue", "session_id": sid, "project": f"hist{k % len(sids)}", "issue": issue},
+                        {"type": "release_issue", "session_id": sid, "issue": issue},
+                    ]
+                )
         return out
 
     kinds = ["heartbeat_agent", "register_agent"]
@@ -300,7 +338,9 @@ async def in_process(stores: dict[str, Path], sessions: dict[str, list[str]], n:
                             answer = await service.execute(caller, decode_command(json.dumps(body).encode()))
                             elapsed = (time.perf_counter() - t) * 1e6
                             if answer.refusal is not None:
-                                raise RuntimeError(f"{body} answered {answer.status}: {answer.refusal.code} {answer.refusal.message}")
+                                raise RuntimeError(
+                                    f"{body} answered {answer.status}: {answer.refusal.code} {answer.refusal.message}"
+                                )
                             if offset >= 0:
                                 lat[label].setdefault(body["type"], []).append(elapsed)
                                 lat[label].setdefault(body["type"] + " (in transaction)", []).append(sum(timer.inner))
@@ -313,7 +353,9 @@ async def in_process(stores: dict[str, Path], sessions: dict[str, list[str]], n:
     return results
 
 
-def measure_http(stores: dict[str, Path], sessions: dict[str, list[str]], args: argparse.Namespace, work: Path) -> dict[str, dict[str, Any]]:
+def measure_http(
+    stores: dict[str, Path], sessions: dict[str, list[str]], args: argparse.Namespace, work: Path
+) -> dict[str, dict[str, Any]]:
     """wrk against both stores' servers, alternating, ``--rounds`` times; medians."""
     servers = {}
     results: dict[str, dict[str, Any]] = {label: {} for label in stores}
@@ -328,7 +370,15 @@ def measure_http(stores: dict[str, Path], sessions: dict[str, list[str]], args: 
             for name, conns in (("latency", 1), ("throughput", args.connections)):
                 for label, server in servers.items():
                     wait_quiet(0.3, args.quiet_wait)
-                    r = run_wrk(server, luas[label], connections=conns, duration=args.duration, threads=1, cpus=None, kind=f"{label}/{conns}c")
+                    r = run_wrk(
+                        server,
+                        luas[label],
+                        connections=conns,
+                        duration=args.duration,
+                        threads=1,
+                        cpus=None,
+                        kind=f"{label}/{conns}c",
+                    )
                     print("  " + fmt_run(r), flush=True)
                     runs.setdefault((label, name), []).append(r)
         for (label, name), rs in runs.items():
@@ -418,10 +468,16 @@ async def _tier_history(t: _Tier, cycles: int, workers: int = 16) -> None:
             await t.send({"type": "claim_issue", "session_id": sid, "project": "M", "issue": f"HIST-{k}"})
             await t.send({"type": "release_issue", "session_id": sid, "issue": f"HIST-{k}"})
             # the measured hot issue's own history: claimed and released again and again
-            await t.send({"type": "claim_files", "session_id": sid, "issue": f"HOT-{w}", "paths": [f"hist/d{k % 50}/f{k}.py"]})
+            await t.send(
+                {"type": "claim_files", "session_id": sid, "issue": f"HOT-{w}", "paths": [f"hist/d{k % 50}/f{k}.py"]}
+            )
             await t.send({"type": "release_files", "session_id": sid, "issue": f"HOT-{w}"})
-            await t.send({"type": "claim_files", "session_id": sid, "issue": "OTHER", "paths": ["conf/x.py"]}, refused=True)
-            await t.send({"type": "post_message", "session_id": sid, "channel": "project:bench", "body": f"history {k}"})
+            await t.send(
+                {"type": "claim_files", "session_id": sid, "issue": "OTHER", "paths": ["conf/x.py"]}, refused=True
+            )
+            await t.send(
+                {"type": "post_message", "session_id": sid, "channel": "project:bench", "body": f"history {k}"}
+            )
             item = (await t.send({"type": "enqueue_work", "project": "Q"}))["item_id"]
             await t.send({"type": "claim_next_work", "session_id": sid, "project": "Q"})
             await t.send({"type": "finish_work", "session_id": sid, "item_id": item, "outcome": "cancelled"})
@@ -454,10 +510,22 @@ async def _tier_sample(t: _Tier, k: int, lat: dict[str, list[float]], inner: dic
         ("register_agent", {"type": "register_agent", "actor": f"m-{k}", "host": "bench"}, False),
         ("claim_issue", {"type": "claim_issue", "session_id": me, "project": "M", "issue": f"MEAS-{k}"}, False),
         ("release_issue", {"type": "release_issue", "session_id": me, "issue": f"MEAS-{k}"}, False),
-        ("claim_files", {"type": "claim_files", "session_id": me, "issue": "HOT-0", "paths": [f"meas/d{k % 50}/f{k}.py"]}, False),
+        (
+            "claim_files",
+            {"type": "claim_files", "session_id": me, "issue": "HOT-0", "paths": [f"meas/d{k % 50}/f{k}.py"]},
+            False,
+        ),
         ("release_files", {"type": "release_files", "session_id": me, "issue": "HOT-0"}, False),
-        ("claim_files (conflict)", {"type": "claim_files", "session_id": me, "issue": "OTHER", "paths": ["conf/x.py"]}, True),
-        ("post_message", {"type": "post_message", "session_id": me, "channel": "project:bench", "body": f"sample {k}"}, False),
+        (
+            "claim_files (conflict)",
+            {"type": "claim_files", "session_id": me, "issue": "OTHER", "paths": ["conf/x.py"]},
+            True,
+        ),
+        (
+            "post_message",
+            {"type": "post_message", "session_id": me, "channel": "project:bench", "body": f"sample {k}"},
+            False,
+        ),
         ("enqueue_work", {"type": "enqueue_work", "project": "Q"}, False),
         ("claim_next_work", {"type": "claim_next_work", "session_id": me, "project": "Q"}, False),
         ("finish_work", {}, False),
@@ -494,7 +562,9 @@ def tiers_child(db: str | None, cycles: int, live_claims: int, live_leases: int,
         return asyncio.run(_tiers(urls, cycles, live_claims, live_leases, samples))
 
 
-async def _tiers(urls: dict[str, str], cycles: int, live_claims: int, live_leases: int, samples: int, chunk: int = 10) -> dict[str, Any]:
+async def _tiers(
+    urls: dict[str, str], cycles: int, live_claims: int, live_leases: int, samples: int, chunk: int = 10
+) -> dict[str, Any]:
     """The three stores, filled, then measured alternately, in this process."""
     from eventcoord.store import open_store
 
@@ -526,7 +596,10 @@ async def _tiers(urls: dict[str, str], cycles: int, live_claims: int, live_lease
                 for k in range(k0, k0 + chunk):
                     await _tier_sample(t, k + chunk, *(scratch if k0 < 0 else (lat[label], inner[label])))
         for label in labels:
-            out[label] = {name: {"p50_us": statistics.median(v), "inner_p50_us": statistics.median(inner[label][name])} for name, v in lat[label].items()}
+            out[label] = {
+                name: {"p50_us": statistics.median(v), "inner_p50_us": statistics.median(inner[label][name])}
+                for name, v in lat[label].items()
+            }
     finally:
         for t in tiers.values():
             await t.store.close()
@@ -557,9 +630,22 @@ def run_tiers(args: argparse.Namespace) -> dict[str, Any]:
             env = dict(os.environ)
             if src is not None:
                 env["PYTHONPATH"] = f"{src}{os.pathsep}{env.get('PYTHONPATH', '')}"
-            argv = [sys.executable, __file__, "--tiers-child", "--cycles", str(args.cycles), "--live-claims", str(args.live_claims)]
-            argv += ["--live-leases", str(args.live_leases), "--samples", str(args.samples)] + (["--db", args.db] if args.db else [])
-            print(f"{name}: filling history ({args.cycles:,} cycles of every command) and load, then measuring ...", flush=True)
+            argv = [
+                sys.executable,
+                __file__,
+                "--tiers-child",
+                "--cycles",
+                str(args.cycles),
+                "--live-claims",
+                str(args.live_claims),
+            ]
+            argv += ["--live-leases", str(args.live_leases), "--samples", str(args.samples)] + (
+                ["--db", args.db] if args.db else []
+            )
+            print(
+                f"{name}: filling history ({args.cycles:,} cycles of every command) and load, then measuring ...",
+                flush=True,
+            )
             done = subprocess.run(argv, env=env, cwd=root, capture_output=True, text=True)
             if done.returncode:
                 raise RuntimeError(done.stderr[-4000:])
@@ -584,24 +670,45 @@ def run_tiers(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--events", type=int, default=10_000_000, help="events in the filled log (default 10,000,000)")
-    p.add_argument("--hot", type=int, default=1_000_000, help="of which extra heartbeats on the measured streams (default 1,000,000)")
-    p.add_argument("--cycle", type=int, default=10, help="events per replicated session: register, claim + release, heartbeats (default 10)")
+    p.add_argument(
+        "--hot",
+        type=int,
+        default=1_000_000,
+        help="of which extra heartbeats on the measured streams (default 1,000,000)",
+    )
+    p.add_argument(
+        "--cycle",
+        type=int,
+        default=10,
+        help="events per replicated session: register, claim + release, heartbeats (default 10)",
+    )
     p.add_argument("--sessions", type=int, default=64, help="measured sessions (default 64)")
     p.add_argument("--connections", type=int, default=64, help="wrk connections of the throughput runs (default 64)")
     p.add_argument("--duration", type=int, default=5, help="seconds per wrk run (default 5)")
     p.add_argument("--rounds", type=int, default=3, help="alternating fresh/filled wrk rounds (default 3)")
     p.add_argument("--in-process", type=int, default=3000, help="heartbeats timed in-process per store (default 3000)")
-    p.add_argument("--quiet-wait", type=float, default=30.0, help="before each wrk run wait up to this many s for other load to drop below 0.3 cores")
+    p.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=30.0,
+        help="before each wrk run wait up to this many s for other load to drop below 0.3 cores",
+    )
     p.add_argument("--work", type=Path, help="work folder, kept (default: a temporary one, removed)")
     p.add_argument("--reuse", action="store_true", help="reuse the stores already filled in --work")
     p.add_argument("--json", type=Path, help="also write the results as JSON to this file")
     tiers = p.add_argument_group("--tiers: every command type and read model (in-process, SQLite or --db)")
     tiers.add_argument("--tiers", action="store_true", help="fresh vs. history vs. load for every command type")
     tiers.add_argument("--baseline", help="with --tiers: also run a git revision's code (before/after side by side)")
-    tiers.add_argument("--db", help="with --tiers: postgresql+asyncpg://user@host:port (fresh databases); default SQLite")
+    tiers.add_argument(
+        "--db", help="with --tiers: postgresql+asyncpg://user@host:port (fresh databases); default SQLite"
+    )
     tiers.add_argument("--cycles", type=int, default=5000, help="history: rounds of every command type (default 5,000)")
-    tiers.add_argument("--live-claims", type=int, default=10_000, help="load: live file claims in other paths (default 10,000)")
-    tiers.add_argument("--live-leases", type=int, default=5000, help="load: unreleased leases in the measured project (default 5,000)")
+    tiers.add_argument(
+        "--live-claims", type=int, default=10_000, help="load: live file claims in other paths (default 10,000)"
+    )
+    tiers.add_argument(
+        "--live-leases", type=int, default=5000, help="load: unreleased leases in the measured project (default 5,000)"
+    )
     tiers.add_argument("--samples", type=int, default=300, help="timed samples of each command per store (default 300)")
     tiers.add_argument("--tiers-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -615,7 +722,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     work = args.work or Path(tempfile.mkdtemp(prefix="eventcoord-history-"))
     work.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"nproc": os.cpu_count(), "python": sys.version.split()[0], "args": {k: str(v) for k, v in vars(args).items()}}
+    results: dict[str, Any] = {
+        "nproc": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "args": {k: str(v) for k, v in vars(args).items()},
+    }
     stores = {"fresh": work / "fresh", "filled": work / "filled"}
     sessions: dict[str, list[str]] = {}
     try:
@@ -628,7 +739,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 shutil.rmtree(data, ignore_errors=True)
                 data.mkdir()
-                print(f"{label}: template session, then fill to {max(total, args.sessions * args.cycle):,} events", flush=True)
+                print(
+                    f"{label}: template session, then fill to {max(total, args.sessions * args.cycle):,} events",
+                    flush=True,
+                )
                 info = fill(data, make_template(data, args.cycle), sessions=args.sessions, total_events=total, hot=hot)
                 info_file.write_text(json.dumps(info))
             print(
@@ -656,7 +770,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for cmd, f in results["fresh"]["in_process"].items():
             g = results["filled"]["in_process"][cmd]
             ratios[f"in_process {cmd} p50"] = g["p50_us"] / f["p50_us"]
-            print(f"  in-process {cmd:<33} p50 {f['p50_us']:>6.0f} -> {g['p50_us']:>6.0f} us (x{ratios[f'in_process {cmd} p50']:.2f})   p99 {f['p99_us']:>6.0f} -> {g['p99_us']:>6.0f} us")
+            print(
+                f"  in-process {cmd:<33} p50 {f['p50_us']:>6.0f} -> {g['p50_us']:>6.0f} us (x{ratios[f'in_process {cmd} p50']:.2f})   p99 {f['p99_us']:>6.0f} -> {g['p99_us']:>6.0f} us"
+            )
         results["ratios"] = ratios
         if args.json:
             args.json.write_text(json.dumps(results, indent=2))

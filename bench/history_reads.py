@@ -91,8 +91,14 @@ async def main() -> None:
             return out
 
         f = Filters(types=("LeaseGranted",))
-        print("filtered page from the start:", p50(await timed(lambda: store.query(lambda c: read_filtered(c, 0, 100, "default", f)))))
-        print("filtered page near the head:", p50(await timed(lambda: store.query(lambda c: read_filtered(c, head - 20_000, 100, "default", f)))))
+        print(
+            "filtered page from the start:",
+            p50(await timed(lambda: store.query(lambda c: read_filtered(c, 0, 100, "default", f)))),
+        )
+        print(
+            "filtered page near the head:",
+            p50(await timed(lambda: store.query(lambda c: read_filtered(c, head - 20_000, 100, "default", f)))),
+        )
 
         history = History(store)
         positions = iter(range(head - args.back, 0, -1))
@@ -118,7 +124,9 @@ async def main() -> None:
         s = time.perf_counter()
         applied = await store.transact(projections.rebuild, retry=False)
         rb = time.perf_counter() - s
-        print(f"raw read: {rows / raw:,.0f} rows/s; rebuild: {applied / rb:,.0f} events/s ({applied} events in {rb:.1f} s)")
+        print(
+            f"raw read: {rows / raw:,.0f} rows/s; rebuild: {applied / rb:,.0f} events/s ({applied} events in {rb:.1f} s)"
+        )
         history.close()
         await store.close()
 

@@ -41,7 +41,10 @@ async def fill(url: str, sessions: int, events: int, measure: Any) -> float:
             out = await service.execute(OPERATOR, decode_command(json.dumps(body).encode()))
             return out.result or {}
 
-        sids = [(await send({"type": "register_agent", "actor": f"agent-{i}", "host": "ci-runner-7"}))["session_id"] for i in range(sessions)]
+        sids = [
+            (await send({"type": "register_agent", "actor": f"agent-{i}", "host": "ci-runner-7"}))["session_id"]
+            for i in range(sessions)
+        ]
         before = await measure(store)
         sent = 0
         while sent < events:
@@ -82,9 +85,15 @@ async def main() -> None:
         try:
 
             async def pg_size(store: Any) -> int:
-                return int(await store.query(lambda c: c.exec_driver_sql("SELECT pg_total_relation_size('events')").scalar_one()))
+                return int(
+                    await store.query(
+                        lambda c: c.exec_driver_sql("SELECT pg_total_relation_size('events')").scalar_one()
+                    )
+                )
 
-            results["postgresql"] = await fill(args.pg.rsplit("/", 1)[0] + "/" + name, args.sessions, args.events, pg_size)
+            results["postgresql"] = await fill(
+                args.pg.rsplit("/", 1)[0] + "/" + name, args.sessions, args.events, pg_size
+            )
         finally:
             conn = await asyncpg.connect(admin)
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -92,7 +101,9 @@ async def main() -> None:
 
     for backend, per in results.items():
         day = per * FLEET_EVENTS_PER_DAY
-        print(f"{backend}: {per:.0f} bytes/event (heartbeats); 10,000 agents every 30 s = {FLEET_EVENTS_PER_DAY:,} events/day = {day / 1e9:.2f} GB/day")
+        print(
+            f"{backend}: {per:.0f} bytes/event (heartbeats); 10,000 agents every 30 s = {FLEET_EVENTS_PER_DAY:,} events/day = {day / 1e9:.2f} GB/day"
+        )
 
 
 if __name__ == "__main__":

@@ -52,14 +52,24 @@ async def measure(kind: str, url: str | None, tasks: int, per_task: int) -> dict
 
                 return bytes(outcome_response(answer).content)
 
-            sessions = [json.loads(await send({"type": "register_agent", "actor": f"a{i}"}))["result"]["session_id"] for i in range(tasks)]
+            sessions = [
+                json.loads(await send({"type": "register_agent", "actor": f"a{i}"}))["result"]["session_id"]
+                for i in range(tasks)
+            ]
 
             async def worker(i: int) -> None:
                 for k in range(per_task):
                     if kind == "heartbeat_agent":
                         await send({"type": "heartbeat_agent", "session_id": sessions[i]})
                     else:
-                        await send({"type": "claim_issue", "session_id": sessions[i], "project": f"P{i}-{k // 2}", "issue": f"I{i}-{k}"})
+                        await send(
+                            {
+                                "type": "claim_issue",
+                                "session_id": sessions[i],
+                                "project": f"P{i}-{k // 2}",
+                                "issue": f"I{i}-{k}",
+                            }
+                        )
 
             t0, c0 = time.perf_counter(), os.times()
             await asyncio.gather(*(worker(i) for i in range(tasks)))
@@ -83,7 +93,17 @@ def run_child(src: Path | None, args: argparse.Namespace) -> dict[str, float]:
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = f"{src}{os.pathsep}{env.get('PYTHONPATH', '')}"
-    argv = [sys.executable, __file__, "--child", "--kind", args.kind, "--tasks", str(args.tasks), "--per-task", str(args.per_task)]
+    argv = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--kind",
+        args.kind,
+        "--tasks",
+        str(args.tasks),
+        "--per-task",
+        str(args.per_task),
+    ]
     if args.db:
         argv += ["--db", args.db]
     out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True, cwd=ROOT).stdout
@@ -108,11 +128,16 @@ def main() -> int:
         with cp.fresh_postgres(args.db) if args.db else _nothing() as url:
             print(json.dumps(asyncio.run(measure(args.kind, url, args.tasks, args.per_task))))
         return 0
-    print(f"kind={args.kind} backend={'postgresql' if args.db else 'sqlite'} tasks={args.tasks} per-task={args.per_task}", flush=True)
+    print(
+        f"kind={args.kind} backend={'postgresql' if args.db else 'sqlite'} tasks={args.tasks} per-task={args.per_task}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         base = None
         if args.baseline:
-            archive = subprocess.run(["git", "archive", args.baseline], cwd=ROOT, check=True, capture_output=True).stdout
+            archive = subprocess.run(
+                ["git", "archive", args.baseline], cwd=ROOT, check=True, capture_output=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
             base = Path(tmp) / "src"
         runs: dict[str, list[dict[str, float]]] = {"baseline": [], "this tree": []}
@@ -123,7 +148,9 @@ def main() -> int:
                 print(f"  {name:<10} {r['per_s']:8.0f} commands/s   {r['cpu_us']:6.0f} us CPU per command", flush=True)
     for name, rs in runs.items():
         if rs:
-            print(f"median {name:<10} {statistics.median(r['per_s'] for r in rs):8.0f} commands/s   {statistics.median(r['cpu_us'] for r in rs):6.0f} us CPU")
+            print(
+                f"median {name:<10} {statistics.median(r['per_s'] for r in rs):8.0f} commands/s   {statistics.median(r['cpu_us'] for r in rs):6.0f} us CPU"
+            )
     return 0
 
 

@@ -71,7 +71,9 @@ async def calls(base: str, mcp_url: str, n: int) -> dict[str, list[float]]:
     env = {"EVENTCOORD_URL": base, "EVENTCOORD_TOKEN": TOKEN}
     results: dict[str, list[float]] = {}
     async with httpx.AsyncClient(base_url=base, headers={"authorization": f"Bearer {TOKEN}"}) as http:
-        sid = (await http.post("/v1/commands", json={"type": "register_agent", "actor": "bench-http"})).json()["result"]["session_id"]
+        sid = (await http.post("/v1/commands", json={"type": "register_agent", "actor": "bench-http"})).json()[
+            "result"
+        ]["session_id"]
 
         async def plain() -> object:
             r = await http.post("/v1/commands", json={"type": "heartbeat_agent", "session_id": sid})
@@ -120,15 +122,30 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "EVENTCOORD_BOOTSTRAP_TOKEN": TOKEN}
     server = subprocess.Popen(
-        [sys.executable, "-m", "eventcoord.cli", "serve", "--data-dir", str(work), "--nats", "off", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "eventcoord.cli",
+            "serve",
+            "--data-dir",
+            str(work),
+            "--nats",
+            "off",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     mcp = None
     try:
         wait_http(base + "/health", server)
         mcp = subprocess.Popen(
             [sys.executable, "-m", "eventcoord.cli", "mcp", "--transport", "http", "--port", str(mcp_port)],
-            env={**os.environ, "EVENTCOORD_URL": base, "EVENTCOORD_TOKEN": TOKEN}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "EVENTCOORD_URL": base, "EVENTCOORD_TOKEN": TOKEN},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         wait_http(f"http://127.0.0.1:{mcp_port}/mcp", mcp)
         timings = asyncio.run(calls(base, f"http://127.0.0.1:{mcp_port}/mcp", args.calls))

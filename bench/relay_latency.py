@@ -91,7 +91,9 @@ async def run(rate: float, seconds: float, window: int, db: str | None, warmup: 
 
             async def command(i: int) -> None:
                 t0 = time.monotonic()
-                recorded = await store.append("bench", f"session:{i % 512}", None, [AgentHeartbeat(session_id=f"s{i % 512}")])
+                recorded = await store.append(
+                    "bench", f"session:{i % 512}", None, [AgentHeartbeat(session_id=f"s{i % 512}")]
+                )
                 t1 = time.monotonic()
                 relay.notify()
                 accepted[recorded[0].position] = t1
@@ -166,7 +168,12 @@ async def catch_up(backlog: int, window: int, db: str | None) -> dict[str, Any]:
         if db and dbname:
             await drop_database(db, dbname)
         shutil.rmtree(tmp, ignore_errors=True)
-    return {"window": window, "backlog": backlog, "seconds": round(elapsed, 3), "events_per_s": round(backlog / elapsed)}
+    return {
+        "window": window,
+        "backlog": backlog,
+        "seconds": round(elapsed, 3),
+        "events_per_s": round(backlog / elapsed),
+    }
 
 
 async def subscriber(url: str, total: int) -> None:
@@ -189,7 +196,9 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="measured duration (default 10)")
     parser.add_argument("--window", type=int, nargs="+", default=[1, 256], help="relay window sizes to compare")
     parser.add_argument("--warmup", type=int, default=300, help="appends before measuring (default 300)")
-    parser.add_argument("--db", default=None, help="postgresql+asyncpg://user@host:port (default: SQLite in a temp dir)")
+    parser.add_argument(
+        "--db", default=None, help="postgresql+asyncpg://user@host:port (default: SQLite in a temp dir)"
+    )
     parser.add_argument("--backlog", type=int, default=20_000, help="events for the catch-up throughput run (0: skip)")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args()
@@ -197,7 +206,10 @@ async def main() -> None:
     for window in args.window if args.backlog else []:
         t = await catch_up(args.backlog, window, args.db)
         results.append(t)
-        print(f"catch-up   window={window:<4} {t['backlog']} events in {t['seconds']:.2f}s = {t['events_per_s']}/s published", flush=True)
+        print(
+            f"catch-up   window={window:<4} {t['backlog']} events in {t['seconds']:.2f}s = {t['events_per_s']}/s published",
+            flush=True,
+        )
     for window in args.window:
         r = await run(args.rate, args.seconds, window, args.db, args.warmup)
         results.append(r)

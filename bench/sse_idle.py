@@ -54,7 +54,9 @@ class Stream:
 
     async def open(self, port: int) -> None:
         self.reader, self.writer = await asyncio.open_connection("127.0.0.1", port)
-        self.writer.write(f"GET /v1/events/stream HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
+        self.writer.write(
+            f"GET /v1/events/stream HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode()
+        )
         await self.writer.drain()
 
     async def read_until(self, marker: bytes) -> None:
@@ -83,7 +85,9 @@ async def main() -> None:
     p.add_argument("--keepalive", type=float, default=15.0)
     p.add_argument("--events", type=int, default=0)
     p.add_argument("--db", default=None)
-    p.add_argument("--serve-cmd", default=None, help="measure another build (a command line) in place of eventcoord serve")
+    p.add_argument(
+        "--serve-cmd", default=None, help="measure another build (a command line) in place of eventcoord serve"
+    )
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ec-sse-bench-"))
     port = free_port()
@@ -113,7 +117,9 @@ async def main() -> None:
             await asyncio.sleep(args.settle)
             sid = None
             if args.events:
-                sid = (await http.post("/v1/commands", json={"type": "register_agent", "actor": "bench"})).json()["result"]["session_id"]
+                sid = (await http.post("/v1/commands", json={"type": "register_agent", "actor": "bench"})).json()[
+                    "result"
+                ]["session_id"]
             before_ka = sum(s.keepalives for s in streams)
             c0, t0 = cpu_seconds(server.pid), time.monotonic()
             if sid is not None:

@@ -52,14 +52,33 @@ async def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="ec-stream-bench-"))
     async with throwaway_broker(str(work / "broker")) as broker:
         port = free_port()
-        cmd = [sys.executable, "-m", "eventcoord.cli", "serve", "--data-dir", str(work / "data"), "--nats", broker.url, "--port", str(port)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "eventcoord.cli",
+            "serve",
+            "--data-dir",
+            str(work / "data"),
+            "--nats",
+            broker.url,
+            "--port",
+            str(port),
+        ]
         if args.db:
             cmd += ["--db", args.db]
-        server = subprocess.Popen(cmd, env={**os.environ, "EVENTCOORD_BOOTSTRAP_TOKEN": TOKEN, "EVENTCOORD_RATE_LIMITS": "off"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            cmd,
+            env={**os.environ, "EVENTCOORD_BOOTSTRAP_TOKEN": TOKEN, "EVENTCOORD_RATE_LIMITS": "off"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         base = f"http://127.0.0.1:{port}"
         try:
             async with httpx.AsyncClient(
-                base_url=base, headers={"authorization": f"Bearer {TOKEN}"}, timeout=httpx.Timeout(30, pool=None), limits=httpx.Limits(max_connections=128)
+                base_url=base,
+                headers={"authorization": f"Bearer {TOKEN}"},
+                timeout=httpx.Timeout(30, pool=None),
+                limits=httpx.Limits(max_connections=128),
             ) as http:
                 for _ in range(100):
                     try:
@@ -79,7 +98,7 @@ async def main() -> None:
             script.write_text(
                 f"local sessions = {{{ids}}}\nlocal i = 0\n"
                 "request = function()\n  i = i + 1\n"
-                "  local body = '{\"type\":\"heartbeat_agent\",\"session_id\":\"' .. sessions[(i % #sessions) + 1] .. '\"}'\n"
+                '  local body = \'{"type":"heartbeat_agent","session_id":"\' .. sessions[(i % #sessions) + 1] .. \'"}\'\n'
                 f"  return wrk.format('POST', '/v1/commands', {{['Authorization'] = 'Bearer {TOKEN}', ['Content-Type'] = 'application/json'}}, body)\n"
                 "end\n"
                 f"delay = function() return {64000 / args.rate:.3f} end\n"
@@ -94,7 +113,13 @@ async def main() -> None:
             listener = asyncio.create_task(listen())
             await asyncio.sleep(0.5)
             wrk = await asyncio.create_subprocess_exec(
-                "wrk", "-t1", "-c64", f"-d{args.seconds:.0f}s", "-s", str(script), base,
+                "wrk",
+                "-t1",
+                "-c64",
+                f"-d{args.seconds:.0f}s",
+                "-s",
+                str(script),
+                base,
                 stdout=asyncio.subprocess.PIPE,
             )
             await wrk.communicate()
@@ -106,8 +131,12 @@ async def main() -> None:
             sent = head - start_after
             lat = sorted(received)
             q = statistics.quantiles(lat, n=100)
-            print(f"backend={'postgresql' if args.db else 'sqlite'} target={args.rate:.0f}/s achieved={sent / args.seconds:.0f}/s commands={sent} received={len(received)}")
-            print(f"committed -> received: p50 {q[49]:.2f} ms  p90 {q[89]:.2f} ms  p99 {q[98]:.2f} ms  max {lat[-1]:.2f} ms")
+            print(
+                f"backend={'postgresql' if args.db else 'sqlite'} target={args.rate:.0f}/s achieved={sent / args.seconds:.0f}/s commands={sent} received={len(received)}"
+            )
+            print(
+                f"committed -> received: p50 {q[49]:.2f} ms  p90 {q[89]:.2f} ms  p99 {q[98]:.2f} ms  max {lat[-1]:.2f} ms"
+            )
         finally:
             server.terminate()
             server.wait(10)

@@ -43,16 +43,18 @@ _INSERT_CLAIM = Prepared(
 )
 # The holder's unreleased claims of the issue on these paths (matched as normalised strings).
 _RELEASE = Prepared(
-    lambda d: text(
-        "UPDATE file_claims INDEXED BY ix_file_claims_issue_live SET released_us = :at, release_reason = :reason"
-        " WHERE workspace = :ws AND issue = :issue AND session_id IS :sid AND released_us IS NULL"
-        " AND path IN (SELECT value FROM json_each(:paths))"
-    )
-    if d == "sqlite"
-    else text(
-        "UPDATE file_claims SET released_us = :at, release_reason = :reason"
-        " WHERE workspace = :ws AND issue = :issue AND session_id IS NOT DISTINCT FROM CAST(:sid AS text)"
-        " AND released_us IS NULL AND path = ANY(CAST(:paths AS text[]))"
+    lambda d: (
+        text(
+            "UPDATE file_claims INDEXED BY ix_file_claims_issue_live SET released_us = :at, release_reason = :reason"
+            " WHERE workspace = :ws AND issue = :issue AND session_id IS :sid AND released_us IS NULL"
+            " AND path IN (SELECT value FROM json_each(:paths))"
+        )
+        if d == "sqlite"
+        else text(
+            "UPDATE file_claims SET released_us = :at, release_reason = :reason"
+            " WHERE workspace = :ws AND issue = :issue AND session_id IS NOT DISTINCT FROM CAST(:sid AS text)"
+            " AND released_us IS NULL AND path = ANY(CAST(:paths AS text[]))"
+        )
     )
 )
 _INSERT_CONFLICT = Prepared(
@@ -106,7 +108,14 @@ def file_claim_released(conn: Connection, r: RecordedEvent) -> None:
     paths: object = list(e.paths) if conn.dialect.name == "postgresql" else json.dumps(list(e.paths))
     _RELEASE.run(
         conn,
-        {"at": r.recorded_us, "reason": e.reason, "ws": r.metadata.workspace, "issue": e.issue, "sid": e.session_id, "paths": paths},
+        {
+            "at": r.recorded_us,
+            "reason": e.reason,
+            "ws": r.metadata.workspace,
+            "issue": e.issue,
+            "sid": e.session_id,
+            "paths": paths,
+        },
     )
 
 

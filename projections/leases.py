@@ -34,7 +34,10 @@ def _upsert_issue(dialect: str) -> Executable:
     insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(issues)
     # A grant consumes the handoff note: the next grant answers only with newer notes.
     return insert.values(
-        workspace=bindparam("ws"), issue=bindparam("issue"), project=bindparam("project"), last_fencing_token=bindparam("token")
+        workspace=bindparam("ws"),
+        issue=bindparam("issue"),
+        project=bindparam("project"),
+        last_fencing_token=bindparam("token"),
     ).on_conflict_do_update(
         index_elements=[issues.c.workspace, issues.c.issue],
         set_={"last_fencing_token": bindparam("token2"), "handoff_note": null(), "handoff_session_id": null()},
@@ -55,17 +58,25 @@ _INSERT_LEASE = Prepared(
     )
 )
 _RELEASE_LEASE = Prepared(
-    lambda d: update(leases)
-    .where((leases.c.workspace == bindparam("ws")) & (leases.c.issue == bindparam("issue")) & leases.c.released_us.is_(None))
-    .values(released_us=bindparam("at"), release_reason=bindparam("reason"))
-    .returning(leases.c.project)
+    lambda d: (
+        update(leases)
+        .where(
+            (leases.c.workspace == bindparam("ws"))
+            & (leases.c.issue == bindparam("issue"))
+            & leases.c.released_us.is_(None)
+        )
+        .values(released_us=bindparam("at"), release_reason=bindparam("reason"))
+        .returning(leases.c.project)
+    )
 )
 
 
 def _count_unreleased(dialect: str) -> Executable:
     """Add ``delta`` to a project's unreleased leases (the row is created by its first grant)."""
     insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(project_leases)
-    return insert.values(workspace=bindparam("ws"), project=bindparam("project"), unreleased=bindparam("delta")).on_conflict_do_update(
+    return insert.values(
+        workspace=bindparam("ws"), project=bindparam("project"), unreleased=bindparam("delta")
+    ).on_conflict_do_update(
         index_elements=[project_leases.c.workspace, project_leases.c.project],
         set_={"unreleased": project_leases.c.unreleased + bindparam("delta2")},
     )
@@ -78,7 +89,9 @@ def lease_granted(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, LeaseGranted)
     ws = r.metadata.workspace
-    _UPSERT_ISSUE.run(conn, {"ws": ws, "issue": e.issue, "project": e.project, "token": e.fencing_token, "token2": e.fencing_token})
+    _UPSERT_ISSUE.run(
+        conn, {"ws": ws, "issue": e.issue, "project": e.project, "token": e.fencing_token, "token2": e.fencing_token}
+    )
     _INSERT_LEASE.run(
         conn,
         {

@@ -29,8 +29,16 @@ def acquired(conn: Connection, r: RecordedEvent) -> None:
     }
     key = (named_leases.c.workspace == ws) & (named_leases.c.name == e.name)
     if conn.execute(update(named_leases).where(key).values(**values)).rowcount == 0:
-        conn.execute(named_leases.insert().values(workspace=ws, name=e.name, capacity=e.capacity if isinstance(e.capacity, int) else 1, **values))
-    slot = (named_lease_slots.c.workspace == ws) & (named_lease_slots.c.name == e.name) & (named_lease_slots.c.session_id == e.session_id)
+        conn.execute(
+            named_leases.insert().values(
+                workspace=ws, name=e.name, capacity=e.capacity if isinstance(e.capacity, int) else 1, **values
+            )
+        )
+    slot = (
+        (named_lease_slots.c.workspace == ws)
+        & (named_lease_slots.c.name == e.name)
+        & (named_lease_slots.c.session_id == e.session_id)
+    )
     conn.execute(delete(named_lease_slots).where(slot))
     conn.execute(
         named_lease_slots.insert().values(

@@ -18,7 +18,9 @@ from eventcoord.store.prepared import Prepared
 from .base import Appliers
 from .tables import sessions, work_items, work_ledger
 
-_ACTOR_OF = Prepared(lambda d: select(sessions.c.actor_key, sessions.c.host).where(sessions.c.session_id == bindparam("sid")))
+_ACTOR_OF = Prepared(
+    lambda d: select(sessions.c.actor_key, sessions.c.host).where(sessions.c.session_id == bindparam("sid"))
+)
 _INSERT_LEDGER = Prepared(
     lambda d: work_ledger.insert().values(
         position=bindparam("position"),
@@ -51,26 +53,43 @@ _INSERT_ITEM = Prepared(
     )
 )
 _CLAIMED = Prepared(
-    lambda d: update(work_items)
-    .where(_ITEM)
-    .values(
-        status=bindparam("status"),
-        session_id=bindparam("sid"),
-        actor_key=bindparam("actor"),
-        host=bindparam("host"),
-        fencing_token=bindparam("token"),
-        attempts=work_items.c.attempts + 1,
-        updated_us=bindparam("at"),
+    lambda d: (
+        update(work_items)
+        .where(_ITEM)
+        .values(
+            status=bindparam("status"),
+            session_id=bindparam("sid"),
+            actor_key=bindparam("actor"),
+            host=bindparam("host"),
+            fencing_token=bindparam("token"),
+            attempts=work_items.c.attempts + 1,
+            updated_us=bindparam("at"),
+        )
     )
 )
-_STARTED = Prepared(lambda d: update(work_items).where(_ITEM).values(status=bindparam("status"), updated_us=bindparam("at")))
+_STARTED = Prepared(
+    lambda d: update(work_items).where(_ITEM).values(status=bindparam("status"), updated_us=bindparam("at"))
+)
 _FINISHED = Prepared(
-    lambda d: update(work_items).where(_ITEM).values(status=bindparam("status"), outcome=bindparam("outcome"), updated_us=bindparam("at"))
+    lambda d: (
+        update(work_items)
+        .where(_ITEM)
+        .values(status=bindparam("status"), outcome=bindparam("outcome"), updated_us=bindparam("at"))
+    )
 )
 _REQUEUED = Prepared(
-    lambda d: update(work_items)
-    .where(_ITEM)
-    .values(status=bindparam("status"), session_id=null(), actor_key=null(), host=null(), fencing_token=null(), updated_us=bindparam("at"))
+    lambda d: (
+        update(work_items)
+        .where(_ITEM)
+        .values(
+            status=bindparam("status"),
+            session_id=null(),
+            actor_key=null(),
+            host=null(),
+            fencing_token=null(),
+            updated_us=bindparam("at"),
+        )
+    )
 )
 
 
@@ -133,7 +152,13 @@ def enqueued(conn: Connection, r: RecordedEvent) -> None:
 def claimed(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkClaimed)
-    params = {"item": e.item_id, "ws": r.metadata.workspace, "status": "claimed", "sid": e.session_id, "actor": e.actor_key}
+    params = {
+        "item": e.item_id,
+        "ws": r.metadata.workspace,
+        "status": "claimed",
+        "sid": e.session_id,
+        "actor": e.actor_key,
+    }
     _CLAIMED.run(conn, {**params, "host": e.host, "token": e.fencing_token, "at": r.recorded_us})
     detail = None if e.fencing_token is None else f"fencing_token={e.fencing_token}"
     _ledger(conn, r, e.item_id, "claimed", e.session_id, detail, e.actor_key, e.host)
@@ -149,7 +174,10 @@ def started(conn: Connection, r: RecordedEvent) -> None:
 def finished(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkFinished)
-    _FINISHED.run(conn, {"item": e.item_id, "ws": r.metadata.workspace, "status": e.outcome, "outcome": e.outcome, "at": r.recorded_us})
+    _FINISHED.run(
+        conn,
+        {"item": e.item_id, "ws": r.metadata.workspace, "status": e.outcome, "outcome": e.outcome, "at": r.recorded_us},
+    )
     _ledger(conn, r, e.item_id, "finished", e.session_id, e.outcome)
 
 

@@ -37,23 +37,31 @@ def registered(conn: Connection, r: RecordedEvent) -> None:
 
 
 _HEARTBEAT = Prepared(
-    lambda d: update(sessions)
-    .where(sessions.c.session_id == bindparam("sid"))
-    .values(last_seen_us=bindparam("seen"), heartbeats=sessions.c.heartbeats + 1)
+    lambda d: (
+        update(sessions)
+        .where(sessions.c.session_id == bindparam("sid"))
+        .values(last_seen_us=bindparam("seen"), heartbeats=sessions.c.heartbeats + 1)
+    )
 )
 _HEARTBEAT_DECLARING = Prepared(
-    lambda d: update(sessions)
-    .where(sessions.c.session_id == bindparam("sid"))
-    .values(last_seen_us=bindparam("seen"), heartbeats=sessions.c.heartbeats + 1, working_on=bindparam("working_on"))
+    lambda d: (
+        update(sessions)
+        .where(sessions.c.session_id == bindparam("sid"))
+        .values(
+            last_seen_us=bindparam("seen"), heartbeats=sessions.c.heartbeats + 1, working_on=bindparam("working_on")
+        )
+    )
 )
 _SIGN_OF_LIFE = Prepared(
-    lambda d: update(sessions)
-    .where(
-        (sessions.c.session_id == bindparam("sid"))
-        & sessions.c.ended_us.is_(None)
-        & (sessions.c.last_seen_us < bindparam("seen"))
+    lambda d: (
+        update(sessions)
+        .where(
+            (sessions.c.session_id == bindparam("sid"))
+            & sessions.c.ended_us.is_(None)
+            & (sessions.c.last_seen_us < bindparam("seen"))
+        )
+        .values(last_seen_us=bindparam("seen"))
     )
-    .values(last_seen_us=bindparam("seen"))
 )
 
 

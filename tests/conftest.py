@@ -40,7 +40,11 @@ async def _pg_exec(*statements: str) -> None:
 
 
 def _db_url_for(name: str) -> str:
-    base = PG_URL if PG_URL.startswith("postgresql+asyncpg://") else PG_URL.replace("postgresql://", "postgresql+asyncpg://")
+    base = (
+        PG_URL
+        if PG_URL.startswith("postgresql+asyncpg://")
+        else PG_URL.replace("postgresql://", "postgresql+asyncpg://")
+    )
     return base.rsplit("/", 1)[0] + "/" + name
 
 
@@ -73,7 +77,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Run a store-backed test on both backends, or on the one its marker names."""
     if "backend" not in metafunc.fixturenames:
         return
-    only = [name for name, marker in (("postgresql", "postgres"), ("sqlite", "sqlite")) if metafunc.definition.get_closest_marker(marker)]
+    only = [
+        name
+        for name, marker in (("postgresql", "postgres"), ("sqlite", "sqlite"))
+        if metafunc.definition.get_closest_marker(marker)
+    ]
     names = only or BACKENDS
     params = [pytest.param(name, marks=pytest.mark.postgres) if name == "postgresql" else name for name in names]
     metafunc.parametrize("backend", params, indirect=True)

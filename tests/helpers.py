@@ -72,7 +72,18 @@ class ServerProcess:
         self.port = port if port is not None else free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         command = argv or [sys.executable, "-m", "eventcoord.cli"]
-        args = [*command, "serve", "--db", db_url, "--data-dir", str(data_dir), "--nats", nats, "--port", str(self.port)]
+        args = [
+            *command,
+            "serve",
+            "--db",
+            db_url,
+            "--data-dir",
+            str(data_dir),
+            "--nats",
+            nats,
+            "--port",
+            str(self.port),
+        ]
         if ttl_seconds is not None:
             args += ["--ttl-seconds", str(ttl_seconds)]
         env = {**os.environ, "EVENTCOORD_BOOTSTRAP_TOKEN": BOOTSTRAP, **(extra_env or {})}

@@ -69,7 +69,9 @@ class Client:
     def __init__(self, work: Workload, n: int, base_url: str, token: str) -> None:
         self.work = work
         self.n = n
-        self.http = httpx.AsyncClient(base_url=base_url, headers={"authorization": f"Bearer {token}"}, timeout=httpx.Timeout(10.0))
+        self.http = httpx.AsyncClient(
+            base_url=base_url, headers={"authorization": f"Bearer {token}"}, timeout=httpx.Timeout(10.0)
+        )
         self.rng = random.Random(n)
         self.session: str | None = None
         self.leases: set[str] = set()
@@ -124,13 +126,23 @@ class Client:
         if roll < 0.25:
             project = rng.choice(self.work.projects)
             issue = f"{project}-{rng.randint(1, self.work.issues_per_project)}"
-            if await self.send({"type": "claim_issue", "session_id": s, "project": project, "issue": issue}) is not None:
+            if (
+                await self.send({"type": "claim_issue", "session_id": s, "project": project, "issue": issue})
+                is not None
+            ):
                 self.leases.add(issue)
         elif roll < 0.40:
             if self.leases:
                 issue = rng.choice(sorted(self.leases))
                 self.leases.discard(issue)
-                await self.send({"type": "release_issue", "session_id": s, "issue": issue, "reason": rng.choice(["released", "completed"])})
+                await self.send(
+                    {
+                        "type": "release_issue",
+                        "session_id": s,
+                        "issue": issue,
+                        "reason": rng.choice(["released", "completed"]),
+                    }
+                )
         elif roll < 0.55:
             paths = rng.sample(PATHS, rng.randint(1, 3))
             await self.send({"type": "claim_files", "session_id": s, "issue": f"F-{self.n}", "paths": paths})
@@ -149,7 +161,9 @@ class Client:
             if item:
                 if await self.send({"type": "start_work", "session_id": s, "item_id": item["item_id"]}) is not None:
                     outcome = rng.choice(["done", "done", "failed"])
-                    await self.send({"type": "finish_work", "session_id": s, "item_id": item["item_id"], "outcome": outcome})
+                    await self.send(
+                        {"type": "finish_work", "session_id": s, "item_id": item["item_id"], "outcome": outcome}
+                    )
                 if item.get("issue"):
                     self.leases.discard(item["issue"])
         elif roll < 0.98:
@@ -192,9 +206,18 @@ class Workload:
 
     async def prepare(self) -> None:
         """Configure the projects and mint one agent token per client (bootstrap token)."""
-        async with httpx.AsyncClient(base_url=self.base_urls[0], headers={"authorization": f"Bearer {BOOTSTRAP}"}, timeout=30) as admin:
+        async with httpx.AsyncClient(
+            base_url=self.base_urls[0], headers={"authorization": f"Bearer {BOOTSTRAP}"}, timeout=30
+        ) as admin:
             for project in self.projects:
-                r = await admin.post("/v1/commands", json={"type": "configure_project", "project": project, "wip_limit": self.wip_limits.get(project, 3)})
+                r = await admin.post(
+                    "/v1/commands",
+                    json={
+                        "type": "configure_project",
+                        "project": project,
+                        "wip_limit": self.wip_limits.get(project, 3),
+                    },
+                )
                 assert r.status_code == 200, r.text
             for n in range(self.n_clients):
                 r = await admin.post("/v1/commands", json={"type": "issue_token", "role": "agent"})
@@ -213,7 +236,9 @@ class Workload:
         return self.tally
 
 
-def check_log(log: list[dict[str, Any]], wip_limits: dict[str, int], acknowledged: set[tuple[int, str]]) -> tuple[list[str], Counter[str]]:
+def check_log(
+    log: list[dict[str, Any]], wip_limits: dict[str, int], acknowledged: set[tuple[int, str]]
+) -> tuple[list[str], Counter[str]]:
     """Replay ``log`` (every event, in position order); the broken promises and event counts."""
     broken: list[str] = []
     types: Counter[str] = Counter(e["type"] for e in log)
@@ -285,7 +310,9 @@ def check_log(log: list[dict[str, Any]], wip_limits: dict[str, int], acknowledge
 async def read_log(base_url: str) -> list[dict[str, Any]]:
     """The whole log of workspace ``default``, paged."""
     out: list[dict[str, Any]] = []
-    async with httpx.AsyncClient(base_url=base_url, headers={"authorization": f"Bearer {BOOTSTRAP}"}, timeout=30) as http:
+    async with httpx.AsyncClient(
+        base_url=base_url, headers={"authorization": f"Bearer {BOOTSTRAP}"}, timeout=30
+    ) as http:
         while True:
             r = await http.get("/v1/events", params={"after": out[-1]["position"] if out else 0, "limit": 1000})
             assert r.status_code == 200, r.text
@@ -305,7 +332,8 @@ async def rebuild_equals_live(db_url: str) -> None:
 
     def snapshot(conn: Connection) -> dict[str, list[tuple[Any, ...]]]:
         return {
-            t.name: [tuple(row) for row in conn.execute(select(t).order_by(*t.primary_key.columns))] for t in READ_MODEL_TABLES
+            t.name: [tuple(row) for row in conn.execute(select(t).order_by(*t.primary_key.columns))]
+            for t in READ_MODEL_TABLES
         }
 
     store = open_store(db_url)

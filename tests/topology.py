@@ -167,12 +167,16 @@ class PrivatePostgres:
     def init(self) -> PrivatePostgres:
         if os.geteuid() == 0:
             shutil.chown(self.data_dir, "postgres")
-        self._run("initdb", "-D", str(self.data_dir / "data"), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+        self._run(
+            "initdb", "-D", str(self.data_dir / "data"), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"
+        )
         return self
 
     def start(self) -> None:
         opts = f"-p {self.port} -k {self.data_dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-        self._run("pg_ctl", "-D", str(self.data_dir / "data"), "-o", opts, "-l", str(self.data_dir / "pg.log"), "-w", "start")
+        self._run(
+            "pg_ctl", "-D", str(self.data_dir / "data"), "-o", opts, "-l", str(self.data_dir / "pg.log"), "-w", "start"
+        )
 
     def stop(self) -> None:
         """An operator's fast shutdown: sessions terminated (57P01), then the server is gone."""
@@ -199,7 +203,18 @@ class Nats:
     def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.data_dir / "nats.log", "ab")  # noqa: SIM115
-        args = [self.binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.data_dir), "-m", str(self.monitor_port)]
+        args = [
+            self.binary,
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-js",
+            "-sd",
+            str(self.data_dir),
+            "-m",
+            str(self.monitor_port),
+        ]
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         self.wait_healthy()
@@ -209,7 +224,12 @@ class Nats:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"http://127.0.0.1:{self.monitor_port}/healthz?js-enabled-only=true", timeout=1).status_code == 200:
+                if (
+                    httpx.get(
+                        f"http://127.0.0.1:{self.monitor_port}/healthz?js-enabled-only=true", timeout=1
+                    ).status_code
+                    == 200
+                ):
                     return
             except httpx.HTTPError:
                 pass
@@ -235,7 +255,13 @@ class Nats:
 class Topology:
     """PostgreSQL (fresh database, behind a proxy), NATS JetStream, migrations once, N replicas."""
 
-    def __init__(self, work_dir: Path | None = None, replicas: int = REPLICAS, pg_url: str = PG_URL, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        work_dir: Path | None = None,
+        replicas: int = REPLICAS,
+        pg_url: str = PG_URL,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         if not pg_url:
             raise RuntimeError("EVENTCOORD_TEST_PG_URL is not set")
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="ec-topology-"))
@@ -282,7 +308,9 @@ class Topology:
 
     def start_replica(self, i: int, port: int | None = None) -> ServerProcess:
         """Replica ``i`` (its own data folder), started when its /health answers 200."""
-        return ServerProcess(self.db_url, self.work_dir / f"replica-{i}", nats=self.nats.url, extra_env=self.extra_env, port=port)
+        return ServerProcess(
+            self.db_url, self.work_dir / f"replica-{i}", nats=self.nats.url, extra_env=self.extra_env, port=port
+        )
 
     def restart_replica(self, i: int) -> ServerProcess:
         """Start replica ``i`` again on its old port (after a kill or stop)."""

@@ -10,23 +10,24 @@ Revises: 0002_dashboard
 Create Date: 2026-12-01 05:00:00
 
 """
+
 from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = '0003_pg_group_commit'
-down_revision: str | Sequence[str] | None = '0002_dashboard'
+revision: str = "0003_pg_group_commit"
+down_revision: str | Sequence[str] | None = "0002_dashboard"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
     """Upgrade schema."""
-    with op.batch_alter_table('work_items', schema=None) as batch_op:
-        batch_op.create_index('ix_work_items_enqueued', ['enqueued_position'], unique=False)
+    with op.batch_alter_table("work_items", schema=None) as batch_op:
+        batch_op.create_index("ix_work_items_enqueued", ["enqueued_position"], unique=False)
 
 
 def downgrade() -> None:
     """Downgrade schema."""
-    with op.batch_alter_table('work_items', schema=None) as batch_op:
-        batch_op.drop_index('ix_work_items_enqueued')
+    with op.batch_alter_table("work_items", schema=None) as batch_op:
+        batch_op.drop_index("ix_work_items_enqueued")

@@ -15,17 +15,18 @@ Revises: 0003_pg_group_commit
 Create Date: 2026-12-01 08:30:00
 
 """
+
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = '0004_history'
-down_revision: str | Sequence[str] | None = '0003_pg_group_commit'
+revision: str = "0004_history"
+down_revision: str | Sequence[str] | None = "0003_pg_group_commit"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-BigInt = sa.BigInteger().with_variant(sa.Integer(), 'sqlite')
+BigInt = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 _IMMUTABLE_WITH_ARCHIVE = """
 CREATE OR REPLACE FUNCTION eventcoord_events_immutable() RETURNS trigger AS $$
@@ -52,40 +53,40 @@ END $$ LANGUAGE plpgsql
 
 def upgrade() -> None:
     """Upgrade schema."""
-    with op.batch_alter_table('events', schema=None) as batch_op:
-        batch_op.create_index('ix_events_workspace_type_position', ['workspace', 'type', 'position'], unique=False)
+    with op.batch_alter_table("events", schema=None) as batch_op:
+        batch_op.create_index("ix_events_workspace_type_position", ["workspace", "type", "position"], unique=False)
     op.create_table(
-        'snapshots',
-        sa.Column('position', BigInt, autoincrement=False, nullable=False),
-        sa.Column('recorded_us', BigInt, nullable=False),
-        sa.Column('created_us', BigInt, nullable=False),
-        sa.Column('manifest', sa.Text(), nullable=False),
-        sa.PrimaryKeyConstraint('position'),
+        "snapshots",
+        sa.Column("position", BigInt, autoincrement=False, nullable=False),
+        sa.Column("recorded_us", BigInt, nullable=False),
+        sa.Column("created_us", BigInt, nullable=False),
+        sa.Column("manifest", sa.Text(), nullable=False),
+        sa.PrimaryKeyConstraint("position"),
     )
     op.create_table(
-        'snapshot_chunks',
-        sa.Column('hash', sa.String(length=64), nullable=False),
-        sa.Column('data', sa.LargeBinary(), nullable=False),
-        sa.PrimaryKeyConstraint('hash'),
+        "snapshot_chunks",
+        sa.Column("hash", sa.String(length=64), nullable=False),
+        sa.Column("data", sa.LargeBinary(), nullable=False),
+        sa.PrimaryKeyConstraint("hash"),
     )
     op.create_table(
-        'archives',
-        sa.Column('before_position', BigInt, autoincrement=False, nullable=False),
-        sa.Column('file', sa.Text(), nullable=False),
-        sa.Column('events', BigInt, nullable=False),
-        sa.Column('archived_us', BigInt, nullable=False),
-        sa.PrimaryKeyConstraint('before_position'),
+        "archives",
+        sa.Column("before_position", BigInt, autoincrement=False, nullable=False),
+        sa.Column("file", sa.Text(), nullable=False),
+        sa.Column("events", BigInt, nullable=False),
+        sa.Column("archived_us", BigInt, nullable=False),
+        sa.PrimaryKeyConstraint("before_position"),
     )
-    if op.get_bind().dialect.name == 'postgresql':
+    if op.get_bind().dialect.name == "postgresql":
         op.execute(_IMMUTABLE_WITH_ARCHIVE)
 
 
 def downgrade() -> None:
     """Downgrade schema."""
-    if op.get_bind().dialect.name == 'postgresql':
+    if op.get_bind().dialect.name == "postgresql":
         op.execute(_IMMUTABLE)
-    op.drop_table('archives')
-    op.drop_table('snapshot_chunks')
-    op.drop_table('snapshots')
-    with op.batch_alter_table('events', schema=None) as batch_op:
-        batch_op.drop_index('ix_events_workspace_type_position')
+    op.drop_table("archives")
+    op.drop_table("snapshot_chunks")
+    op.drop_table("snapshots")
+    with op.batch_alter_table("events", schema=None) as batch_op:
+        batch_op.drop_index("ix_events_workspace_type_position")

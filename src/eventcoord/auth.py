@@ -134,7 +134,14 @@ def authorize(caller: Caller, cmd: AnyCommand) -> None:
 
 def list_tokens(conn: Connection, workspace: str | None = None) -> list[dict[str, object]]:
     """Every stored token (never its secret): ``token_id``, workspace, role, created, revoked."""
-    stmt = select(tokens.c.token_id, tokens.c.token_hash, tokens.c.workspace, tokens.c.role, tokens.c.created_us, tokens.c.revoked_us)
+    stmt = select(
+        tokens.c.token_id,
+        tokens.c.token_hash,
+        tokens.c.workspace,
+        tokens.c.role,
+        tokens.c.created_us,
+        tokens.c.revoked_us,
+    )
     if workspace is not None:
         stmt = stmt.where(tokens.c.workspace == workspace)
     rows = conn.execute(stmt.order_by(tokens.c.workspace, tokens.c.created_us, tokens.c.token_hash)).all()

@@ -56,7 +56,9 @@ async def start(settings: Settings) -> Runtime:
         ensure_workspace(conn, "default", now_us)
         if settings.ttl_seconds is not None:
             conn.execute(
-                update(settings_table).where(settings_table.c.key == "ttl_seconds").values(value=str(settings.ttl_seconds))
+                update(settings_table)
+                .where(settings_table.c.key == "ttl_seconds")
+                .values(value=str(settings.ttl_seconds))
             )
         log.forget_ttl(conn)
 

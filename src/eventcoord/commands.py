@@ -203,7 +203,4 @@ AnyCommand = (
 )
 
 #: Commands a ``reader`` token may never send: all of them. Role rules live in auth.
-COMMAND_TYPES: dict[str, type[Command]] = {
-    cls.__struct_config__.tag: cls
-    for cls in AnyCommand.__args__
-}
+COMMAND_TYPES: dict[str, type[Command]] = {cls.__struct_config__.tag: cls for cls in AnyCommand.__args__}

@@ -44,9 +44,13 @@ class Settings:
         """Raise ConfigError for settings that cannot work."""
         url = self.database_url
         if not (url.startswith("sqlite") or url.startswith("postgresql")):
-            raise ConfigError(f"--db / EVENTCOORD_DB_URL must be sqlite+aiosqlite:///… or postgresql+asyncpg://…, got {url!r}")
+            raise ConfigError(
+                f"--db / EVENTCOORD_DB_URL must be sqlite+aiosqlite:///… or postgresql+asyncpg://…, got {url!r}"
+            )
         if not (self.nats in ("embedded", "off") or self.nats.startswith(("nats://", "tls://"))):
-            raise ConfigError(f"--nats / EVENTCOORD_NATS_URL must be 'embedded', 'off' or a nats:// URL, got {self.nats!r}")
+            raise ConfigError(
+                f"--nats / EVENTCOORD_NATS_URL must be 'embedded', 'off' or a nats:// URL, got {self.nats!r}"
+            )
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"--port / EVENTCOORD_PORT must be 0..65535, got {self.port}")
         if self.ttl_seconds is not None and not 1 <= self.ttl_seconds <= 86400:
@@ -57,12 +61,19 @@ class Settings:
             value = getattr(self, name)
             if not 0 <= value <= 1e9:
                 raise ConfigError(f"EVENTCOORD_{name.upper()} must be 0..1e9, got {value}")
-        for rate, burst in (("rate_token_per_second", "rate_token_burst"), ("rate_address_per_second", "rate_address_burst"),
-                            ("rate_auth_failures_per_second", "rate_auth_failures_burst")):
+        for rate, burst in (
+            ("rate_token_per_second", "rate_token_burst"),
+            ("rate_address_per_second", "rate_address_burst"),
+            ("rate_auth_failures_per_second", "rate_auth_failures_burst"),
+        ):
             if getattr(self, rate) > 0 and getattr(self, burst) < 1:
-                raise ConfigError(f"EVENTCOORD_{burst.upper()} must be at least 1 while EVENTCOORD_{rate.upper()} is on")
+                raise ConfigError(
+                    f"EVENTCOORD_{burst.upper()} must be at least 1 while EVENTCOORD_{rate.upper()} is on"
+                )
         if not 0 <= self.snapshot_every <= 10**9:
-            raise ConfigError(f"--snapshot-every / EVENTCOORD_SNAPSHOT_EVERY must be 0..1000000000, got {self.snapshot_every}")
+            raise ConfigError(
+                f"--snapshot-every / EVENTCOORD_SNAPSHOT_EVERY must be 0..1000000000, got {self.snapshot_every}"
+            )
         return self
 
 
@@ -96,7 +107,9 @@ def from_env(**overrides: object) -> Settings:
     if env.get("EVENTCOORD_RATE_LIMITS", "").strip().lower() == "off":
         values.update({name: 0.0 for name in RATE_SETTINGS if name.endswith("per_second")})
     else:
-        values.update({name: _float_env(f"EVENTCOORD_{name.upper()}", getattr(defaults, name)) for name in RATE_SETTINGS})
+        values.update(
+            {name: _float_env(f"EVENTCOORD_{name.upper()}", getattr(defaults, name)) for name in RATE_SETTINGS}
+        )
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values).validate()  # type: ignore[arg-type]
 

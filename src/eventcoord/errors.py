@@ -76,7 +76,12 @@ class DomainError(EventCoordError):
     """
 
     def __init__(
-        self, code: ErrorCode | str, message: str, details: Mapping[str, Any] | None = None, *, retry_after: int | None = None
+        self,
+        code: ErrorCode | str,
+        message: str,
+        details: Mapping[str, Any] | None = None,
+        *,
+        retry_after: int | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -142,7 +147,9 @@ def archived(position: int, before: int, file: str) -> DomainError:
 
 def idempotency_mismatch(command_id: str) -> DomainError:
     """422: ``command_id`` was used before with a different command."""
-    return DomainError(ErrorCode.IDEMPOTENCY_MISMATCH, "this command_id was used with a different command", {"command_id": command_id})
+    return DomainError(
+        ErrorCode.IDEMPOTENCY_MISMATCH, "this command_id was used with a different command", {"command_id": command_id}
+    )
 
 
 def unauthenticated(message: str) -> DomainError:
@@ -163,9 +170,7 @@ def not_found(message: str, details: Mapping[str, Any] | None = None) -> DomainE
 def session_of_another_token(session_id: str) -> DomainError:
     """403: the session was registered under another token (SPEC §5): only that token, or an
     admin of the workspace, may drive it."""
-    return forbidden(
-        f"session {session_id!r} belongs to the token that registered it", {"session_id": session_id}
-    )
+    return forbidden(f"session {session_id!r} belongs to the token that registered it", {"session_id": session_id})
 
 
 def token_not_found(token_id: str) -> DomainError:
@@ -205,27 +210,39 @@ def unsupported_media_type(content_type: str) -> DomainError:
 def session_ended(session_id: str, *, already: bool = False) -> DomainError:
     """409 SESSION_NOT_LIVE: the session has ended and can do nothing more."""
     text = "has already ended" if already else "has ended"
-    return DomainError(ErrorCode.SESSION_NOT_LIVE, f"session {session_id!r} {text}", {"session_id": session_id, "ended": True})
+    return DomainError(
+        ErrorCode.SESSION_NOT_LIVE, f"session {session_id!r} {text}", {"session_id": session_id, "ended": True}
+    )
 
 
 def session_not_live(session_id: str, *, ended: bool) -> DomainError:
     """409 SESSION_NOT_LIVE: the session has ended or gone stale, so it may not claim."""
     text = "ended" if ended else "gone stale"
-    return DomainError(ErrorCode.SESSION_NOT_LIVE, f"session {session_id!r} has {text}", {"session_id": session_id, "ended": ended})
+    return DomainError(
+        ErrorCode.SESSION_NOT_LIVE, f"session {session_id!r} has {text}", {"session_id": session_id, "ended": ended}
+    )
 
 
 def _holder_details(issue: str, holder: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {"issue": issue, "session_id": (holder or {}).get("session_id"), "actor_key": (holder or {}).get("actor_key")}
+    return {
+        "issue": issue,
+        "session_id": (holder or {}).get("session_id"),
+        "actor_key": (holder or {}).get("actor_key"),
+    }
 
 
 def issue_held(issue: str, holder: Mapping[str, Any] | None) -> DomainError:
     """409: another live session holds (or declares it is working on) the issue."""
-    return DomainError(ErrorCode.ISSUE_HELD, f"issue {issue!r} is being worked on by another session", _holder_details(issue, holder))
+    return DomainError(
+        ErrorCode.ISSUE_HELD, f"issue {issue!r} is being worked on by another session", _holder_details(issue, holder)
+    )
 
 
 def human_held(issue: str, holder: Mapping[str, Any] | None) -> DomainError:
     """409: a person holds the issue; ask first (or force, as a human or admin)."""
-    return DomainError(ErrorCode.HUMAN_HELD, f"issue {issue!r} is held by a person: ask first", _holder_details(issue, holder))
+    return DomainError(
+        ErrorCode.HUMAN_HELD, f"issue {issue!r} is held by a person: ask first", _holder_details(issue, holder)
+    )
 
 
 def wip_cap_reached(project: str, limit: int, live_count: int) -> DomainError:
@@ -278,7 +295,12 @@ def token_not_current(issue: str, presented: int, current: int | None) -> Domain
     return DomainError(
         ErrorCode.NOT_FRESH_HOLDER,
         f"fencing token {presented} is not the current token of your lease on {issue!r}",
-        {"issue": issue, "reason": "fencing-token-not-current", "presented_fencing_token": presented, "current_fencing_token": current},
+        {
+            "issue": issue,
+            "reason": "fencing-token-not-current",
+            "presented_fencing_token": presented,
+            "current_fencing_token": current,
+        },
     )
 
 
@@ -335,7 +357,9 @@ def already_waiting(kind: str, key: str, place: int) -> DomainError:
 
 def not_waiting(kind: str, key: str) -> DomainError:
     """409 NOT_HOLDER: cancel_wait for a line the session is not in."""
-    return DomainError(ErrorCode.NOT_HOLDER, f"this session does not wait for {kind} {key!r}", {"kind": kind, "key": key})
+    return DomainError(
+        ErrorCode.NOT_HOLDER, f"this session does not wait for {kind} {key!r}", {"kind": kind, "key": key}
+    )
 
 
 def concurrency() -> DomainError:

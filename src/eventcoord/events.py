@@ -284,10 +284,7 @@ AnyEvent = (
 )
 
 #: Every event class by its stable tag.
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__struct_config__.tag: cls
-    for cls in AnyEvent.__args__
-}
+EVENT_TYPES: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in AnyEvent.__args__}
 
 #: Events written by a refused command: facts worth keeping, not signs of life.
 DENIALS: frozenset[str] = frozenset({"WipCapDenied", "ClaimConflict", "DeadlockRefused"})

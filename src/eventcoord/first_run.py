@@ -53,9 +53,14 @@ async def ensure_admin_token(settings: Settings) -> Path | None:
         await store.migrate()
 
         def decide(conn: Connection) -> str:
-            if existing and conn.execute(select(tokens.c.token_hash).where(tokens.c.token_hash == hash_token(existing))).first():
+            if (
+                existing
+                and conn.execute(select(tokens.c.token_hash).where(tokens.c.token_hash == hash_token(existing))).first()
+            ):
                 return "reuse"
-            has_default = conn.execute(select(tokens.c.token_hash).where(tokens.c.workspace == "default").limit(1)).first()
+            has_default = conn.execute(
+                select(tokens.c.token_hash).where(tokens.c.workspace == "default").limit(1)
+            ).first()
             if has_default is not None:
                 return "skip"
             store_token(conn, candidate, "default", "admin", log.clock(conn)[0])

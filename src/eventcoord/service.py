@@ -128,7 +128,9 @@ class Service:
         except DomainError as e:
             metrics.COMMANDS.labels(kind, e.code).inc()
             raise
-        metrics.observe_command(kind, "ok" if outcome.refusal is None else "refused_recorded", time.perf_counter() - started)
+        metrics.observe_command(
+            kind, "ok" if outcome.refusal is None else "refused_recorded", time.perf_counter() - started
+        )
         if outcome.appended:
             metrics.EVENTS.inc(outcome.appended)
             metrics.HEAD.set(outcome.position)

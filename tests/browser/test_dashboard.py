@@ -59,7 +59,14 @@ def seed_team(api: SyncApi) -> dict[str, str]:
     api.refused(claim(bob, "API-12", "src/web/app.tsx"), "FILES_CLAIMED")
     api.refused(claim(alice, "WEB-7", "src/api/models.py", "src/api/handlers.py"), "FILES_CLAIMED")
     api.ok({"type": "post_message", "session_id": bob, "channel": "issue:API-12", "body": XSS_BODY})
-    api.ok({"type": "post_message", "session_id": bob, "channel": "issue:API-12", "body": "models.py is mine until the migration lands"})
+    api.ok(
+        {
+            "type": "post_message",
+            "session_id": bob,
+            "channel": "issue:API-12",
+            "body": "models.py is mine until the migration lands",
+        }
+    )
     api.ok({"type": "enqueue_work", "project": "API", "issue": "API-20", "priority": 5})
     api.ok({"type": "enqueue_work", "project": "API", "issue": "API-21", "priority": 1})
     return {"alice": alice, "bob": bob, "carol": carol}

@@ -56,7 +56,9 @@ def appender(tag: str, refuse: bool = False) -> Any:
 
     def run(conn: Connection) -> log.Pending[int]:
         now_us, _ = log.clock(conn)
-        [recorded] = log.append(conn, [NewEvent(f"t:{tag}", AgentHeartbeat(session_id=tag), EventMetadata(workspace="ws"))], now_us)
+        [recorded] = log.append(
+            conn, [NewEvent(f"t:{tag}", AgentHeartbeat(session_id=tag), EventMetadata(workspace="ws"))], now_us
+        )
         if refuse:
             raise DomainError("NOT_HOLDER", "refused after writing")
         return log.Pending(lambda real: real(recorded.position))
@@ -99,7 +101,9 @@ async def test_commands_of_one_batch_see_each_other(store: Any) -> None:
 
 
 async def test_a_refusal_after_writing_undoes_only_its_own_command(store: Any) -> None:
-    results = await asyncio.gather(*(store.transact(appender(str(i), refuse=i % 3 == 1)) for i in range(9)), return_exceptions=True)
+    results = await asyncio.gather(
+        *(store.transact(appender(str(i), refuse=i % 3 == 1)) for i in range(9)), return_exceptions=True
+    )
     refused = [i for i, r in enumerate(results) if isinstance(r, DomainError)]
     assert refused == [1, 4, 7]
     positions = {str(i): r for i, r in enumerate(results) if isinstance(r, int)}
@@ -113,7 +117,9 @@ async def test_a_failed_statement_fails_only_its_own_command(store: Any) -> None
     def duplicate(conn: Connection) -> None:
         conn.execute(insert(guards).values(workspace="ws", key="taken"))
 
-    jobs = [store.transact(duplicate, retry=False) if i % 3 == 1 else store.transact(appender(str(i))) for i in range(9)]
+    jobs = [
+        store.transact(duplicate, retry=False) if i % 3 == 1 else store.transact(appender(str(i))) for i in range(9)
+    ]
     results = await asyncio.gather(*jobs, return_exceptions=True)
     assert [i for i, r in enumerate(results) if isinstance(r, ConcurrencyError)] == [1, 4, 7]
     positions = {str(i): r for i, r in enumerate(results) if isinstance(r, int)}
@@ -198,7 +204,9 @@ async def test_no_provisional_position_reaches_a_committed_row(store: Any, backe
     largest = await store.query(largest_numbers)
     assert all(v < PROVISIONAL_BASE for v in largest.values()), largest
     # Every position a read model holds is the position of an event of the log.
-    assert max(v for k, v in largest.items() if k.split(".")[1] in ("position", "lease_id", "enqueued_position")) <= head
+    assert (
+        max(v for k, v in largest.items() if k.split(".")[1] in ("position", "lease_id", "enqueued_position")) <= head
+    )
     for answer in answers:
         if isinstance(answer, Outcome):
             assert answer.position <= head
@@ -220,14 +228,18 @@ async def test_crossed_row_locks_of_two_replicas_both_go_through(db_url: str, ba
         await s.start()
     await a.migrate()
     try:
-        await a.transact(lambda c: c.execute(insert(guards), [{"workspace": "ws", "key": "X"}, {"workspace": "ws", "key": "Y"}]))
+        await a.transact(
+            lambda c: c.execute(insert(guards), [{"workspace": "ws", "key": "X"}, {"workspace": "ws", "key": "Y"}])
+        )
         a_has_x, b_has_y = asyncio.Event(), asyncio.Event()
 
         def lock(key: str, have: asyncio.Event | None = None, want: asyncio.Event | None = None) -> Any:
             append = appender(f"{key}-{id(have)}-{id(want)}")
 
             def run(conn: Connection) -> log.Pending[int]:
-                conn.execute(select(guards.c.key).where((guards.c.workspace == "ws") & (guards.c.key == key)).with_for_update())
+                conn.execute(
+                    select(guards.c.key).where((guards.c.workspace == "ws") & (guards.c.key == key)).with_for_update()
+                )
                 if have is not None:
                     have.set()
                 if want is not None:
@@ -270,7 +282,9 @@ async def test_stream_versions_follow_positions_when_assigned_at_commit(store: A
     batches = await asyncio.gather(*(write(i) for i in range(40)), *(write_expecting(i) for i in range(6)))
     answered = [r for rs in batches for r in rs]
     events = await store.read(limit=1000)
-    assert sorted((r.position, r.stream, r.version) for r in answered) == [(e.position, e.stream, e.version) for e in events]
+    assert sorted((r.position, r.stream, r.version) for r in answered) == [
+        (e.position, e.stream, e.version) for e in events
+    ]
     by_stream: dict[str, list[int]] = {}
     for e in events:
         by_stream.setdefault(e.stream, []).append(e.version)
@@ -278,7 +292,9 @@ async def test_stream_versions_follow_positions_when_assigned_at_commit(store: A
     # An expected version still decides alone, against the versions committed so far.
     with pytest.raises(ConcurrencyError):
         await store.append("ws", "session:shared", 1, [AgentHeartbeat(session_id="late")])
-    [late] = await store.append("ws", "session:shared", len(by_stream["session:shared"]), [AgentHeartbeat(session_id="late")])
+    [late] = await store.append(
+        "ws", "session:shared", len(by_stream["session:shared"]), [AgentHeartbeat(session_id="late")]
+    )
     assert (late.position, late.version) == (len(events) + 1, len(by_stream["session:shared"]) + 1)
 
 
@@ -296,7 +312,12 @@ async def test_a_batch_waits_for_the_counter_as_long_as_another_replica_holds_it
         def hold_the_counter(conn: Connection) -> log.Pending[int]:
             now_us, _ = log.clock(conn)
             # An expected version takes the counter's lock while deciding; then dawdle.
-            [r] = log.append(conn, [NewEvent("held", AgentHeartbeat(session_id="h"), EventMetadata(workspace="ws"))], now_us, {"held": 0})
+            [r] = log.append(
+                conn,
+                [NewEvent("held", AgentHeartbeat(session_id="h"), EventMetadata(workspace="ws"))],
+                now_us,
+                {"held": 0},
+            )
             pinned.set()
             await_(asyncio.sleep(0.3))
             return log.Pending(lambda real: real(r.position))
@@ -360,11 +381,22 @@ async def test_two_writers_in_one_replica_keep_the_log_contiguous(db_url: str, b
     await store.migrate()
     try:
         service = Service(store)
-        sessions = [json.loads(encoded(a))["result"]["session_id"] for a in await asyncio.gather(
-            *(service.execute(OPERATOR, decode_command(json.dumps({"type": "register_agent", "actor": f"w{i}"}).encode())) for i in range(24))
-        )]
+        sessions = [
+            json.loads(encoded(a))["result"]["session_id"]
+            for a in await asyncio.gather(
+                *(
+                    service.execute(
+                        OPERATOR, decode_command(json.dumps({"type": "register_agent", "actor": f"w{i}"}).encode())
+                    )
+                    for i in range(24)
+                )
+            )
+        ]
         race = await asyncio.gather(
-            *(execute(service, {"type": "claim_issue", "session_id": s, "project": "P", "issue": "HOT"}) for s in sessions),
+            *(
+                execute(service, {"type": "claim_issue", "session_id": s, "project": "P", "issue": "HOT"})
+                for s in sessions
+            ),
             *(store.transact(appender(str(i))) for i in range(40)),
         )
         assert sum(isinstance(a, Outcome) for a in race[:24]) == 1

@@ -105,13 +105,19 @@ async def test_as_of_a_time_is_the_last_position_recorded_at_or_before_it(store:
     await d.send({"type": "claim_issue", "session_id": sid, "project": "P", "issue": "P-1"})
     granted = await store.head()
     await d.send({"type": "release_issue", "session_id": sid, "issue": "P-1"})
-    at_us = await store.query(lambda c: c.execute(select(events.c.recorded_us).where(events.c.position == granted)).scalar_one())
+    at_us = await store.query(
+        lambda c: c.execute(select(events.c.recorded_us).where(events.c.position == granted)).scalar_one()
+    )
     history = History(store)
     try:
-        leases, moment = await history.read("default", format_time(at_us), lambda c: list_leases(c, "default", None, None))
+        leases, moment = await history.read(
+            "default", format_time(at_us), lambda c: list_leases(c, "default", None, None)
+        )
         assert moment.position == granted and moment.at == format_time(at_us)
         assert [row["issue"] for row in leases] == ["P-1"]
-        before, moment = await history.read("default", "2000-01-01T00:00:00Z", lambda c: list_leases(c, "default", None, None))
+        before, moment = await history.read(
+            "default", "2000-01-01T00:00:00Z", lambda c: list_leases(c, "default", None, None)
+        )
         assert before == [] and moment.position == 0
         now, _ = await history.read("default", str(await store.head()), lambda c: list_leases(c, "default", None, None))
         assert now == []
@@ -135,12 +141,16 @@ async def test_snapshots_every_n_events_share_unchanged_chunks(store: Any) -> No
     worker = SnapshotWorker(store, every=100)
     assert await worker.due()
     first = await take_snapshot(store)
-    chunks_after_first = await store.query(lambda c: c.execute(select(func.count()).select_from(snapshot_chunks)).scalar_one())
+    chunks_after_first = await store.query(
+        lambda c: c.execute(select(func.count()).select_from(snapshot_chunks)).scalar_one()
+    )
     assert not await worker.due()
     # One session changes: the next snapshot stores only the chunks holding changed rows.
     await d.send({"type": "heartbeat_agent", "session_id": sids[0]})
     second = await take_snapshot(store)
     assert second == first + 1
-    chunks_after_second = await store.query(lambda c: c.execute(select(func.count()).select_from(snapshot_chunks)).scalar_one())
+    chunks_after_second = await store.query(
+        lambda c: c.execute(select(func.count()).select_from(snapshot_chunks)).scalar_one()
+    )
     assert 0 < chunks_after_second - chunks_after_first <= 2
     assert await store.query(lambda c: c.execute(select(func.count()).select_from(snapshots)).scalar_one()) == 2

@@ -29,7 +29,12 @@ from eventcoord.store.prepared import Prepared
 
 WS = "plans"
 #: The partial indexes of unreleased claims (PostgreSQL may pick any for "every live claim").
-LIVE_INDEXES = ("ix_file_claims_live", "ix_file_claims_live_c", "ix_file_claims_issue_live", "ix_file_claims_live_order")
+LIVE_INDEXES = (
+    "ix_file_claims_live",
+    "ix_file_claims_live_c",
+    "ix_file_claims_issue_live",
+    "ix_file_claims_live_order",
+)
 RELEASED = 20_000
 LIVE = 1_000
 
@@ -138,7 +143,10 @@ async def test_an_issues_unreleased_claims_are_read_without_its_history(store: A
         store,
         [
             (files_handler._OF_ISSUE, {"ws": WS, "issue": "HOT", "sid": "s1"}),
-            (files_projection._RELEASE, {"ws": WS, "issue": "HOT", "sid": "s1", "at": 3, "reason": "released", "paths": param_paths}),
+            (
+                files_projection._RELEASE,
+                {"ws": WS, "issue": "HOT", "sid": "s1", "at": 3, "reason": "released", "paths": param_paths},
+            ),
         ],
     )
     for plan in (select_plan, update_plan):
@@ -165,7 +173,9 @@ async def test_the_count_of_unreleased_leases_per_project_follows_the_leases(sto
     await send({"type": "release_issue", "session_id": a, "issue": "P-0"})
     await send({"type": "claim_issue", "session_id": b, "project": "Q", "issue": "Q-1"})
     await send({"type": "end_agent", "session_id": b})
-    await send({"type": "claim_issue", "session_id": a, "project": "Q", "issue": "Q-1"})  # reclaims the ended holder's lease
+    await send(
+        {"type": "claim_issue", "session_id": a, "project": "Q", "issue": "Q-1"}
+    )  # reclaims the ended holder's lease
     item_id = (await send({"type": "enqueue_work", "project": "P", "issue": "P-9"}))["item_id"]
     pulled = await send({"type": "claim_next_work", "session_id": a, "project": "P"})
     assert item_id in json.dumps(pulled)

@@ -129,8 +129,12 @@ async def scripted_day(d: Driver) -> None:
     # File claims: overlap, conflicts, force, release.
     await d.send({"type": "claim_files", "session_id": a, "issue": "P-9", "paths": ["src/app/", "README.md"]})
     await d.send({"type": "claim_files", "session_id": c, "issue": "P-1", "paths": ["src/app/main.py"]}, AGENT)
-    await d.send({"type": "claim_files", "session_id": c, "issue": "P-1", "paths": ["docs/*.md", "./tests//x.py"]}, AGENT)
-    await d.send({"type": "claim_files", "session_id": h, "issue": "P-3", "paths": ["src/**/*.py"], "force": True}, HUMAN)
+    await d.send(
+        {"type": "claim_files", "session_id": c, "issue": "P-1", "paths": ["docs/*.md", "./tests//x.py"]}, AGENT
+    )
+    await d.send(
+        {"type": "claim_files", "session_id": h, "issue": "P-3", "paths": ["src/**/*.py"], "force": True}, HUMAN
+    )
     await d.send({"type": "claim_files", "issue": "P-3", "paths": ["ops/"]}, HUMAN)  # no session
     await d.send({"type": "claim_files", "session_id": u, "issue": "Q-1", "paths": ["lib/"], "exclusive": False}, AGENT)
     await d.send({"type": "release_files", "session_id": c, "issue": "P-1", "paths": ["docs/*.md"]}, AGENT)
@@ -143,9 +147,13 @@ async def scripted_day(d: Driver) -> None:
 
     # The work queue (its own project, so the cap of P does not starve it).
     await d.send({"type": "configure_project", "project": "W", "wip_limit": 5})
-    first = await d.send({"type": "enqueue_work", "project": "W", "issue": "W-1", "priority": 5, "payload": {"k": [1, 2]}})
+    first = await d.send(
+        {"type": "enqueue_work", "project": "W", "issue": "W-1", "priority": 5, "payload": {"k": [1, 2]}}
+    )
     await d.send({"type": "enqueue_work", "project": "W", "priority": 1})
-    await d.send({"type": "enqueue_work", "project": "W", "issue": "W-3", "blocked_by": [first["item_id"]] if first else []})
+    await d.send(
+        {"type": "enqueue_work", "project": "W", "issue": "W-3", "blocked_by": [first["item_id"]] if first else []}
+    )
     claimed = await d.send({"type": "claim_next_work", "session_id": u, "project": "W"}, AGENT)
     assert claimed is not None and claimed["item"] is not None and claimed["item"]["issue"] == "W-1"
     item = claimed["item"]
@@ -201,7 +209,9 @@ async def test_service_keeps_deciding_on_rebuilt_read_models(store: Any) -> None
     await d.send({"type": "heartbeat_agent", "session_id": a, "working_on": "P-1"})
     await store.transact(projections.rebuild, retry=False)
     with pytest.raises(DomainError) as e:
-        await d.service.execute(OPERATOR, decode_command(json.dumps({"type": "heartbeat_agent", "session_id": b}).encode()))
+        await d.service.execute(
+            OPERATOR, decode_command(json.dumps({"type": "heartbeat_agent", "session_id": b}).encode())
+        )
     assert e.value.code == "SESSION_NOT_LIVE"
     assert await d.send({"type": "heartbeat_agent", "session_id": a}) is not None
     rows = await store.query(lambda c: c.execute(select(sessions)).mappings().all())
@@ -242,18 +252,40 @@ async def random_day(d: Driver, rng: random.Random, steps: int) -> None:
         elif roll == 1:
             body = {"type": "end_agent", "session_id": sid, "handoff_note": rng.choice([None, "done"])}
         elif roll in (2, 3):
-            body = {"type": "claim_issue", "session_id": sid, "project": project, "issue": issue, "force": rng.random() < 0.2}
+            body = {
+                "type": "claim_issue",
+                "session_id": sid,
+                "project": project,
+                "issue": issue,
+                "force": rng.random() < 0.2,
+            }
         elif roll == 4:
-            body = {"type": "release_issue", "session_id": sid, "issue": issue, "reason": rng.choice(["released", "completed"])}
+            body = {
+                "type": "release_issue",
+                "session_id": sid,
+                "issue": issue,
+                "reason": rng.choice(["released", "completed"]),
+            }
         elif roll in (5, 6):
             paths = rng.sample(PATHS, rng.randrange(1, 3))
-            body = {"type": "claim_files", "session_id": sid, "issue": issue, "paths": paths, "force": rng.random() < 0.2}
+            body = {
+                "type": "claim_files",
+                "session_id": sid,
+                "issue": issue,
+                "paths": paths,
+                "force": rng.random() < 0.2,
+            }
         elif roll == 7:
             body = {"type": "release_files", "session_id": sid, "issue": issue}
         elif roll == 8:
             body = {"type": "post_message", "session_id": sid, "channel": rng.choice(CHANNELS), "body": "m\x00sg"}
         elif roll == 9:
-            body = {"type": "enqueue_work", "project": project, "issue": rng.choice([None, issue]), "priority": rng.randrange(3)}
+            body = {
+                "type": "enqueue_work",
+                "project": project,
+                "issue": rng.choice([None, issue]),
+                "priority": rng.randrange(3),
+            }
         elif roll == 10:
             result = await d.send({"type": "claim_next_work", "session_id": sid, "project": project}, caller)
             if result and result.get("item"):
@@ -264,12 +296,21 @@ async def random_day(d: Driver, rng: random.Random, steps: int) -> None:
             body = rng.choice(
                 [
                     {"type": "start_work", "session_id": sid, "item_id": item_id},
-                    {"type": "finish_work", "session_id": sid, "item_id": item_id, "outcome": rng.choice(["done", "failed"])},
+                    {
+                        "type": "finish_work",
+                        "session_id": sid,
+                        "item_id": item_id,
+                        "outcome": rng.choice(["done", "failed"]),
+                    },
                 ]
             )
             caller = item_caller
         elif roll == 12:
-            body = {"type": rng.choice(["acquire_lease", "renew_lease", "release_lease"]), "session_id": sid, "name": "leader"}
+            body = {
+                "type": rng.choice(["acquire_lease", "renew_lease", "release_lease"]),
+                "session_id": sid,
+                "name": "leader",
+            }
         else:
             body = {"type": "configure_project", "project": project, "wip_limit": rng.randrange(0, 4)}
             caller = OPERATOR if caller.workspace == "default" else TEAM_B
@@ -290,9 +331,7 @@ async def test_rebuild_of_an_empty_store_is_empty(store: Any) -> None:
 
 
 @pytest.mark.parametrize("concurrent", ["register", "heartbeat"])
-async def test_a_rebuild_while_commands_commit_still_equals_live(
-    store: Any, db_url: str, concurrent: str
-) -> None:
+async def test_a_rebuild_while_commands_commit_still_equals_live(store: Any, db_url: str, concurrent: str) -> None:
     """A command sent during a rebuild (by another server, say) is neither lost nor refused.
 
     A hook pauses the rebuild just before it first reads the log, and meanwhile another
@@ -301,7 +340,11 @@ async def test_a_rebuild_while_commands_commit_still_equals_live(
     """
     d = Driver(store)
     sids = [await d.register(actor=f"before-{i}") for i in range(3)]
-    body = {"type": "register_agent", "actor": "late"} if concurrent == "register" else {"type": "heartbeat_agent", "session_id": sids[0]}
+    body = (
+        {"type": "register_agent", "actor": "late"}
+        if concurrent == "register"
+        else {"type": "heartbeat_agent", "session_id": sids[0]}
+    )
     answers: list[Any] = []
 
     def command_elsewhere() -> None:

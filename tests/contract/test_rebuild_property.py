@@ -67,14 +67,38 @@ async def run_sequence(url: str, ops: list[tuple[str, int, int, int]]) -> None:
             body: dict[str, Any] | None = {
                 "claim_issue": {"type": "claim_issue", "session_id": sid, "project": issue[0], "issue": issue},
                 "release_issue": {"type": "release_issue", "session_id": sid, "issue": issue},
-                "force_issue": {"type": "claim_issue", "session_id": sid, "project": issue[0], "issue": issue, "force": True},
+                "force_issue": {
+                    "type": "claim_issue",
+                    "session_id": sid,
+                    "project": issue[0],
+                    "issue": issue,
+                    "force": True,
+                },
                 "claim_files": {"type": "claim_files", "session_id": sid, "issue": issue, "paths": [path]},
-                "share_files": {"type": "claim_files", "session_id": sid, "issue": issue, "paths": [path], "exclusive": False},
-                "force_files": {"type": "claim_files", "session_id": sid, "issue": issue, "paths": [path], "force": True},
+                "share_files": {
+                    "type": "claim_files",
+                    "session_id": sid,
+                    "issue": issue,
+                    "paths": [path],
+                    "exclusive": False,
+                },
+                "force_files": {
+                    "type": "claim_files",
+                    "session_id": sid,
+                    "issue": issue,
+                    "paths": [path],
+                    "force": True,
+                },
                 "release_files": {"type": "release_files", "session_id": sid, "issue": issue},
                 "heartbeat": {"type": "heartbeat_agent", "session_id": sid, "working_on": issue},
                 "end": {"type": "end_agent", "session_id": sid, "handoff_note": "bye"},
-                "enqueue": {"type": "enqueue_work", "project": issue[0], "issue": issue, "priority": p, "paths": [path]},
+                "enqueue": {
+                    "type": "enqueue_work",
+                    "project": issue[0],
+                    "issue": issue,
+                    "priority": p,
+                    "paths": [path],
+                },
                 "pull": {"type": "claim_next_work", "session_id": sid, "project": issue[0]},
                 "acquire": {"type": "acquire_lease", "session_id": sid, "name": f"lock-{n}", "ttl_seconds": 60},
                 "release_lease": {"type": "release_lease", "session_id": sid, "name": f"lock-{n}"},
@@ -103,7 +127,9 @@ async def run_sequence(url: str, ops: list[tuple[str, int, int, int]]) -> None:
         await store.close()
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(ops=st.lists(op, min_size=1, max_size=40))
 def test_rebuild_equals_live_after_any_command_sequence(db_url: str, ops: list[tuple[str, int, int, int]]) -> None:
     asyncio.run(run_sequence(db_url, ops))

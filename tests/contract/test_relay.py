@@ -35,7 +35,6 @@ async def broker() -> AsyncIterator[EmbeddedBroker]:
         yield b
 
 
-
 async def append(store: Any, relays: list[Relay], n: int, workspace: str = "ws", tag: str = "s") -> None:
     """``n`` single-event commands, 8 at a time, each followed by notify()."""
 
@@ -109,7 +108,9 @@ async def test_publishes_every_event_once_in_position_order(store: Any, broker: 
     nc = await nats.connect(broker.url)
     config = (await nc.jetstream().stream_info("EVENTCOORD")).config
     await nc.close()
-    store_id = await store.query(lambda c: c.execute(select(settings.c.value).where(settings.c.key == "store_id")).scalar_one())
+    store_id = await store.query(
+        lambda c: c.execute(select(settings.c.value).where(settings.c.key == "store_id")).scalar_one()
+    )
     assert config.subjects == ["eventcoord.>"] and config.storage == api.StorageType.FILE
     assert config.retention == api.RetentionPolicy.LIMITS and config.max_age and config.max_bytes
     assert config.duplicate_window is not None and config.duplicate_window >= 120

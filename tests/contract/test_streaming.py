@@ -56,6 +56,7 @@ async def test_subscribe_starts_after_a_position_filters_types_and_goes_live(sto
                 event = MessagePosted(channel="c", body=str(i)) if i % 4 == 0 else AgentHeartbeat(session_id=str(i))
                 await store.append("ws" if i % 2 == 0 else "other", f"s:{i}", None, [event])
             relay.notify()
+
             async def collect(types: list[str], until: int) -> list[int]:
                 got: list[int] = []
                 async for ev in subscribe(broker.url, workspace="ws", types=types, after=20):

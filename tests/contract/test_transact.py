@@ -30,7 +30,9 @@ def write(stream: str) -> Callable[[Connection], log.Pending[int]]:
 
     def run(conn: Connection) -> log.Pending[int]:
         now_us, _ = log.clock(conn)
-        [recorded] = log.append(conn, [NewEvent(stream, AgentHeartbeat(session_id=stream), EventMetadata(workspace="ws"))], now_us)
+        [recorded] = log.append(
+            conn, [NewEvent(stream, AgentHeartbeat(session_id=stream), EventMetadata(workspace="ws"))], now_us
+        )
         return log.Pending(lambda real: real(recorded.position))
 
     return run
@@ -63,7 +65,9 @@ async def test_a_domain_error_rolls_back_everything_it_wrote(store: Any) -> None
         await store.transact(refuse_after_writing)
     assert refused.value.code == "NOT_FOUND"
     assert await store.query(streams) == ["a"]
-    ttl = await store.query(lambda c: c.execute(select(settings.c.value).where(settings.c.key == "ttl_seconds")).scalar_one())
+    ttl = await store.query(
+        lambda c: c.execute(select(settings.c.value).where(settings.c.key == "ttl_seconds")).scalar_one()
+    )
     assert ttl == "120"
     # A refusal is an answer, not a race: it is never retried as one. Both group commits
     # undo a write by abandoning their fast pass (no savepoints) and decide the command once
@@ -111,7 +115,9 @@ async def test_a_failed_command_in_a_sqlite_batch_leaves_its_neighbours_committe
     assert isinstance(answers[2], DomainError) and answers[2].details == {"session_id": "early"}
     assert await store.query(streams) == ["first", "last"]
     assert await store.head() == 2
-    ttl = await store.query(lambda c: c.execute(select(settings.c.value).where(settings.c.key == "ttl_seconds")).scalar_one())
+    ttl = await store.query(
+        lambda c: c.execute(select(settings.c.value).where(settings.c.key == "ttl_seconds")).scalar_one()
+    )
     assert ttl == "120"
 
 
@@ -128,7 +134,9 @@ async def test_a_race_lost_in_postgresql_is_run_again_and_decided_on_the_winner(
     reads: list[int] = []
 
     def take_next_slot(conn: Connection) -> str:
-        taken = conn.execute(select(func.count()).select_from(settings).where(settings.c.key.like("slot-%"))).scalar_one()
+        taken = conn.execute(
+            select(func.count()).select_from(settings).where(settings.c.key.like("slot-%"))
+        ).scalar_one()
         reads.append(taken)
         for _ in range(2000):  # hold (≤ ~10 s) until the other replica has read the same count
             if len(reads) >= 2:
@@ -142,13 +150,17 @@ async def test_a_race_lost_in_postgresql_is_run_again_and_decided_on_the_winner(
         keys = await asyncio.gather(store.transact(take_next_slot), other.transact(take_next_slot))
         assert sorted(keys) == ["slot-0", "slot-1"]
         assert reads == [0, 0, 1]  # two first runs, then the loser decided again
-        rows = await store.query(lambda c: c.execute(select(settings.c.key).where(settings.c.key.like("slot-%"))).scalars().all())
+        rows = await store.query(
+            lambda c: c.execute(select(settings.c.key).where(settings.c.key.like("slot-%"))).scalars().all()
+        )
         assert sorted(rows) == ["slot-0", "slot-1"]
 
         # Without retry the lost race is a ConcurrencyError, and nothing of it is kept.
         reads.clear()
         outcome = await asyncio.gather(
-            store.transact(take_next_slot, retry=False), other.transact(take_next_slot, retry=False), return_exceptions=True
+            store.transact(take_next_slot, retry=False),
+            other.transact(take_next_slot, retry=False),
+            return_exceptions=True,
         )
         assert sorted(o for o in outcome if isinstance(o, str)) == ["slot-2"]
         assert [type(o).__name__ for o in outcome if not isinstance(o, str)] == ["ConcurrencyError"]

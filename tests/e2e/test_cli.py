@@ -56,7 +56,9 @@ def test_token_create_refuses_bad_input(db_url: str) -> None:
     assert missing.returncode == 2
 
 
-async def test_rebuild_reproduces_what_the_server_shows(db_url: str, start_server: Callable[..., ServerProcess]) -> None:
+async def test_rebuild_reproduces_what_the_server_shows(
+    db_url: str, start_server: Callable[..., ServerProcess]
+) -> None:
     server = start_server()
     api = Api(server.base_url)
     try:
@@ -100,7 +102,12 @@ def test_serve_refuses_invalid_settings_with_a_clear_message(db_url: str) -> Non
 
 @pytest.mark.parametrize(
     ("variable", "value"),
-    [("EVENTCOORD_PORT", "abc"), ("EVENTCOORD_PORT", "70000"), ("EVENTCOORD_TTL_SECONDS", "1.5"), ("EVENTCOORD_DB_URL", "mysql://x")],
+    [
+        ("EVENTCOORD_PORT", "abc"),
+        ("EVENTCOORD_PORT", "70000"),
+        ("EVENTCOORD_TTL_SECONDS", "1.5"),
+        ("EVENTCOORD_DB_URL", "mysql://x"),
+    ],
 )
 def test_a_bad_environment_setting_is_one_line_naming_it(tmp_path: Path, variable: str, value: str) -> None:
     for command in (["serve", "--nats", "off"], ["migrate"]):
@@ -119,7 +126,9 @@ def test_migrate_defaults_to_sqlite_under_the_data_dir(tmp_path: Path) -> None:
     assert token.returncode == 0 and token.stdout.strip()
 
 
-async def test_rebuild_while_the_server_serves_loses_nothing(db_url: str, start_server: Callable[..., ServerProcess]) -> None:
+async def test_rebuild_while_the_server_serves_loses_nothing(
+    db_url: str, start_server: Callable[..., ServerProcess]
+) -> None:
     server = start_server()
     api = Api(server.base_url)
     stop = asyncio.Event()

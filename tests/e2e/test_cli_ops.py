@@ -16,7 +16,14 @@ from tests.helpers import BOOTSTRAP, Api, ServerProcess, free_port
 
 def ec(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("EVENTCOORD_")}
-    return subprocess.run([sys.executable, "-m", "eventcoord.cli", *args], env={**base, **(env or {})}, cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "eventcoord.cli", *args],
+        env={**base, **(env or {})},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -38,7 +45,9 @@ def test_every_command_and_read_is_a_subcommand() -> None:
         assert read in choices
 
 
-async def test_a_session_claims_and_reads_with_tables_json_and_exit_codes(env: dict[str, str], api: Api, server: ServerProcess) -> None:
+async def test_a_session_claims_and_reads_with_tables_json_and_exit_codes(
+    env: dict[str, str], api: Api, server: ServerProcess
+) -> None:
     sid = ec("register-agent", "--actor", "alice", "--host", "laptop", "--print", "session_id", env=env)
     assert sid.returncode == 0, sid.stderr
     alice = sid.stdout.strip()
@@ -48,10 +57,15 @@ async def test_a_session_claims_and_reads_with_tables_json_and_exit_codes(env: d
 
     # Reads: a readable table by default, the server's JSON unchanged with --json.
     table = ec("leases", env=env)
-    assert table.returncode == 0 and "P-1" in table.stdout and "alice" in table.stdout and "fencing_token" in table.stdout
+    assert (
+        table.returncode == 0 and "P-1" in table.stdout and "alice" in table.stdout and "fencing_token" in table.stdout
+    )
     raw = ec("leases", "--json", env=env)
     assert raw.returncode == 0
-    assert raw.stdout.strip() == httpx.get(server.base_url + "/v1/leases", headers={"authorization": f"Bearer {BOOTSTRAP}"}).text
+    assert (
+        raw.stdout.strip()
+        == httpx.get(server.base_url + "/v1/leases", headers={"authorization": f"Bearer {BOOTSTRAP}"}).text
+    )
     state = ec("state", "P-1", "--as", alice, "--json", env=env)
     assert json.loads(state.stdout)["state"] == "self_is_holder"
     assert ec("agents", "--live", "--json", env=env).stdout.count(alice) == 1
@@ -63,7 +77,9 @@ async def test_a_session_claims_and_reads_with_tables_json_and_exit_codes(env: d
     envelope = json.loads(held.stdout)
     assert envelope["ok"] is False and envelope["error"]["details"]["session_id"] == alice
     # Commands with --json: the whole envelope.
-    files = ec("claim-files", "--session-id", alice, "--issue", "P-1", "--paths", "src/", "docs/a.md", "--json", env=env)
+    files = ec(
+        "claim-files", "--session-id", alice, "--issue", "P-1", "--paths", "src/", "docs/a.md", "--json", env=env
+    )
     answer = json.loads(files.stdout)
     assert answer["ok"] is True and answer["result"]["claimed"] == ["src/", "docs/a.md"] and answer["events"]
     conflict = ec("claim-files", "--session-id", bob, "--issue", "P-2", "--paths", "src/x.py", env=env)
@@ -87,7 +103,22 @@ async def test_a_session_claims_and_reads_with_tables_json_and_exit_codes(env: d
 
     # Usage error: 2. Bad or missing token: 4. No server: 3.
     assert ec("claim-issue", "--session-id", alice, env=env).returncode == 2
-    assert ec("claim-issue", "--session-id", alice, "--project", "P", "--issue", "P-1", "--force", "--priority", "1", env=env).returncode == 2
+    assert (
+        ec(
+            "claim-issue",
+            "--session-id",
+            alice,
+            "--project",
+            "P",
+            "--issue",
+            "P-1",
+            "--force",
+            "--priority",
+            "1",
+            env=env,
+        ).returncode
+        == 2
+    )
     denied = ec("leases", env={**env, "EVENTCOORD_TOKEN": "nope"})
     assert denied.returncode == 4 and denied.stderr.split()[0] == "UNAUTHENTICATED"
     reader = await api.ok({"type": "issue_token", "role": "reader"})
@@ -100,7 +131,9 @@ async def test_a_session_claims_and_reads_with_tables_json_and_exit_codes(env: d
     assert bad.returncode == 1 and bad.stderr.startswith("VALIDATION")
 
 
-def test_the_server_is_found_from_flags_environment_or_the_local_data_folder(server: ServerProcess, tmp_path: Path) -> None:
+def test_the_server_is_found_from_flags_environment_or_the_local_data_folder(
+    server: ServerProcess, tmp_path: Path
+) -> None:
     # Flags
     flags = ec("agents", "--url", server.base_url, "--token", BOOTSTRAP, "--json")
     assert flags.returncode == 0 and json.loads(flags.stdout) == {"agents": []}

@@ -22,7 +22,9 @@ async def test_conflicts_before_answers_the_newest_page_below_a_position(api: Ap
     a, b = await api.register(actor="alice"), await api.register(actor="bob")
     await api.ok({"type": "claim_files", "session_id": a, "issue": "A-1", "paths": ["src/"]})
     for n in range(5):
-        await api.error({"type": "claim_files", "session_id": b, "issue": "B-1", "paths": [f"src/f{n}.py"]}, 409, "FILES_CLAIMED")
+        await api.error(
+            {"type": "claim_files", "session_id": b, "issue": "B-1", "paths": [f"src/f{n}.py"]}, 409, "FILES_CLAIMED"
+        )
     every = (await api.get("/v1/conflicts"))["conflicts"]
     positions = [c["position"] for c in every]
     assert len(positions) == 5 and positions == sorted(positions)
@@ -32,7 +34,10 @@ async def test_conflicts_before_answers_the_newest_page_below_a_position(api: Ap
     assert [c["position"] for c in below] == positions[1:3]
     assert (await api.get("/v1/conflicts", before=positions[0]))["conflicts"] == []
     # Combined with the other filters: a window of positions, under a prefix.
-    assert [c["path"] for c in (await api.get("/v1/conflicts", after=positions[0], before=positions[2], prefix="src"))["conflicts"]] == ["src/f1.py"]
+    assert [
+        c["path"]
+        for c in (await api.get("/v1/conflicts", after=positions[0], before=positions[2], prefix="src"))["conflicts"]
+    ] == ["src/f1.py"]
     r = await api.http.get("/v1/conflicts", params={"before": 0})
     assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION"
 

@@ -21,10 +21,22 @@ def run_block(name: str, server: ServerProcess, cwd: Path) -> subprocess.Complet
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVENTCOORD_", "GIT_"))}
     env.update(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-        EVENTCOORD_URL=server.base_url, EVENTCOORD_TOKEN=BOOTSTRAP, HOME=str(cwd),
-        GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
+        EVENTCOORD_URL=server.base_url,
+        EVENTCOORD_TOKEN=BOOTSTRAP,
+        HOME=str(cwd),
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.invalid",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.invalid",
     )
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", shell_block(DOC, name)], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", shell_block(DOC, name)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 async def test_the_hook_and_a_persons_day_run_as_shown(server: ServerProcess, api: Api, tmp_path: Path) -> None:
@@ -47,7 +59,9 @@ async def test_the_mcp_client_configuration_finds_the_local_token(server: Server
     (tmp_path / ".eventcoord").mkdir()
     (tmp_path / ".eventcoord" / "admin-token").write_text(BOOTSTRAP + "\n")
     env = {**entry["env"], "EVENTCOORD_URL": server.base_url}  # the test server's port
-    params = StdioServerParameters(command=str(Path(sys.executable).with_name("eventcoord")), args=entry["args"], env=env, cwd=tmp_path)
+    params = StdioServerParameters(
+        command=str(Path(sys.executable).with_name("eventcoord")), args=entry["args"], env=env, cwd=tmp_path
+    )
     async with Client(params) as client:
         r = await client.call_tool("register_agent", {"actor": "configured"})
         assert not r.is_error, r.structured_content

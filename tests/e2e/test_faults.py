@@ -24,7 +24,11 @@ from tests.helpers import IN_CI, PG_URL, wait_until
 from tests.load import Workload, check_log, read_log
 from tests.topology import PrivatePostgres, Topology
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.skipif(not PG_URL and not IN_CI, reason="EVENTCOORD_TEST_PG_URL not set")]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.skipif(not PG_URL and not IN_CI, reason="EVENTCOORD_TEST_PG_URL not set"),
+]
 
 NO_LIMITS = {"EVENTCOORD_RATE_LIMITS": "off"}
 
@@ -63,12 +67,15 @@ def _health(url: str) -> dict[str, Any]:
 
 async def _recovered(topo: Topology) -> None:
     """Every replica answers /health 200 and publishes everything (the leader has lag 0)."""
+
     def done() -> bool:
         reports = [_health(u) for u in topo.urls]
         if not all(reports):
             return False
         heads = {r["head"] for r in reports}
-        return len(heads) == 1 and any(r["relay"].get("state") == "publishing" and r["relay"].get("lag") == 0 for r in reports)
+        return len(heads) == 1 and any(
+            r["relay"].get("state") == "publishing" and r["relay"].get("lag") == 0 for r in reports
+        )
 
     await wait_until(done, 60, "every replica healthy and the relay caught up")
 
@@ -120,8 +127,13 @@ async def _assert_nothing_lost(topo: Topology, work: Workload) -> dict[str, Any]
         await asyncio.sleep(0.1)
     stream = await _stream(topo.nats.url)
     assert stream == [(p, p) for p in range(1, head + 1)], "the stream must hold every position once, in order"
-    return {"head": head, "acknowledged": len(work.tally.acknowledged), "statuses": dict(work.tally.statuses),
-            "codes": dict(work.tally.codes), "transport": dict(work.tally.transport_errors)}
+    return {
+        "head": head,
+        "acknowledged": len(work.tally.acknowledged),
+        "statuses": dict(work.tally.statuses),
+        "codes": dict(work.tally.codes),
+        "transport": dict(work.tally.transport_errors),
+    }
 
 
 async def test_postgres_stopped_under_load(topology: Topology) -> None:
@@ -129,7 +141,12 @@ async def test_postgres_stopped_under_load(topology: Topology) -> None:
     work = Workload(topo.urls, clients=20, seconds=9.0, tolerated_5xx=frozenset({"INTERNAL", "STORE_UNAVAILABLE"}))
     await work.prepare()
     down_at, up_at = 2.5, 6.5  # four seconds without the database, after a restart-like blip
-    timers = [_later(1.0, topo.pg_down), _later(1.3, topo.pg_up), _later(down_at, topo.pg_down), _later(up_at, topo.pg_up)]
+    timers = [
+        _later(1.0, topo.pg_down),
+        _later(1.3, topo.pg_up),
+        _later(down_at, topo.pg_down),
+        _later(up_at, topo.pg_up),
+    ]
     tally = await work.run()
     for t in timers:
         t.join()

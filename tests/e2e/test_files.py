@@ -30,10 +30,19 @@ async def live_claims(api: Api, **filters: Any) -> list[tuple[str, str, str | No
 
 async def test_every_invalid_path_kind_is_422_naming_the_index(api: Api) -> None:
     s = await api.register(actor="alice")
-    invalid = {"empty": "", "absolute": "/etc/passwd", "dotdot": "src/../secret", "control_char": "a\x00b",
-               "too_long": "x" * 1025, "too_many_wildcards": "/".join(["*"] * 17)}
+    invalid = {
+        "empty": "",
+        "absolute": "/etc/passwd",
+        "dotdot": "src/../secret",
+        "control_char": "a\x00b",
+        "too_long": "x" * 1025,
+        "too_many_wildcards": "/".join(["*"] * 17),
+    }
     for reason, bad in invalid.items():
-        for cmd in (claim(s, "I-1", "ok.py", "fine/", bad), {"type": "release_files", "session_id": s, "issue": "I-1", "paths": ["ok", "ok2", bad]}):
+        for cmd in (
+            claim(s, "I-1", "ok.py", "fine/", bad),
+            {"type": "release_files", "session_id": s, "issue": "I-1", "paths": ["ok", "ok2", bad]},
+        ):
             err = await api.error(cmd, 422, "VALIDATION")
             assert err["details"]["field"] == "paths[2]", (reason, err)
             assert err["details"].get("reason", reason) == reason
@@ -84,22 +93,46 @@ async def test_conflict_is_all_or_nothing_with_details_and_events(api: Api) -> N
     await api.ok(claim(a, "A-1", "src/", "docs/*.md"))
     await api.ok(claim(None, "ADMIN-1", "Makefile"))  # session-less (admin token)
     before = (await api.get("/v1/events", limit=1000))["events"][-1]["position"]
-    err = await api.error(claim(b, "B-1", "free/x.py", "src/main.py", "docs/README.md", "Makefile"), 409, "FILES_CLAIMED")
+    err = await api.error(
+        claim(b, "B-1", "free/x.py", "src/main.py", "docs/README.md", "Makefile"), 409, "FILES_CLAIMED"
+    )
     assert err["details"] == {
         "conflicts": [
-            {"path": "src/main.py", "holder_path": "src/", "holder_issue": "A-1", "holder_session_id": a, "holder_actor_key": "alice"},
-            {"path": "docs/README.md", "holder_path": "docs/*.md", "holder_issue": "A-1", "holder_session_id": a, "holder_actor_key": "alice"},
-            {"path": "Makefile", "holder_path": "Makefile", "holder_issue": "ADMIN-1", "holder_session_id": None, "holder_actor_key": "token:admin"},
+            {
+                "path": "src/main.py",
+                "holder_path": "src/",
+                "holder_issue": "A-1",
+                "holder_session_id": a,
+                "holder_actor_key": "alice",
+            },
+            {
+                "path": "docs/README.md",
+                "holder_path": "docs/*.md",
+                "holder_issue": "A-1",
+                "holder_session_id": a,
+                "holder_actor_key": "alice",
+            },
+            {
+                "path": "Makefile",
+                "holder_path": "Makefile",
+                "holder_issue": "ADMIN-1",
+                "holder_session_id": None,
+                "holder_actor_key": "token:admin",
+            },
         ]
     }
     after = [e for e in await api.events() if e["position"] > before]
     assert [e["type"] for e in after] == ["ClaimConflict"] * 3  # nothing else written
     assert [e["data"]["path"] for e in after] == ["src/main.py", "docs/README.md", "Makefile"]
-    assert all(e["data"]["forced"] is False and e["data"]["issue"] == "B-1" and e["data"]["session_id"] == b for e in after)
+    assert all(
+        e["data"]["forced"] is False and e["data"]["issue"] == "B-1" and e["data"]["session_id"] == b for e in after
+    )
     assert after[0]["data"]["holder_session_id"] == a and after[0]["data"]["holder_issue"] == "A-1"
     assert ("free/x.py", "B-1", b) not in await live_claims(api)
     logged = (await api.get("/v1/conflicts"))["conflicts"]
-    assert [(c["path"], c["holder_path"], c["forced"]) for c in logged] == [(e["data"]["path"], e["data"]["holder_path"], False) for e in after]
+    assert [(c["path"], c["holder_path"], c["forced"]) for c in logged] == [
+        (e["data"]["path"], e["data"]["holder_path"], False) for e in after
+    ]
     # own claims never conflict; an identical re-claim appends nothing
     same = await api.command(claim(a, "A-1", "src/", "src/sub/x.py"))
     assert same.status_code == 200 and [e["type"] for e in same.json()["events"]] == ["FilesClaimed"]
@@ -114,12 +147,23 @@ async def test_force_overrides_and_tells_both_sides(api: Api) -> None:
         await agent.ok(claim(a, "A-1", "src/", "README.md"))
         got = await agent.ok(claim(b, "B-1", "src/**/*.py", "notes.txt", force=True))
         assert got["overridden"] == [
-            {"path": "src/**/*.py", "holder_path": "src/", "holder_issue": "A-1", "holder_session_id": a, "holder_actor_key": "alice"}
+            {
+                "path": "src/**/*.py",
+                "holder_path": "src/",
+                "holder_issue": "A-1",
+                "holder_session_id": a,
+                "holder_actor_key": "alice",
+            }
         ]
         types = [e["type"] for e in await api.events()]
         assert types[-5:] == ["FileClaimReleased", "ClaimConflict", "FilesClaimed", "MessagePosted", "MessagePosted"]
         released = (await api.events("FileClaimReleased"))[-1]["data"]
-        assert (released["reason"], released["session_id"], released["paths"], released["by_session_id"]) == ("overridden", a, ["src/"], b)
+        assert (released["reason"], released["session_id"], released["paths"], released["by_session_id"]) == (
+            "overridden",
+            a,
+            ["src/"],
+            b,
+        )
         conflict = (await api.events("ClaimConflict"))[-1]["data"]
         assert conflict["forced"] is True and conflict["holder_session_id"] == a
         on_issue = (await agent.get("/v1/messages", channel="issue:B-1"))["messages"]
@@ -127,7 +171,9 @@ async def test_force_overrides_and_tells_both_sides(api: Api) -> None:
         to_alice = (await agent.get("/v1/messages", channel=f"agent:{a}"))["messages"]
         assert len(to_alice) == 1
         assert all(word in to_alice[0]["body"] for word in ("src/", "B-1", b))
-        assert sorted(await live_claims(api)) == sorted([("README.md", "A-1", a), ("src/**/*.py", "B-1", b), ("notes.txt", "B-1", b)])
+        assert sorted(await live_claims(api)) == sorted(
+            [("README.md", "A-1", a), ("src/**/*.py", "B-1", b), ("notes.txt", "B-1", b)]
+        )
         assert await live_claims(api, session=a) == [("README.md", "A-1", a)]
         assert await live_claims(api, issue="B-1", prefix="src") == [("src/**/*.py", "B-1", b)]
     finally:
@@ -150,7 +196,9 @@ async def test_stale_holders_are_reclaimed_silently_sessionless_claims_are_not(
         got = await api.ok(claim(fresh, "F-1", "src/app.py"))
         assert got["expired"] == [{"holder_path": "src/", "holder_issue": "D-1", "holder_session_id": dead}]
         released = await api.events("FileClaimReleased")
-        assert [(e["data"]["reason"], e["data"]["paths"], e["data"]["by_session_id"]) for e in released] == [("expired", ["src/"], fresh)]
+        assert [(e["data"]["reason"], e["data"]["paths"], e["data"]["by_session_id"]) for e in released] == [
+            ("expired", ["src/"], fresh)
+        ]
         assert await api.events("ClaimConflict") == []
         assert (await api.get("/v1/conflicts"))["conflicts"] == []
         # the session-less claim outlives every TTL and yields only to force
@@ -167,7 +215,9 @@ async def test_stale_holders_are_reclaimed_silently_sessionless_claims_are_not(
     server.stop()
     before = await dump_read_models(db_url)
     assert len(before["file_claims"]) == 5 and len(before["conflicts"]) == 2 and len(before["messages"]) == 1
-    rebuilt = subprocess.run([sys.executable, "-m", "eventcoord.cli", "rebuild", "--db", db_url], capture_output=True, text=True, timeout=60)
+    rebuilt = subprocess.run(
+        [sys.executable, "-m", "eventcoord.cli", "rebuild", "--db", db_url], capture_output=True, text=True, timeout=60
+    )
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert await dump_read_models(db_url) == before
 
@@ -179,7 +229,10 @@ async def dump_read_models(db_url: str) -> dict[str, list[Any]]:
     from eventcoord.store import open_store
 
     def run(conn: Connection) -> dict[str, list[Any]]:
-        return {t.name: [tuple(r) for r in conn.execute(select(t).order_by(*t.primary_key.columns))] for t in (file_claims, conflicts, messages)}
+        return {
+            t.name: [tuple(r) for r in conn.execute(select(t).order_by(*t.primary_key.columns))]
+            for t in (file_claims, conflicts, messages)
+        }
 
     store = open_store(db_url)
     await store.start()
@@ -194,8 +247,13 @@ async def test_release_files_and_end_agent(api: Api) -> None:
     await api.ok(claim(a, "A-1", "src/", "lib/a.py", "lib/b.py"))
     await api.ok(claim(a, "A-2", "docs/"))
     await api.ok(claim(None, "A-1", "admin.txt"))
-    assert (await api.ok({"type": "release_files", "session_id": a, "issue": "A-1", "paths": ["./lib//a.py", "nope"]}))["released"] == ["lib/a.py"]
-    assert (await api.ok({"type": "release_files", "session_id": a, "issue": "A-1"}))["released"] == ["src/", "lib/b.py"]
+    assert (await api.ok({"type": "release_files", "session_id": a, "issue": "A-1", "paths": ["./lib//a.py", "nope"]}))[
+        "released"
+    ] == ["lib/a.py"]
+    assert (await api.ok({"type": "release_files", "session_id": a, "issue": "A-1"}))["released"] == [
+        "src/",
+        "lib/b.py",
+    ]
     assert (await api.ok({"type": "release_files", "session_id": a, "issue": "A-1"}))["released"] == []
     await api.ok(claim(a, "A-1", "src/x.py"))
     ended = await api.ok({"type": "end_agent", "session_id": a})
@@ -240,24 +298,48 @@ async def test_conflicts_and_heatmap_windows_prefixes_and_depth(api: Api) -> Non
     assert (await api.get("/v1/conflicts", prefix="src/core"))["conflicts"] == log[:2]
     assert (await api.get("/v1/conflicts", after=log[1]["position"], limit=1))["conflicts"] == [log[2]]
     t2, t3 = log[1]["occurred_at"], log[3]["occurred_at"]
-    assert [c["path"] for c in (await api.get("/v1/conflicts", since=t2, until=t3))["conflicts"]] == ["src/core/y.py", "src/ui/app.ts"]
+    assert [c["path"] for c in (await api.get("/v1/conflicts", since=t2, until=t3))["conflicts"]] == [
+        "src/core/y.py",
+        "src/ui/app.ts",
+    ]
 
     def buckets(body: dict[str, Any]) -> list[tuple[str, int]]:
         return [(b["prefix"], b["count"]) for b in body["buckets"]]
 
     contention = await api.get("/v1/heatmap", mode="contention")
     assert contention["mode"] == "contention" and buckets(contention) == [("src", 3), ("docs", 1)]
-    assert buckets(await api.get("/v1/heatmap", mode="contention", depth=2)) == [("src/core", 2), ("docs/a.md", 1), ("src/ui", 1)]
+    assert buckets(await api.get("/v1/heatmap", mode="contention", depth=2)) == [
+        ("src/core", 2),
+        ("docs/a.md", 1),
+        ("src/ui", 1),
+    ]
     assert buckets(await api.get("/v1/heatmap", mode="contention", prefix="src", depth=3)) == [
-        ("src/core/x.py", 1), ("src/core/y.py", 1), ("src/ui/app.ts", 1)]
+        ("src/core/x.py", 1),
+        ("src/core/y.py", 1),
+        ("src/ui/app.ts", 1),
+    ]
     assert buckets(await api.get("/v1/heatmap", mode="contention", since=t2, until=t3)) == [("src", 2)]
-    assert buckets(await api.get("/v1/heatmap", mode="contention", since="2000-01-01T00:00:00Z", until="2000-01-02T00:00:00Z")) == []
+    assert (
+        buckets(
+            await api.get("/v1/heatmap", mode="contention", since="2000-01-01T00:00:00Z", until="2000-01-02T00:00:00Z")
+        )
+        == []
+    )
     claims = await api.get("/v1/heatmap")  # claims mode by default: claimed paths, released or not
     assert claims["mode"] == "claims" and buckets(claims) == [("src", 2), ("docs", 1)]
     await api.ok({"type": "release_files", "session_id": holder, "issue": "H-1"})
-    assert buckets(await api.get("/v1/heatmap", mode="claims", depth=2)) == [("docs/a.md", 1), ("src/core", 1), ("src/ui", 1)]
-    for params, field in (({"mode": "hot"}, "mode"), ({"since": "yesterday"}, "since"), ({"until": "2020-13-01"}, "until"),
-                          ({"depth": 0}, "depth"), ({"prefix": "../x"}, "prefix")):
+    assert buckets(await api.get("/v1/heatmap", mode="claims", depth=2)) == [
+        ("docs/a.md", 1),
+        ("src/core", 1),
+        ("src/ui", 1),
+    ]
+    for params, field in (
+        ({"mode": "hot"}, "mode"),
+        ({"since": "yesterday"}, "since"),
+        ({"until": "2020-13-01"}, "until"),
+        ({"depth": 0}, "depth"),
+        ({"prefix": "../x"}, "prefix"),
+    ):
         r = await api.http.get("/v1/heatmap", params=params)
         assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION", r.text
         assert r.json()["error"]["details"]["field"] == field, r.text
@@ -265,8 +347,24 @@ async def test_conflicts_and_heatmap_windows_prefixes_and_depth(api: Api) -> Non
     assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "since"
 
 
-PATTERNS = ["src/", "src/a.py", "src/**/*.py", "*", "src/*.py", "lib/", "lib/b.rs", "**/b.rs", "src/x/a.py",
-            "docs/*.md", "docs/", "README.md", "[a-z]*.md", "src/?.py", "lib/**", "tests/"]
+PATTERNS = [
+    "src/",
+    "src/a.py",
+    "src/**/*.py",
+    "*",
+    "src/*.py",
+    "lib/",
+    "lib/b.rs",
+    "**/b.rs",
+    "src/x/a.py",
+    "docs/*.md",
+    "docs/",
+    "README.md",
+    "[a-z]*.md",
+    "src/?.py",
+    "lib/**",
+    "tests/",
+]
 
 
 def assert_no_overlapping_exclusive(rows: list[dict[str, Any]]) -> None:
@@ -283,11 +381,20 @@ async def race(clients: list[Api], rounds: int = 4) -> None:
     sessions = [(c, await c.register(actor=f"racer-{i}")) for i, c in enumerate(clients)]
     granted = 0
     for rnd in range(rounds):
-        answers = await asyncio.gather(*(
-            c.command(claim(s, f"R-{i}", *rng.sample(PATTERNS, rng.randint(1, 3)),
-                            exclusive=rng.random() < 0.8, force=rnd > 0 and rng.random() < 0.15))
-            for i, (c, s) in enumerate(sessions)
-        ))
+        answers = await asyncio.gather(
+            *(
+                c.command(
+                    claim(
+                        s,
+                        f"R-{i}",
+                        *rng.sample(PATTERNS, rng.randint(1, 3)),
+                        exclusive=rng.random() < 0.8,
+                        force=rnd > 0 and rng.random() < 0.15,
+                    )
+                )
+                for i, (c, s) in enumerate(sessions)
+            )
+        )
         for r in answers:
             assert r.status_code in (200, 409), r.text
             if r.status_code == 409:
@@ -295,8 +402,13 @@ async def race(clients: list[Api], rounds: int = 4) -> None:
         granted += sum(r.status_code == 200 for r in answers)
         assert_no_overlapping_exclusive((await clients[0].get("/v1/file-claims"))["file_claims"])
         # half of the sessions let go of everything before the next round
-        await asyncio.gather(*(c.ok({"type": "release_files", "session_id": s, "issue": f"R-{i}"})
-                               for i, (c, s) in enumerate(sessions) if rng.random() < 0.5))
+        await asyncio.gather(
+            *(
+                c.ok({"type": "release_files", "session_id": s, "issue": f"R-{i}"})
+                for i, (c, s) in enumerate(sessions)
+                if rng.random() < 0.5
+            )
+        )
     assert granted > 0
 
 

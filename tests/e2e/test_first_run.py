@@ -76,11 +76,22 @@ async def test_serve_mints_the_admin_token_once_and_every_client_finds_it(db_url
         assert token_file.read_text().strip() == token  # reused, not replaced
         # The CLI from this folder: only the URL differs from the default, no token given.
         env = clean_env(EVENTCOORD_URL=again.url)
-        done = subprocess.run([sys.executable, "-m", "eventcoord.cli", "register-agent", "--actor", "cli", "--print", "session_id"],
-                              env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "eventcoord.cli", "register-agent", "--actor", "cli", "--print", "session_id"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0 and done.stdout.startswith("s-"), done.stderr
         # The MCP server from this folder finds the same token.
-        params = StdioServerParameters(command=sys.executable, args=["-m", "eventcoord.cli", "mcp"], env={"EVENTCOORD_URL": again.url}, cwd=tmp_path)
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "eventcoord.cli", "mcp"],
+            env={"EVENTCOORD_URL": again.url},
+            cwd=tmp_path,
+        )
         async with Client(params) as client:
             r = await client.call_tool("list_agents", {})
             assert not r.is_error and isinstance(r.structured_content, dict)
@@ -104,10 +115,17 @@ def test_the_readme_try_it_works_as_written(db_url: str, tmp_path: Path) -> None
     # Run beside other checkouts: a free port and a private data folder instead of the defaults.
     port, data = free_port(), tmp_path / "data"
     rest = rest.replace("127.0.0.1:8765", f"127.0.0.1:{port}").replace(".eventcoord/", f"{data}/")
-    env = clean_env(EVENTCOORD_PORT=str(port), EVENTCOORD_DATA_DIR=str(data), EVENTCOORD_DB_URL=db_url, EVENTCOORD_URL=f"http://127.0.0.1:{port}")
+    env = clean_env(
+        EVENTCOORD_PORT=str(port),
+        EVENTCOORD_DATA_DIR=str(data),
+        EVENTCOORD_DB_URL=db_url,
+        EVENTCOORD_URL=f"http://127.0.0.1:{port}",
+    )
     server = Serve(["python3", "dev.py", "serve"], env, ROOT, port, tmp_path / "serve.log")
     try:
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", rest], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", rest], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "ok to push" in done.stdout
         assert "P-1" in done.stdout and "AgentEnded" in done.stdout

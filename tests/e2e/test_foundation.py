@@ -85,7 +85,12 @@ async def test_register_resolves_every_identity_source_and_records_the_host(api:
     digest = hashlib.sha256(("eventcoord:" + RAW_RUNTIME_ID).encode()).hexdigest()[:24]
     expected = {
         explicit["session_id"]: ("alice", "explicit-override", True, "ws-1"),
-        runtime["session_id"]: (f"claude-code:thread-{digest}:laptop", "runtime-session-id:claude-code", True, "laptop"),
+        runtime["session_id"]: (
+            f"claude-code:thread-{digest}:laptop",
+            "runtime-session-id:claude-code",
+            True,
+            "laptop",
+        ),
         ancestry["session_id"]: ("process-ancestry:anc-a1b2c3d4e5f6:ci-7", "process-ancestry", False, "ci-7"),
         unresolved["session_id"]: (f"unresolved:{unresolved['session_id']}", "unresolved", False, "box"),
     }
@@ -111,7 +116,12 @@ async def test_register_resolves_every_identity_source_and_records_the_host(api:
     for sid, (key, source, stable, host) in expected.items():
         a = listed[sid]
         assert (a["actor_key"], a["identity_source"], a["stable"], a["host"], a["live"], a["kind"]) == (
-            key, source, stable, host, True, "agent"
+            key,
+            source,
+            stable,
+            host,
+            True,
+            "agent",
         )
     # The raw runtime session id is never stored: not in the log, not in any read.
     for path in ("/v1/events", "/v1/agents"):
@@ -169,7 +179,12 @@ async def test_heartbeat_keeps_declares_or_clears_working_on(api: Api) -> None:
 async def test_heartbeat_with_a_handoff_note_records_it_on_the_declared_issue(api: Api) -> None:
     sid = await api.register(actor="n")
     r = await api.command(
-        {"type": "heartbeat_agent", "session_id": sid, "working_on": "ISS-7", "handoff_note": "step 3 of 5\n\tnext: tests\x00\x1b"}
+        {
+            "type": "heartbeat_agent",
+            "session_id": sid,
+            "working_on": "ISS-7",
+            "handoff_note": "step 3 of 5\n\tnext: tests\x00\x1b",
+        }
     )
     assert r.status_code == 200, r.text
     assert [e["type"] for e in r.json()["events"]] == ["AgentHeartbeat", "HandoffNoted"]
@@ -359,7 +374,9 @@ async def test_an_after_beyond_any_position_is_not_a_server_error(api: Api) -> N
         max_size=3,
     ),
 )
-def test_any_query_parameters_answer_data_or_the_envelope(server: ServerProcess, path: str, params: dict[str, str]) -> None:
+def test_any_query_parameters_answer_data_or_the_envelope(
+    server: ServerProcess, path: str, params: dict[str, str]
+) -> None:
     with _client(server) as http:
         r = http.get(path, params=params)
         if r.status_code == 200:
@@ -407,7 +424,9 @@ async def test_same_command_id_and_body_returns_the_first_answer_and_appends_not
 async def test_same_command_id_with_another_body_is_a_mismatch(api: Api) -> None:
     await api.ok({"type": "register_agent", "actor": "idem", "command_id": "c-2"})
     before = await api.head()
-    err = await api.error({"type": "register_agent", "actor": "other", "command_id": "c-2"}, 422, "IDEMPOTENCY_MISMATCH")
+    err = await api.error(
+        {"type": "register_agent", "actor": "other", "command_id": "c-2"}, 422, "IDEMPOTENCY_MISMATCH"
+    )
     assert err["details"] == {"command_id": "c-2"}
     await api.error({"type": "end_agent", "session_id": "s-x", "command_id": "c-2"}, 422, "IDEMPOTENCY_MISMATCH")
     assert await api.head() == before
@@ -523,7 +542,12 @@ async def test_a_body_above_one_mebibyte_is_refused_with_413(api: Api) -> None:
 
 async def test_without_or_with_an_unknown_token_is_401(server: ServerProcess) -> None:
     async with httpx.AsyncClient(base_url=server.base_url) as http:
-        for headers in ({}, {"authorization": "Bearer nope"}, {"authorization": f"Basic {BOOTSTRAP}"}, {"authorization": "Bearer"}):
+        for headers in (
+            {},
+            {"authorization": "Bearer nope"},
+            {"authorization": f"Basic {BOOTSTRAP}"},
+            {"authorization": "Bearer"},
+        ):
             for method, path in (("POST", "/v1/commands"), ("GET", "/v1/events"), ("GET", "/v1/agents")):
                 r = await http.request(method, path, headers=headers, json={"type": "register_agent"})
                 assert r.status_code == 401, (headers, path, r.text)
@@ -572,7 +596,9 @@ async def test_a_session_of_another_workspace_is_invisible(api: Api, server: Ser
         ):
             err = await other.error(body, 404, "NOT_FOUND")
             assert err["details"] == {"session_id": a_sid}
-        await other.error({"type": "claim_issue", "session_id": a_sid, "project": "P", "issue": "P-1"}, 404, "NOT_FOUND")
+        await other.error(
+            {"type": "claim_issue", "session_id": a_sid, "project": "P", "issue": "P-1"}, 404, "NOT_FOUND"
+        )
         assert a_sid not in await other.agents()
         assert await other.events() == []
         # ... and the session is untouched in its own workspace.
@@ -607,7 +633,10 @@ async def test_a_control_character_in_a_command_id_is_refused_as_validation(api:
 
 async def test_deeply_nested_json_answers_the_envelope(api: Api) -> None:
     deep = b"[" * 2000 + b"]" * 2000
-    for raw in (b'{"x":' + deep + b',"type":"register_agent"}', b'{"type":"enqueue_work","project":"P","payload":' + deep + b"}"):
+    for raw in (
+        b'{"x":' + deep + b',"type":"register_agent"}',
+        b'{"type":"enqueue_work","project":"P","payload":' + deep + b"}",
+    ):
         r = await api.http.post("/v1/commands", content=raw)
         assert_envelope(r)
         assert r.status_code == 422
@@ -649,7 +678,11 @@ async def test_every_decodable_command_answers_an_envelope(api: Api) -> None:
 # --- errors: property tests over random input ---------------------------------------------
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
     max_leaves=10,
 )
@@ -710,10 +743,12 @@ def test_one_bad_field_is_named(server: ServerProcess, tag: str, data: st.DataOb
 # --- issue_token and the bootstrap token ---------------------------------------------------
 
 
-async def test_the_bootstrap_token_is_admin_of_default_and_may_create_workspaces(api: Api, server: ServerProcess) -> None:
+async def test_the_bootstrap_token_is_admin_of_default_and_may_create_workspaces(
+    api: Api, server: ServerProcess
+) -> None:
     sid = await api.register(actor="boot")
     default_token = await api.token("agent")
-    b_token = (await api.ok({"type": "issue_token", "role": "admin", "workspace": "teamB"}))
+    b_token = await api.ok({"type": "issue_token", "role": "admin", "workspace": "teamB"})
     assert b_token["token"] and b_token.get("workspace", "teamB") == "teamB"
     default_agent = Api(server.base_url, default_token)
     b_admin = Api(server.base_url, b_token["token"])
@@ -803,7 +838,9 @@ async def test_fifty_concurrent_clients_register_and_heartbeat(server: ServerPro
         assert sorted(positions) == list(range(1, 101))
         by_position = {e["position"]: e for e in log}
         for sid, (reg_pos, hb_pos) in results:
-            assert by_position[reg_pos]["type"] == "AgentRegistered" and by_position[reg_pos]["data"]["session_id"] == sid
+            assert (
+                by_position[reg_pos]["type"] == "AgentRegistered" and by_position[reg_pos]["data"]["session_id"] == sid
+            )
             assert by_position[hb_pos]["type"] == "AgentHeartbeat" and by_position[hb_pos]["data"]["session_id"] == sid
             assert reg_pos < hb_pos
         live = await clients[0].agents(live="true")

@@ -81,7 +81,9 @@ async def busy_week(d: Driver, rounds: int = 400, seed: int = 7) -> None:
         elif op == 3:
             await d.send({"type": "release_files", "session_id": sid, "issue": issue}, AGENT)
         elif op == 4:
-            await d.send({"type": "claim_files", "session_id": human, "issue": issue, "paths": [path], "force": True}, HUMAN)
+            await d.send(
+                {"type": "claim_files", "session_id": human, "issue": issue, "paths": [path], "force": True}, HUMAN
+            )
         elif op == 5:
             await d.send({"type": "enqueue_work", "project": "L", "issue": issue, "priority": rng.randrange(3)})
         elif op == 6:
@@ -92,7 +94,9 @@ async def busy_week(d: Driver, rounds: int = 400, seed: int = 7) -> None:
                 if rng.random() < 0.7:
                     await d.send({"type": "finish_work", "session_id": sid, "item_id": item, "outcome": "done"}, AGENT)
         elif op == 7:  # a person takes over, and mostly gives it back
-            await d.send({"type": "claim_issue", "session_id": human, "project": "L", "issue": issue, "force": True}, HUMAN)
+            await d.send(
+                {"type": "claim_issue", "session_id": human, "project": "L", "issue": issue, "force": True}, HUMAN
+            )
             if rng.random() < 0.8:
                 await d.send({"type": "release_issue", "session_id": human, "issue": issue}, HUMAN)
         else:
@@ -141,6 +145,7 @@ async def test_rebuild_check_finds_a_tampered_row_and_projection_rebuild_repairs
     assert ok.stdout.strip().endswith(")") and "equals a rebuild" in ok.stdout
 
     async with opened(db_url) as store:
+
         def tamper(c: Any) -> None:
             c.execute(update(sessions).where(sessions.c.actor_key.like("%alice%")).values(host="tampered"))
 
@@ -160,7 +165,9 @@ async def test_rebuild_check_finds_a_tampered_row_and_projection_rebuild_repairs
     assert unknown.returncode == 2 and "unknown projection" in unknown.stderr
 
 
-async def test_export_then_replay_answers_every_read_identically(db_url: str, other_db_url: str, tmp_path: Path) -> None:
+async def test_export_then_replay_answers_every_read_identically(
+    db_url: str, other_db_url: str, tmp_path: Path
+) -> None:
     async with opened(db_url) as store:
         await busy_week(Driver(store))
         before = await every_read(store)
@@ -173,7 +180,9 @@ async def test_export_then_replay_answers_every_read_identically(db_url: str, ot
     lines = out.read_bytes().splitlines()
     assert len(lines) == before["head"]
     # The lines are exactly the /v1/events objects.
-    assert [json.loads(x) for x in lines if json.loads(x)["metadata"]["workspace"] == "default"] == before["events"]["default"]
+    assert [json.loads(x) for x in lines if json.loads(x)["metadata"]["workspace"] == "default"] == before["events"][
+        "default"
+    ]
 
     replayed = cli("replay", str(out), "--db", other_db_url)
     assert replayed.returncode == 0, replayed.stderr
@@ -185,7 +194,22 @@ async def test_export_then_replay_answers_every_read_identically(db_url: str, ot
 
     # Filters and CSV.
     csv_out = tmp_path / "hb.csv"
-    assert cli("export", "--db", db_url, "--format", "csv", "--type", "AgentHeartbeat", "--workspace", "default", "--out", str(csv_out)).returncode == 0
+    assert (
+        cli(
+            "export",
+            "--db",
+            db_url,
+            "--format",
+            "csv",
+            "--type",
+            "AgentHeartbeat",
+            "--workspace",
+            "default",
+            "--out",
+            str(csv_out),
+        ).returncode
+        == 0
+    )
     rows = csv_out.read_text().splitlines()
     assert rows[0] == "position,stream,version,type,recorded_at,data,metadata"
     assert len(rows) - 1 == sum(1 for e in before["events"]["default"] if e["type"] == "AgentHeartbeat")

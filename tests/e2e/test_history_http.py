@@ -16,9 +16,13 @@ from eventcoord.store import open_store
 async def _day(api: Api) -> tuple[str, int, int]:
     sid = await api.register(actor="alice")
     other = await api.register(actor="bob")
-    granted = (await api.command({"type": "claim_issue", "session_id": sid, "project": "P", "issue": "P-1"})).json()["position"]
+    granted = (await api.command({"type": "claim_issue", "session_id": sid, "project": "P", "issue": "P-1"})).json()[
+        "position"
+    ]
     await api.ok({"type": "claim_files", "session_id": sid, "issue": "P-1", "paths": ["src/a.py"]})
-    await api.error({"type": "claim_files", "session_id": other, "issue": "P-2", "paths": ["src/a.py"]}, 409, "FILES_CLAIMED")
+    await api.error(
+        {"type": "claim_files", "session_id": other, "issue": "P-2", "paths": ["src/a.py"]}, 409, "FILES_CLAIMED"
+    )
     await api.ok({"type": "enqueue_work", "project": "P", "issue": "P-3"})
     for _ in range(3):
         await api.ok({"type": "heartbeat_agent", "session_id": other})
@@ -51,7 +55,9 @@ async def test_events_filters_never_reorder_and_page_with_after(api: Api) -> Non
     assert [e["position"] for e in later] == [e["position"] for e in every if e["recorded_at"] >= mid["recorded_at"]]
     earlier = (await api.get("/v1/events", until=mid["recorded_at"]))["events"]
     assert [e["position"] for e in earlier] == [e["position"] for e in every if e["recorded_at"] < mid["recorded_at"]]
-    both = (await api.get("/v1/events", type="AgentHeartbeat", since=every[0]["recorded_at"], until="2999-01-01T00:00:00Z"))["events"]
+    both = (
+        await api.get("/v1/events", type="AgentHeartbeat", since=every[0]["recorded_at"], until="2999-01-01T00:00:00Z")
+    )["events"]
     assert both == hb
     assert (await api.get("/v1/events", since="2999-01-01T00:00:00Z"))["events"] == []
 

@@ -47,7 +47,9 @@ NUL_QUERIES = [
 
 async def test_integers_past_the_bigint_range_are_validation_errors(api: Api) -> None:
     for path, name, value in INT_QUERIES:
-        r = await api.http.get(path, params={name: value} | ({"channel": "issue:I-1"} if path == "/v1/messages" else {}))
+        r = await api.http.get(
+            path, params={name: value} | ({"channel": "issue:I-1"} if path == "/v1/messages" else {})
+        )
         assert r.status_code == 422, (path, name, r.text)
         assert r.json()["error"]["code"] == "VALIDATION", (path, r.text)
         assert r.json()["error"]["details"]["field"] == name, (path, r.text)
@@ -71,7 +73,11 @@ async def test_a_nul_in_any_string_parameter_is_a_validation_error(api: Api) -> 
 async def test_an_out_of_range_last_event_id_is_a_validation_error(api: Api, last: bytes) -> None:
     r = await api.http.get("/v1/events/stream", headers={"last-event-id": last})
     assert r.status_code == 422, r.text
-    assert r.json()["error"] == {"code": "VALIDATION", "message": r.json()["error"]["message"], "details": {"field": "Last-Event-ID"}}
+    assert r.json()["error"] == {
+        "code": "VALIDATION",
+        "message": r.json()["error"]["message"],
+        "details": {"field": "Last-Event-ID"},
+    }
 
 
 async def test_a_last_event_id_in_range_resumes_after_it(api: Api) -> None:
@@ -120,7 +126,14 @@ async def test_the_server_stays_healthy_after_hostile_input(api: Api, server: Se
 
 @pytest.mark.parametrize(
     "content_type",
-    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml", "application/jsonx", "text/json"],
+    [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/xml",
+        "application/jsonx",
+        "text/json",
+    ],
 )
 async def test_a_body_that_is_not_json_is_415(api: Api, content_type: str) -> None:
     body = b'{"type": "register_agent", "actor": "a"}'

@@ -44,7 +44,10 @@ async def test_ten_concurrent_claims_against_wip_limit_three(api: Api) -> None:
     await api.ok({"type": "configure_project", "project": "P", "wip_limit": 3})
     sessions = [await api.register(actor=f"agent-{i}") for i in range(10)]
     answers = await asyncio.gather(
-        *(api.command({"type": "claim_issue", "session_id": s, "project": "P", "issue": f"P-{i}"}) for i, s in enumerate(sessions))
+        *(
+            api.command({"type": "claim_issue", "session_id": s, "project": "P", "issue": f"P-{i}"})
+            for i, s in enumerate(sessions)
+        )
     )
     granted = [r for r in answers if r.status_code == 200]
     denied = [r.json() for r in answers if r.status_code == 409]
@@ -63,7 +66,10 @@ async def test_races_across_two_server_processes_on_one_postgres(start_server: C
         await a.ok({"type": "configure_project", "project": "P", "wip_limit": 3})
         sessions = [await (a if i % 2 else b).register(actor=f"agent-{i}") for i in range(24)]
         race = await asyncio.gather(
-            *((a if i % 2 else b).command({"type": "claim_issue", "session_id": s, "project": "P", "issue": "HOT"}) for i, s in enumerate(sessions))
+            *(
+                (a if i % 2 else b).command({"type": "claim_issue", "session_id": s, "project": "P", "issue": "HOT"})
+                for i, s in enumerate(sessions)
+            )
         )
         assert sorted(r.status_code for r in race).count(200) == 1
         cap = await asyncio.gather(
@@ -76,7 +82,9 @@ async def test_races_across_two_server_processes_on_one_postgres(start_server: C
         leases = (await a.get("/v1/leases", project="P"))["leases"]
         assert len(leases) == 3
         assert sum(r.status_code == 200 for r in cap) + 1 >= 3
-        assert len(await a.events("WipCapDenied")) == sum(r.status_code == 409 and r.json()["error"]["code"] == "WIP_CAP_REACHED" for r in cap)
+        assert len(await a.events("WipCapDenied")) == sum(
+            r.status_code == 409 and r.json()["error"]["code"] == "WIP_CAP_REACHED" for r in cap
+        )
         positions = [e["position"] for e in await b.events()]
         assert positions == list(range(1, len(positions) + 1))
     finally:
@@ -97,15 +105,23 @@ async def test_stale_holder_is_reclaimed_with_its_handoff_note(start_server: Cal
         state = await api.get("/v1/issues/P-1/state", **{"as": b})
         assert (state["state"], state["reason"]) == ("reclaimable", "assignment_holder_stale")
         # The stale session may not claim anything else meanwhile.
-        await api.error({"type": "claim_issue", "session_id": a, "project": "P", "issue": "P-2"}, 409, "SESSION_NOT_LIVE")
+        await api.error(
+            {"type": "claim_issue", "session_id": a, "project": "P", "issue": "P-2"}, 409, "SESSION_NOT_LIVE"
+        )
         got = await api.ok({"type": "claim_issue", "session_id": b, "project": "P", "issue": "P-1"})
         assert got["fencing_token"] == 2
-        assert got["reclaimed_from"] == {"session_id": a, "actor_key": "alice", "handoff_note": "tests written,\nimpl next"}
+        assert got["reclaimed_from"] == {
+            "session_id": a,
+            "actor_key": "alice",
+            "handoff_note": "tests written,\nimpl next",
+        }
         released = await api.events("LeaseReleased")
         assert released[-1]["data"]["reason"] == "expired" and released[-1]["data"]["session_id"] == a
         # The woken zombie is caught at the publish gate.
         await api.ok({"type": "heartbeat_agent", "session_id": a})
-        await api.error({"type": "verify_hold", "session_id": a, "issue": "P-1", "fencing_token": 1}, 409, "NOT_FRESH_HOLDER")
+        await api.error(
+            {"type": "verify_hold", "session_id": a, "issue": "P-1", "fencing_token": 1}, 409, "NOT_FRESH_HOLDER"
+        )
         await api.error({"type": "verify_hold", "session_id": a, "issue": "P-1"}, 409, "NOT_FRESH_HOLDER")
         ok = await api.ok({"type": "verify_hold", "session_id": b, "issue": "P-1", "fencing_token": 2})
         assert ok == {"ok": True, "enforced": True, "effective_state": "self_is_holder", "reason": "assignment_self"}
@@ -113,7 +129,9 @@ async def test_stale_holder_is_reclaimed_with_its_handoff_note(start_server: Cal
         await api.close()
 
 
-async def test_human_held_leases_are_never_reclaimed_but_can_be_forced(start_server: Callable[..., ServerProcess]) -> None:
+async def test_human_held_leases_are_never_reclaimed_but_can_be_forced(
+    start_server: Callable[..., ServerProcess],
+) -> None:
     server = start_server(ttl_seconds=1)
     admin = Api(server.base_url)
     agent = await admin.client("agent")
@@ -124,13 +142,19 @@ async def test_human_held_leases_are_never_reclaimed_but_can_be_forced(start_ser
         await admin.ok({"type": "claim_issue", "session_id": human, "project": "P", "issue": "P-1"})
         await asyncio.sleep(1.3)
         await agent.ok({"type": "heartbeat_agent", "session_id": bot})
-        err = await agent.error({"type": "claim_issue", "session_id": bot, "project": "P", "issue": "P-1"}, 409, "HUMAN_HELD")
+        err = await agent.error(
+            {"type": "claim_issue", "session_id": bot, "project": "P", "issue": "P-1"}, 409, "HUMAN_HELD"
+        )
         assert err["details"]["session_id"] == human
-        await agent.error({"type": "claim_issue", "session_id": bot, "project": "P", "issue": "P-1", "force": True}, 403, "FORBIDDEN")
+        await agent.error(
+            {"type": "claim_issue", "session_id": bot, "project": "P", "issue": "P-1", "force": True}, 403, "FORBIDDEN"
+        )
         state = await agent.get("/v1/issues/P-1/state", **{"as": bot})
         assert (state["state"], state["reason"]) == ("human_held", "human_assignment")
         boss = await admin.register(actor="dave", kind="human")
-        forced = await admin.ok({"type": "claim_issue", "session_id": boss, "project": "P", "issue": "P-1", "force": True})
+        forced = await admin.ok(
+            {"type": "claim_issue", "session_id": boss, "project": "P", "issue": "P-1", "force": True}
+        )
         assert forced["fencing_token"] == 2
         assert (await admin.events("LeaseReleased"))[-1]["data"]["reason"] == "superseded"
     finally:
@@ -142,14 +166,23 @@ async def test_forced_takeover_of_a_live_lease_catches_the_superseded_holder(api
     a = await api.register(actor="alice")
     boss = await api.register(actor="boss", kind="human")
     t1 = (await api.ok({"type": "claim_issue", "session_id": a, "project": "P", "issue": "P-1"}))["fencing_token"]
-    t2 = (await api.ok({"type": "claim_issue", "session_id": boss, "project": "P", "issue": "P-1", "force": True}))["fencing_token"]
+    t2 = (await api.ok({"type": "claim_issue", "session_id": boss, "project": "P", "issue": "P-1", "force": True}))[
+        "fencing_token"
+    ]
     assert t2 > t1
-    err = await api.error({"type": "verify_hold", "session_id": a, "issue": "P-1", "fencing_token": t1}, 409, "NOT_FRESH_HOLDER")
+    err = await api.error(
+        {"type": "verify_hold", "session_id": a, "issue": "P-1", "fencing_token": t1}, 409, "NOT_FRESH_HOLDER"
+    )
     assert err["details"]["current_fencing_token"] == t2
     # An unstable identity is advisory only, however stale its view.
     anon = await api.register(process_ancestry="ppid-77-start-123")
     advisory = await api.ok({"type": "verify_hold", "session_id": anon, "issue": "P-1"})
-    assert advisory == {"ok": True, "enforced": False, "effective_state": "not_evaluated", "reason": "actor-identity-unstable-advisory-only"}
+    assert advisory == {
+        "ok": True,
+        "enforced": False,
+        "effective_state": "not_evaluated",
+        "reason": "actor-identity-unstable-advisory-only",
+    }
 
 
 async def test_a_declared_working_on_blocks_claims_but_not_publish(api: Api) -> None:

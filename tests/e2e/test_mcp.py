@@ -32,7 +32,9 @@ class McpHttp:
         self._log = open(log, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "eventcoord.cli", "mcp", "--transport", "http", "--port", str(self.port)],
-            env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -115,8 +117,17 @@ async def test_tools_are_the_commands_and_the_reads(connect_nowhere: Connect) ->
 
     async with connect_nowhere() as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
-    reads = {"list_agents", "list_leases", "get_issue_state", "list_file_claims", "list_conflicts",
-             "get_code_heatmap", "list_queue", "read_messages", "read_events"}
+    reads = {
+        "list_agents",
+        "list_leases",
+        "get_issue_state",
+        "list_file_claims",
+        "list_conflicts",
+        "get_code_heatmap",
+        "list_queue",
+        "read_messages",
+        "read_events",
+    }
     assert set(COMMAND_TYPES) | reads <= set(listed)
     claim = listed["claim_issue"]
     assert set(claim.input_schema["properties"]) == {"session_id", "project", "issue", "force", "wait", "command_id"}
@@ -154,13 +165,21 @@ async def test_two_agents_race_for_one_issue_and_meet_refusals_and_conflicts(con
         assert (c["path"], c["holder_path"], c["holder_session_id"]) == ("src/app.py", "src/", me_a["session_id"])
 
         # A stale fencing token is the publish gate's refusal.
-        await refused(a if winner_sid == me_a["session_id"] else b, "verify_hold", "NOT_FRESH_HOLDER", issue="P-1", fencing_token=999)
+        await refused(
+            a if winner_sid == me_a["session_id"] else b,
+            "verify_hold",
+            "NOT_FRESH_HOLDER",
+            issue="P-1",
+            fencing_token=999,
+        )
 
         # Invalid arguments are a VALIDATION tool error naming the field; the server lives on.
         bad = await refused(a, "claim_issue", "VALIDATION", project="P", issue=42)
         assert bad["details"]["field"] == "issue"
         assert (await refused(a, "claim_files", "VALIDATION", issue="P-1", paths=[]))["details"]["field"] == "paths"
-        assert (await refused(a, "claim_issue", "VALIDATION", project="P", issue="P-3", colour="red"))["details"]["field"] == "colour"
+        assert (await refused(a, "claim_issue", "VALIDATION", project="P", issue="P-3", colour="red"))["details"][
+            "field"
+        ] == "colour"
         await refused(a, "no_such_tool", "VALIDATION")
         assert (await call(a, "list_file_claims"))["file_claims"][0]["path"] == "src/"
 
@@ -176,19 +195,24 @@ async def test_answers_without_the_server_validation_and_unreachable(connect_now
         assert (await refused(client, "list_agents", "UNREACHABLE"))["code"] == "UNREACHABLE"
 
 
-async def test_background_heartbeats_keep_a_short_ttl_session_live(start_server: Callable[..., ServerProcess], tmp_path: Path) -> None:
+async def test_background_heartbeats_keep_a_short_ttl_session_live(
+    start_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
     server = start_server(ttl_seconds=3)
     api = Api(server.base_url)
     mcp_http: McpHttp | None = None
     try:
         silent = await api.register(actor="no-heartbeats")
         stdio = StdioServerParameters(
-            command=sys.executable, args=["-m", "eventcoord.cli", "mcp"],
+            command=sys.executable,
+            args=["-m", "eventcoord.cli", "mcp"],
             env={"EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP},
         )
         mcp_http = McpHttp(server.base_url, tmp_path / "mcp.log")
         async with Client(stdio) as one, Client(mcp_http.url) as two:
-            kept = [(await call(c, "register_agent", actor=f"kept-{i}"))["session_id"] for i, c in enumerate((one, two))]
+            kept = [
+                (await call(c, "register_agent", actor=f"kept-{i}"))["session_id"] for i, c in enumerate((one, two))
+            ]
             await asyncio.sleep(7)  # over 2 TTLs without a tool call
             agents = {x["session_id"]: x["live"] for x in (await api.get("/v1/agents"))["agents"]}
             assert agents[silent] is False  # the TTL really is short
@@ -235,12 +259,20 @@ def _mcp_children() -> list[int]:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_a_terminated_mcp_server_ends_its_sessions(transport: str, server: ServerProcess, api: Api, tmp_path: Path) -> None:
+async def test_a_terminated_mcp_server_ends_its_sessions(
+    transport: str, server: ServerProcess, api: Api, tmp_path: Path
+) -> None:
     import signal
 
     http = McpHttp(server.base_url, tmp_path / "mcp.log") if transport == "http" else None
-    target: Any = http.url if http else StdioServerParameters(
-        command=sys.executable, args=["-m", "eventcoord.cli", "mcp"], env={"EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP}
+    target: Any = (
+        http.url
+        if http
+        else StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "eventcoord.cli", "mcp"],
+            env={"EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP},
+        )
     )
     try:
         async with Client(target) as client:

@@ -60,7 +60,12 @@ def test_the_command_body_is_the_tagged_union_of_every_command(server: ServerPro
 @pytest.mark.sqlite
 def test_every_read_answers_a_described_shape(server: ServerProcess) -> None:
     schema = openapi(server)
-    reads = [op for item in schema["paths"].values() for m, op in item.items() if m == "get" and op.get("operationId", "").startswith(("list", "get", "issue", "code"))]
+    reads = [
+        op
+        for item in schema["paths"].values()
+        for m, op in item.items()
+        if m == "get" and op.get("operationId", "").startswith(("list", "get", "issue", "code"))
+    ]
     assert len(reads) >= 11
     for op in reads:
         body = resolve(schema, op["responses"]["200"]["content"]["application/json"]["schema"])
@@ -85,7 +90,9 @@ def test_schemathesis_finds_no_server_error(server: ServerProcess) -> None:
                 response = case.call(base_url=server.base_url, headers=auth, timeout=30)
                 seen += 1
                 if response.status_code >= 500:
-                    errors.append(f"{case.method} {case.formatted_path} {case.query} {str(case.body)[:200]} -> {response.status_code} {response.text[:200]}")
+                    errors.append(
+                        f"{case.method} {case.formatted_path} {case.query} {str(case.body)[:200]} -> {response.status_code} {response.text[:200]}"
+                    )
 
             try:
                 run()

@@ -25,8 +25,13 @@ def repo(tmp_path: Path, server: ServerProcess) -> tuple[Path, dict[str, str]]:
     """A clone of a bare remote, with one commit to push and the pre-push hook installed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVENTCOORD_", "GIT_"))}
     env.update(
-        EVENTCOORD_URL=server.base_url, EVENTCOORD_TOKEN=BOOTSTRAP, HOME=str(tmp_path),
-        GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
+        EVENTCOORD_URL=server.base_url,
+        EVENTCOORD_TOKEN=BOOTSTRAP,
+        HOME=str(tmp_path),
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.invalid",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.invalid",
     )
     remote, work = tmp_path / "remote.git", tmp_path / "work"
     assert run("git", "init", "-q", "--bare", str(remote), cwd=tmp_path, env=env).returncode == 0
@@ -54,7 +59,10 @@ async def test_a_fresh_holder_pushes(repo: tuple[Path, dict[str, str]], api: Api
     sid = await api.register(actor="alice")
     claimed = ec("claim-issue", "--session-id", sid, "--project", "P", "--issue", "P-1", "--record", cwd=work, env=env)
     assert claimed.returncode == 0, claimed.stderr
-    config = {k: run("git", "config", "--get", k, cwd=work, env=env).stdout.strip() for k in ("eventcoord.session", "eventcoord.issue", "eventcoord.fencingToken")}
+    config = {
+        k: run("git", "config", "--get", k, cwd=work, env=env).stdout.strip()
+        for k in ("eventcoord.session", "eventcoord.issue", "eventcoord.fencingToken")
+    }
     assert config == {"eventcoord.session": sid, "eventcoord.issue": "P-1", "eventcoord.fencingToken": "1"}
     pushed = push(work, env)
     assert pushed.returncode == 0, pushed.stderr
@@ -62,10 +70,17 @@ async def test_a_fresh_holder_pushes(repo: tuple[Path, dict[str, str]], api: Api
     assert remote_has_main(work, env)
 
 
-async def test_a_holder_superseded_by_a_human_is_refused_naming_the_new_holder(repo: tuple[Path, dict[str, str]], api: Api) -> None:
+async def test_a_holder_superseded_by_a_human_is_refused_naming_the_new_holder(
+    repo: tuple[Path, dict[str, str]], api: Api
+) -> None:
     work, env = repo
     agent = await api.register(actor="agent-7")
-    assert ec("claim-issue", "--session-id", agent, "--project", "P", "--issue", "P-1", "--record", cwd=work, env=env).returncode == 0
+    assert (
+        ec(
+            "claim-issue", "--session-id", agent, "--project", "P", "--issue", "P-1", "--record", cwd=work, env=env
+        ).returncode
+        == 0
+    )
     human = await api.register(actor="dana", kind="human")
     taken = await api.ok({"type": "claim_issue", "session_id": human, "project": "P", "issue": "P-1", "force": True})
     assert taken["fencing_token"] == 2
@@ -87,7 +102,9 @@ def test_a_repository_with_no_recorded_hold_pushes_with_a_warning(repo: tuple[Pa
     assert remote_has_main(work, env)
 
 
-def test_hook_install_leaves_a_foreign_hook_alone_without_force(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+def test_hook_install_leaves_a_foreign_hook_alone_without_force(
+    repo: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     work, env = repo
     hook = work / ".git" / "hooks" / "pre-push"
     hook.write_text("#!/bin/sh\nexit 0\n")
@@ -99,8 +116,15 @@ def test_hook_install_leaves_a_foreign_hook_alone_without_force(repo: tuple[Path
 
 
 def test_record_outside_a_repository_is_a_usage_error(tmp_path: Path, server: ServerProcess) -> None:
-    env = {**os.environ, "EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP, "GIT_CEILING_DIRECTORIES": str(tmp_path)}
+    env = {
+        **os.environ,
+        "EVENTCOORD_URL": server.base_url,
+        "EVENTCOORD_TOKEN": BOOTSTRAP,
+        "GIT_CEILING_DIRECTORIES": str(tmp_path),
+    }
     outside = tmp_path / "plain"
     outside.mkdir()
-    done = ec("claim-issue", "--session-id", "s-x", "--project", "P", "--issue", "P-1", "--record", cwd=outside, env=env)
+    done = ec(
+        "claim-issue", "--session-id", "s-x", "--project", "P", "--issue", "P-1", "--record", cwd=outside, env=env
+    )
     assert done.returncode == 2 and "git repository" in done.stderr

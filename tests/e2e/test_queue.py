@@ -20,7 +20,9 @@ async def enqueue(api: Api, project: str = "P", **fields: Any) -> str:
 
 
 async def claim(api: Api, sid: str, project: str = "P") -> dict[str, Any] | None:
-    item: dict[str, Any] | None = (await api.ok({"type": "claim_next_work", "session_id": sid, "project": project}))["item"]
+    item: dict[str, Any] | None = (await api.ok({"type": "claim_next_work", "session_id": sid, "project": project}))[
+        "item"
+    ]
     return item
 
 
@@ -90,25 +92,37 @@ async def test_invalid_transitions_not_holder_and_validation(api: Api, server: S
         item = await enqueue(agent, issue="T-1")
         err = await agent.error({"type": "start_work", "session_id": a, "item_id": item}, 409, "INVALID_TRANSITION")
         assert err["details"] == {"item_id": item, "status": "queued", "wanted": "running"}
-        await agent.error({"type": "finish_work", "session_id": a, "item_id": item, "outcome": "cancelled"}, 403, "FORBIDDEN")
+        await agent.error(
+            {"type": "finish_work", "session_id": a, "item_id": item, "outcome": "cancelled"}, 403, "FORBIDDEN"
+        )
         got = await claim(agent, a)
         assert got is not None and got["item_id"] == item
-        err = await agent.error({"type": "finish_work", "session_id": a, "item_id": item, "outcome": "done"}, 409, "INVALID_TRANSITION")
+        err = await agent.error(
+            {"type": "finish_work", "session_id": a, "item_id": item, "outcome": "done"}, 409, "INVALID_TRANSITION"
+        )
         assert err["details"] == {"item_id": item, "status": "claimed", "wanted": "done"}
         err = await agent.error({"type": "start_work", "session_id": b, "item_id": item}, 409, "NOT_HOLDER")
         assert err["details"]["holder_session_id"] == a
         await agent.ok({"type": "start_work", "session_id": a, "item_id": item})
         await agent.error({"type": "start_work", "session_id": a, "item_id": item}, 409, "INVALID_TRANSITION")
-        await agent.error({"type": "finish_work", "session_id": b, "item_id": item, "outcome": "failed"}, 409, "NOT_HOLDER")
+        await agent.error(
+            {"type": "finish_work", "session_id": b, "item_id": item, "outcome": "failed"}, 409, "NOT_HOLDER"
+        )
         await agent.error({"type": "finish_work", "item_id": item, "outcome": "failed"}, 403, "FORBIDDEN")
         await agent.ok({"type": "finish_work", "session_id": a, "item_id": item, "outcome": "failed"})
-        err = await agent.error({"type": "finish_work", "session_id": a, "item_id": item, "outcome": "done"}, 409, "INVALID_TRANSITION")
+        err = await agent.error(
+            {"type": "finish_work", "session_id": a, "item_id": item, "outcome": "done"}, 409, "INVALID_TRANSITION"
+        )
         assert err["details"] == {"item_id": item, "status": "failed", "wanted": "done"}
         await agent.error({"type": "start_work", "session_id": a, "item_id": "w-missing"}, 404, "NOT_FOUND")
         # Validation names the field.
-        err = await agent.error({"type": "enqueue_work", "project": "P", "paths": ["ok.py", "../up"]}, 422, "VALIDATION")
+        err = await agent.error(
+            {"type": "enqueue_work", "project": "P", "paths": ["ok.py", "../up"]}, 422, "VALIDATION"
+        )
         assert err["details"]["field"] == "paths[1]"
-        err = await agent.error({"type": "enqueue_work", "project": "P", "blocked_by": [item, "w-nope"]}, 422, "VALIDATION")
+        err = await agent.error(
+            {"type": "enqueue_work", "project": "P", "blocked_by": [item, "w-nope"]}, 422, "VALIDATION"
+        )
         assert err["details"]["field"] == "blocked_by[1]"
         err = await agent.error({"type": "enqueue_work", "project": "OTHER", "issue": "T-1"}, 422, "VALIDATION")
         assert err["details"]["field"] == "issue"
@@ -128,7 +142,10 @@ async def test_invalid_transitions_not_holder_and_validation(api: Api, server: S
         await agent.close()
     hist = (await api.get("/v1/queue", status="done"))["items"][0]["history"]
     assert [(h["action"], h["session_id"]) for h in hist] == [
-        ("enqueued", None), ("claimed", b), ("started", admin_sid), ("finished", None)
+        ("enqueued", None),
+        ("claimed", b),
+        ("started", admin_sid),
+        ("finished", None),
     ]
 
 
@@ -191,7 +208,10 @@ async def test_paths_overlapping_a_live_exclusive_claim_are_skipped(api: Api) ->
 
 async def test_many_workers_drain_a_hundred_items_each_handed_out_once(api: Api, server: ServerProcess) -> None:
     await api.ok({"type": "configure_project", "project": "P", "wip_limit": 4})
-    items = [await enqueue(api, priority=random.randint(0, 3), issue=f"I-{i}" if i % 2 else None, payload={"n": i}) for i in range(100)]
+    items = [
+        await enqueue(api, priority=random.randint(0, 3), issue=f"I-{i}" if i % 2 else None, payload={"n": i})
+        for i in range(100)
+    ]
     await drain(api, [server.base_url], items, workers=6, cap=4)
 
 
@@ -211,7 +231,9 @@ async def drain(api: Api, base_urls: list[str], items: list[str], workers: int, 
                     continue
                 handed.append(got["item_id"])
                 await client.ok({"type": "start_work", "session_id": sid, "item_id": got["item_id"]})
-                await client.ok({"type": "finish_work", "session_id": sid, "item_id": got["item_id"], "outcome": "done"})
+                await client.ok(
+                    {"type": "finish_work", "session_id": sid, "item_id": got["item_id"], "outcome": "done"}
+                )
                 finished.append(got["item_id"])
         finally:
             await client.close()
@@ -223,7 +245,11 @@ async def drain(api: Api, base_urls: list[str], items: list[str], workers: int, 
     assert set(claims) == set(items) and set(claims.values()) == {1}
     assert not [e for e in events if e["type"] == "WorkRequeued"]
     grants = [e for e in events if e["type"] == "LeaseGranted"]
-    assert len(grants) == len({e["data"]["issue"] for e in grants}) == sum(1 for e in events if e["type"] == "WorkEnqueued" and e["data"]["issue"])
+    assert (
+        len(grants)
+        == len({e["data"]["issue"] for e in grants})
+        == sum(1 for e in events if e["type"] == "WorkEnqueued" and e["data"]["issue"])
+    )
     assert max_live_leases(events, "P") <= cap
     assert {e["data"]["reason"] for e in events if e["type"] == "LeaseReleased"} == {"completed"}
     assert len({e["metadata"]["session_id"] for e in events if e["type"] == "WorkClaimed"}) > 1
@@ -232,7 +258,9 @@ async def drain(api: Api, base_urls: list[str], items: list[str], workers: int, 
     assert all([h["action"] for h in i["history"]] == ["enqueued", "claimed", "started", "finished"] for i in queue)
 
 
-async def test_a_killed_worker_is_recovered_by_the_next_claim(db_url: str, start_server: Callable[..., ServerProcess]) -> None:
+async def test_a_killed_worker_is_recovered_by_the_next_claim(
+    db_url: str, start_server: Callable[..., ServerProcess]
+) -> None:
     server = start_server(ttl_seconds=1)
     api = Api(server.base_url)
     agent = await api.client("agent")
@@ -348,7 +376,10 @@ async def test_end_agent_requeues_and_releases(api: Api) -> None:
 async def test_dispatchers_race_for_one_named_lease(api: Api) -> None:
     dispatchers = [await api.register(actor=f"dispatcher-{i}") for i in range(8)]
     answers = await asyncio.gather(
-        *(api.command({"type": "acquire_lease", "session_id": s, "name": "queue-dispatcher", "ttl_seconds": 1}) for s in dispatchers)
+        *(
+            api.command({"type": "acquire_lease", "session_id": s, "name": "queue-dispatcher", "ttl_seconds": 1})
+            for s in dispatchers
+        )
     )
     winners = [s for s, r in zip(dispatchers, answers, strict=True) if r.status_code == 200]
     assert len(winners) == 1
@@ -364,32 +395,49 @@ async def test_dispatchers_race_for_one_named_lease(api: Api) -> None:
     await api.error({"type": "release_lease", "session_id": other, "name": "queue-dispatcher"}, 409, "NOT_HOLDER")
     renewed = await api.ok({"type": "renew_lease", "session_id": leader, "name": "queue-dispatcher", "ttl_seconds": 1})
     assert renewed["fencing_token"] == 1 and renewed["expires_at"] > first["expires_at"]
-    again = await api.command({"type": "acquire_lease", "session_id": leader, "name": "queue-dispatcher", "ttl_seconds": 1})
+    again = await api.command(
+        {"type": "acquire_lease", "session_id": leader, "name": "queue-dispatcher", "ttl_seconds": 1}
+    )
     assert again.json()["result"]["fencing_token"] == 1
     assert [e["type"] for e in again.json()["events"]] == ["NamedLeaseRenewed"]
     # The leader stops renewing: after the TTL the others race again, one takes over.
     await asyncio.sleep(1.2)
     answers = await asyncio.gather(
-        *(api.command({"type": "acquire_lease", "session_id": s, "name": "queue-dispatcher"}) for s in dispatchers if s != leader)
+        *(
+            api.command({"type": "acquire_lease", "session_id": s, "name": "queue-dispatcher"})
+            for s in dispatchers
+            if s != leader
+        )
     )
     assert sorted(r.status_code for r in answers) == [200] + [409] * 6
     took = next(r.json()["result"] for r in answers if r.status_code == 200)
     assert took["fencing_token"] == 2 and took["ttl_seconds"] == 30
     await api.error({"type": "renew_lease", "session_id": leader, "name": "queue-dispatcher"}, 409, "NOT_HOLDER")
-    held = await api.error({"type": "acquire_lease", "session_id": leader, "name": "queue-dispatcher"}, 409, "LEASE_HELD")
+    held = await api.error(
+        {"type": "acquire_lease", "session_id": leader, "name": "queue-dispatcher"}, 409, "LEASE_HELD"
+    )
     new_leader = held["details"]["session_id"]
     released = await api.ok({"type": "release_lease", "session_id": new_leader, "name": "queue-dispatcher"})
     assert released["fencing_token"] == 2
-    assert (await api.ok({"type": "acquire_lease", "session_id": leader, "name": "queue-dispatcher"}))["fencing_token"] == 3
+    assert (await api.ok({"type": "acquire_lease", "session_id": leader, "name": "queue-dispatcher"}))[
+        "fencing_token"
+    ] == 3
     types = [e["type"] for e in await api.events() if e["stream"] == "lease:queue-dispatcher"]
     assert types == [
-        "NamedLeaseAcquired", "NamedLeaseRenewed", "NamedLeaseRenewed",
-        "NamedLeaseReleased", "NamedLeaseAcquired", "NamedLeaseReleased", "NamedLeaseAcquired",
+        "NamedLeaseAcquired",
+        "NamedLeaseRenewed",
+        "NamedLeaseRenewed",
+        "NamedLeaseReleased",
+        "NamedLeaseAcquired",
+        "NamedLeaseReleased",
+        "NamedLeaseAcquired",
     ]
     reasons = [e["data"].get("reason") for e in await api.events("NamedLeaseReleased")]
     assert reasons == ["expired", "released"]
     listed = (await api.get("/v1/named-leases"))["leases"]
-    assert [(x["name"], x["session_id"], x["fencing_token"], x["held"]) for x in listed] == [("queue-dispatcher", leader, 3, True)]
+    assert [(x["name"], x["session_id"], x["fencing_token"], x["held"]) for x in listed] == [
+        ("queue-dispatcher", leader, 3, True)
+    ]
 
 
 @pytest.mark.postgres

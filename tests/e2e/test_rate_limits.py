@@ -31,7 +31,9 @@ def assert_limited(r: httpx.Response, scope: str) -> int:
 
 
 async def test_each_token_has_its_own_limit_and_it_refills(start_server: Callable[..., ServerProcess]) -> None:
-    server = start_server(extra_env={**OFF, "EVENTCOORD_RATE_TOKEN_PER_SECOND": "1", "EVENTCOORD_RATE_TOKEN_BURST": "4"})
+    server = start_server(
+        extra_env={**OFF, "EVENTCOORD_RATE_TOKEN_PER_SECOND": "1", "EVENTCOORD_RATE_TOKEN_BURST": "4"}
+    )
     api = Api(server.base_url)
     try:
         sid = await api.register(actor="a")  # 1
@@ -53,9 +55,14 @@ async def test_each_token_has_its_own_limit_and_it_refills(start_server: Callabl
 
 
 async def test_one_address_is_limited_before_authentication(start_server: Callable[..., ServerProcess]) -> None:
-    server = start_server(extra_env={**OFF, "EVENTCOORD_RATE_ADDRESS_PER_SECOND": "0.5", "EVENTCOORD_RATE_ADDRESS_BURST": "3"})
+    server = start_server(
+        extra_env={**OFF, "EVENTCOORD_RATE_ADDRESS_PER_SECOND": "0.5", "EVENTCOORD_RATE_ADDRESS_BURST": "3"}
+    )
     async with httpx.AsyncClient(base_url=server.base_url) as http:
-        answers = [await http.get("/v1/leases", headers={"authorization": f"Bearer {t}"}) for t in (BOOTSTRAP, "nope", BOOTSTRAP)]
+        answers = [
+            await http.get("/v1/leases", headers={"authorization": f"Bearer {t}"})
+            for t in (BOOTSTRAP, "nope", BOOTSTRAP)
+        ]
         assert [r.status_code for r in answers] == [200, 401, 200]
         # Whatever the token (or none), this address has spent its burst.
         for headers in ({"authorization": f"Bearer {BOOTSTRAP}"}, {"authorization": "Bearer other"}, {}):
@@ -74,7 +81,9 @@ async def test_repeated_bad_tokens_are_slowed_down(start_server: Callable[..., S
             guesses = [await http.get("/v1/leases", headers={"authorization": f"Bearer guess-{i}"}) for i in range(3)]
             assert [r.status_code for r in guesses] == [401, 401, 401]
             # The fourth guess is not even looked at; neither is a request with no token.
-            retry = assert_limited(await http.get("/v1/leases", headers={"authorization": "Bearer guess-3"}), "auth_failures")
+            retry = assert_limited(
+                await http.get("/v1/leases", headers={"authorization": "Bearer guess-3"}), "auth_failures"
+            )
             assert retry >= 4  # one failure refills in 5 s at 0.2/s
             assert_limited(await http.post("/v1/commands", json={"type": "register_agent"}), "auth_failures")
         # A token that authenticated before keeps working from the same address.
@@ -88,7 +97,9 @@ async def test_default_limits_let_a_normal_burst_through(start_server: Callable[
     api = Api(server.base_url)
     try:
         sid = await api.register(actor="busy")
-        answers = await asyncio.gather(*(api.command({"type": "heartbeat_agent", "session_id": sid}) for _ in range(300)))
+        answers = await asyncio.gather(
+            *(api.command({"type": "heartbeat_agent", "session_id": sid}) for _ in range(300))
+        )
         assert {r.status_code for r in answers} == {200}
     finally:
         await api.close()

@@ -33,12 +33,20 @@ async def test_three_replicas_race_on_one_postgres(backend: str, start_server: C
     try:
         r = await send(0, {"type": "configure_project", "project": "P", "wip_limit": 3})
         assert r.status_code == 200, r.text
-        registered = await asyncio.gather(*(send(i, {"type": "register_agent", "actor": f"agent-{i}"}) for i in range(36)))
+        registered = await asyncio.gather(
+            *(send(i, {"type": "register_agent", "actor": f"agent-{i}"}) for i in range(36))
+        )
         sessions = [r.json()["result"]["session_id"] for r in registered]
 
         # One issue, 36 claimants on three replicas, while every session heartbeats elsewhere.
-        claims = [send(i + 1, {"type": "claim_issue", "session_id": s, "project": "P", "issue": "HOT"}) for i, s in enumerate(sessions)]
-        beats = [send(i + 2, {"type": "heartbeat_agent", "session_id": s, "working_on": f"W-{i}"}) for i, s in enumerate(sessions)]
+        claims = [
+            send(i + 1, {"type": "claim_issue", "session_id": s, "project": "P", "issue": "HOT"})
+            for i, s in enumerate(sessions)
+        ]
+        beats = [
+            send(i + 2, {"type": "heartbeat_agent", "session_id": s, "working_on": f"W-{i}"})
+            for i, s in enumerate(sessions)
+        ]
         race = await asyncio.gather(*claims, *beats)
         won = [r for r in race[:36] if r.status_code == 200]
         assert len(won) == 1
@@ -47,7 +55,10 @@ async def test_three_replicas_race_on_one_postgres(backend: str, start_server: C
 
         # The cap across replicas: HOT holds one of three slots; two more are granted.
         cap = await asyncio.gather(
-            *(send(i, {"type": "claim_issue", "session_id": s, "project": "P", "issue": f"P-{i}"}) for i, s in enumerate(sessions[:18]))
+            *(
+                send(i, {"type": "claim_issue", "session_id": s, "project": "P", "issue": f"P-{i}"})
+                for i, s in enumerate(sessions[:18])
+            )
         )
         assert sum(r.status_code == 200 for r in cap) == 2
         assert {r.json()["error"]["code"] for r in cap if r.status_code != 200} <= {"WIP_CAP_REACHED", "ISSUE_HELD"}
@@ -55,7 +66,10 @@ async def test_three_replicas_race_on_one_postgres(backend: str, start_server: C
 
         # Overlapping exclusive file claims across replicas: one winner, conflicts recorded.
         files = await asyncio.gather(
-            *(send(i, {"type": "claim_files", "session_id": s, "issue": f"F-{i}", "paths": ["src/shared/"]}) for i, s in enumerate(sessions[:18]))
+            *(
+                send(i, {"type": "claim_files", "session_id": s, "issue": f"F-{i}", "paths": ["src/shared/"]})
+                for i, s in enumerate(sessions[:18])
+            )
         )
         assert sum(r.status_code == 200 for r in files) == 1
         assert {r.json()["error"]["code"] for r in files if r.status_code != 200} == {"FILES_CLAIMED"}

@@ -22,7 +22,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # replicas share one data
 NO_LIMITS = {"EVENTCOORD_RATE_LIMITS": "off"}
 
 
-async def test_three_replicas_under_mixed_load_keep_every_promise(db_url: str, start_server: Callable[..., ServerProcess]) -> None:
+async def test_three_replicas_under_mixed_load_keep_every_promise(
+    db_url: str, start_server: Callable[..., ServerProcess]
+) -> None:
     servers = [start_server(extra_env=NO_LIMITS) for _ in range(3)]
     work = Workload([s.base_url for s in servers], clients=54, seconds=10.0)
     await work.prepare()
@@ -41,7 +43,15 @@ async def test_three_replicas_under_mixed_load_keep_every_promise(db_url: str, s
     broken, types = check_log(logs[0], work.wip_limits, tally.acknowledged)
     assert not broken, broken[:10]
     print(f"log: {len(logs[0])} events {dict(types)}")
-    for t in ("LeaseGranted", "LeaseReleased", "FilesClaimed", "FileClaimReleased", "ClaimConflict", "WorkEnqueued", "WorkClaimed"):
+    for t in (
+        "LeaseGranted",
+        "LeaseReleased",
+        "FilesClaimed",
+        "FileClaimReleased",
+        "ClaimConflict",
+        "WorkEnqueued",
+        "WorkClaimed",
+    ):
         assert types[t] > 0, (t, types)
     for s in servers:
         s.stop()

@@ -39,7 +39,13 @@ def commands(sid: str, role: str, spare_token_id: str) -> dict[str, dict[str, An
         "issue_token": {"type": "issue_token", "role": "reader"},
         "revoke_token": {"type": "revoke_token", "token_id": spare_token_id},
         "claim_issue": {"type": "claim_issue", "session_id": sid, "project": "P", "issue": issue},
-        "claim_issue+force": {"type": "claim_issue", "session_id": sid, "project": "P", "issue": f"F-{role}", "force": True},
+        "claim_issue+force": {
+            "type": "claim_issue",
+            "session_id": sid,
+            "project": "P",
+            "issue": f"F-{role}",
+            "force": True,
+        },
         "verify_hold": {"type": "verify_hold", "session_id": sid, "issue": issue},
         "claim_files": {"type": "claim_files", "session_id": sid, "issue": issue, "paths": [f"src/{role}/"]},
         "release_files": {"type": "release_files", "session_id": sid, "issue": issue},
@@ -80,11 +86,11 @@ async def tokens_of(operator: Api, workspace: str) -> dict[str, tuple[str, str]]
     return out
 
 
-async def test_every_role_against_every_command_and_read_in_two_workspaces(
-    api: Api, server: ServerProcess
-) -> None:
+async def test_every_role_against_every_command_and_read_in_two_workspaces(api: Api, server: ServerProcess) -> None:
     workspaces = {ws: await tokens_of(api, ws) for ws in ("ws1", "ws2")}
-    clients = {(ws, role): Api(server.base_url, tok) for ws, toks in workspaces.items() for role, (tok, _) in toks.items()}
+    clients = {
+        (ws, role): Api(server.base_url, tok) for ws, toks in workspaces.items() for role, (tok, _) in toks.items()
+    }
     try:
         sessions: dict[tuple[str, str], str] = {}
         for ws in workspaces:

@@ -40,7 +40,9 @@ async def _open_streams(api: Api) -> float:
     return next(float(line.split()[1]) for line in text.splitlines() if line.startswith("eventcoord_sse_streams "))
 
 
-async def test_many_streams_receive_the_same_events_in_order_and_resume(start_server: Callable[..., ServerProcess]) -> None:
+async def test_many_streams_receive_the_same_events_in_order_and_resume(
+    start_server: Callable[..., ServerProcess],
+) -> None:
     server = start_server()
     api = Api(server.base_url)
     other = await api.client("admin", workspace="elsewhere")
@@ -52,6 +54,7 @@ async def test_many_streams_receive_the_same_events_in_order_and_resume(start_se
         beats = asyncio.create_task(
             _read_stream(server.base_url, BOOTSTRAP, 31, params={"type": ["MessagePosted", "AgentRegistered"]})
         )
+
         async def following(n: int) -> float:
             while (count := await _open_streams(api)) < n:
                 await asyncio.sleep(0.05)
@@ -103,7 +106,9 @@ async def test_a_stalled_or_closed_client_does_not_block_the_others(start_server
         stalled = socket.socket()
         stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         stalled.connect(("127.0.0.1", server.port))
-        stalled.sendall(f"GET /v1/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {BOOTSTRAP}\r\n\r\n".encode())
+        stalled.sendall(
+            f"GET /v1/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {BOOTSTRAP}\r\n\r\n".encode()
+        )
         # A client that goes away mid-stream.
         gone = asyncio.create_task(_read_stream(server.base_url, BOOTSTRAP, 10**6))
         readers = [asyncio.create_task(_read_stream(server.base_url, BOOTSTRAP, 301)) for _ in range(5)]

@@ -69,7 +69,9 @@ async def test_an_unreachable_database_is_503_then_recovers_without_restart(db_u
             await stranger.close()
 
         proxy.restore()
-        await wait_until(lambda: httpx.get(server.base_url + "/health", timeout=30).status_code == 200, 60, "health 200 again")
+        await wait_until(
+            lambda: httpx.get(server.base_url + "/health", timeout=30).status_code == 200, 60, "health 200 again"
+        )
         # the same process serves reads and commands again; a retried command_id appends once
         await agent.ok({"type": "heartbeat_agent", "session_id": sid, "command_id": "hb-outage"})
         await agent.ok({"type": "heartbeat_agent", "session_id": sid, "command_id": "hb-outage"})

@@ -18,7 +18,9 @@ from eventcoord.client.subscriber import subscribe
 from eventcoord.outbox.broker import throwaway_broker
 
 
-def wait_health(server: ServerProcess, predicate: Callable[[dict[str, object]], bool], timeout: float = 15.0) -> dict[str, object]:
+def wait_health(
+    server: ServerProcess, predicate: Callable[[dict[str, object]], bool], timeout: float = 15.0
+) -> dict[str, object]:
     deadline = time.monotonic() + timeout
     while True:
         relay = httpx.get(server.base_url + "/health").json()["relay"]
@@ -40,7 +42,9 @@ async def receive(nats_url: str, count: int) -> list[object]:
     return out
 
 
-async def test_serve_with_the_embedded_broker_publishes_every_event_in_order(start_server: Callable[..., ServerProcess]) -> None:
+async def test_serve_with_the_embedded_broker_publishes_every_event_in_order(
+    start_server: Callable[..., ServerProcess],
+) -> None:
     server = start_server(nats="embedded")
     api = Api(server.base_url)
     try:
@@ -59,7 +63,9 @@ async def test_serve_with_the_embedded_broker_publishes_every_event_in_order(sta
         await api.close()
 
 
-async def test_serve_with_an_existing_broker_and_tail(start_server: Callable[..., ServerProcess], tmp_path: Path) -> None:
+async def test_serve_with_an_existing_broker_and_tail(
+    start_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
     async with throwaway_broker(str(tmp_path / "broker")) as broker:
         server = start_server(nats=broker.url)
         api = Api(server.base_url)
@@ -71,7 +77,18 @@ async def test_serve_with_an_existing_broker_and_tail(start_server: Callable[...
             assert [e.type for e in await receive(broker.url, 2)] == ["AgentRegistered", "AgentHeartbeat"]  # type: ignore[attr-defined]
             # eventcoord tail, over Server-Sent Events, filtered by type.
             tail = subprocess.Popen(
-                [sys.executable, "-m", "eventcoord.cli", "tail", "--url", server.base_url, "--token", BOOTSTRAP, "--type", "AgentHeartbeat"],
+                [
+                    sys.executable,
+                    "-m",
+                    "eventcoord.cli",
+                    "tail",
+                    "--url",
+                    server.base_url,
+                    "--token",
+                    BOOTSTRAP,
+                    "--type",
+                    "AgentHeartbeat",
+                ],
                 stdout=subprocess.PIPE,
                 env={**os.environ},
             )

@@ -33,7 +33,10 @@ def test_docker_compose_describes_the_topology_the_script_starts() -> None:
         s = services[name]
         assert set(s["environment"]) == set(REPLICA_ENV)
         db_urls.add(s["environment"]["EVENTCOORD_DB_URL"])
-        assert s["depends_on"] == {"migrate": {"condition": "service_completed_successfully"}, "nats": {"condition": "service_healthy"}}
+        assert s["depends_on"] == {
+            "migrate": {"condition": "service_completed_successfully"},
+            "nats": {"condition": "service_healthy"},
+        }
         assert "/health" in " ".join(s["healthcheck"]["test"])
     assert len(db_urls) == 1  # one database for the migrations and every replica
     for name in ("postgres", "nats"):
@@ -62,7 +65,9 @@ async def test_the_topology_starts_from_local_processes_and_serves(tmp_path: Pat
                     if len(got) == 2:
                         return
 
-            await wait_until(lambda: all(httpx.get(u + "/health").json()["relay"].get("lag") == 0 for u in topo.urls), 30, "relay")
+            await wait_until(
+                lambda: all(httpx.get(u + "/health").json()["relay"].get("lag") == 0 for u in topo.urls), 30, "relay"
+            )
             await asyncio.wait_for(receive(), 30)
             assert got == [1, 2]
         finally:

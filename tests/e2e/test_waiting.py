@@ -36,7 +36,9 @@ async def _fifo_round(clients: list[Api], n: int = 20) -> None:
     sids = [await clients[i % len(clients)].register(actor=f"w{i}") for i in range(n)]
     joins = await asyncio.gather(
         *(
-            clients[i % len(clients)].command({"type": "claim_issue", "session_id": s, "project": "P", "issue": "HOT", "wait": True})
+            clients[i % len(clients)].command(
+                {"type": "claim_issue", "session_id": s, "project": "P", "issue": "HOT", "wait": True}
+            )
             for i, s in enumerate(sids)
         )
     )
@@ -46,7 +48,9 @@ async def _fifo_round(clients: list[Api], n: int = 20) -> None:
     started = [e["data"]["session_id"] for e in await first.events("WaitStarted")]
     assert sorted(started) == sorted(sids)
     waits = (await first.get("/v1/waits"))["waits"]
-    assert [(w["kind"], w["key"], w["session_id"], w["place"]) for w in waits] == [("issue", "HOT", s, i) for i, s in enumerate(started, 1)]
+    assert [(w["kind"], w["key"], w["session_id"], w["place"]) for w in waits] == [
+        ("issue", "HOT", s, i) for i, s in enumerate(started, 1)
+    ]
     order: list[str] = []
     tasks = [asyncio.create_task(_waiter(clients[i % len(clients)], s, "HOT", order)) for i, s in enumerate(sids)]
     await first.ok({"type": "release_issue", "session_id": holder, "issue": "HOT"})
@@ -85,9 +89,13 @@ async def test_wait_cancel_and_stale_waiter_dropped(start_server: Callable[..., 
         h = await api.register(actor="h")
         w1, w2 = await api.register(actor="w1"), await api.register(actor="w2")
         await api.ok({"type": "claim_issue", "session_id": h, "project": "P", "issue": "I"})
-        err = await api.error({"type": "claim_issue", "session_id": w1, "project": "P", "issue": "I", "wait": True}, 409, "ISSUE_HELD")
+        err = await api.error(
+            {"type": "claim_issue", "session_id": w1, "project": "P", "issue": "I", "wait": True}, 409, "ISSUE_HELD"
+        )
         assert err["details"]["waiting"] == {"place": 1, "waiters": 1}
-        err = await api.error({"type": "claim_issue", "session_id": w2, "project": "P", "issue": "I", "wait": True}, 409, "ISSUE_HELD")
+        err = await api.error(
+            {"type": "claim_issue", "session_id": w2, "project": "P", "issue": "I", "wait": True}, 409, "ISSUE_HELD"
+        )
         assert err["details"]["waiting"] == {"place": 2, "waiters": 2}
         # waiting again keeps the place and appends nothing
         again = await api.command({"type": "claim_issue", "session_id": w2, "project": "P", "issue": "I", "wait": True})
@@ -113,11 +121,21 @@ async def test_three_session_cycle_is_refused(api: Api) -> None:
     a, b, c = [await api.register(actor=x) for x in "abc"]
     for s, issue in ((a, "A"), (b, "B"), (c, "C")):
         await api.ok({"type": "claim_issue", "session_id": s, "project": "P", "issue": issue})
-    await api.error({"type": "claim_issue", "session_id": a, "project": "P", "issue": "B", "wait": True}, 409, "ISSUE_HELD")
-    await api.error({"type": "claim_issue", "session_id": b, "project": "P", "issue": "C", "wait": True}, 409, "ISSUE_HELD")
-    err = await api.error({"type": "claim_issue", "session_id": c, "project": "P", "issue": "A", "wait": True}, 409, "DEADLOCK")
+    await api.error(
+        {"type": "claim_issue", "session_id": a, "project": "P", "issue": "B", "wait": True}, 409, "ISSUE_HELD"
+    )
+    await api.error(
+        {"type": "claim_issue", "session_id": b, "project": "P", "issue": "C", "wait": True}, 409, "ISSUE_HELD"
+    )
+    err = await api.error(
+        {"type": "claim_issue", "session_id": c, "project": "P", "issue": "A", "wait": True}, 409, "DEADLOCK"
+    )
     cycle: list[dict[str, Any]] = err["details"]["cycle"]
-    assert [(x["session_id"], x["key"], x["holder_session_id"]) for x in cycle] == [(c, "A", a), (a, "B", b), (b, "C", c)]
+    assert [(x["session_id"], x["key"], x["holder_session_id"]) for x in cycle] == [
+        (c, "A", a),
+        (a, "B", b),
+        (b, "C", c),
+    ]
     refused = await api.events("DeadlockRefused")
     assert len(refused) == 1 and refused[0]["data"]["cycle"] == cycle
     assert sorted(w["session_id"] for w in (await api.get("/v1/waits"))["waits"]) == sorted([a, b])
@@ -126,10 +144,17 @@ async def test_three_session_cycle_is_refused(api: Api) -> None:
 async def test_files_wait_is_handed_the_paths_when_the_holder_releases(api: Api) -> None:
     h, w = await api.register(actor="h"), await api.register(actor="w")
     await api.ok({"type": "claim_files", "session_id": h, "issue": "I-1", "paths": ["src/"]})
-    err = await api.error({"type": "claim_files", "session_id": w, "issue": "I-2", "paths": ["src/a.py", "docs/x.md"], "wait": True}, 409, "FILES_CLAIMED")
+    err = await api.error(
+        {"type": "claim_files", "session_id": w, "issue": "I-2", "paths": ["src/a.py", "docs/x.md"], "wait": True},
+        409,
+        "FILES_CLAIMED",
+    )
     assert err["details"]["waiting"] == {"place": 1, "waiters": 1}
     waits = (await api.get("/v1/waits"))["waits"]
-    assert [(x["kind"], x["key"], x["session_id"], x["place"]) for x in waits] == [("files", "docs/x.md", w, 1), ("files", "src/a.py", w, 1)]
+    assert [(x["kind"], x["key"], x["session_id"], x["place"]) for x in waits] == [
+        ("files", "docs/x.md", w, 1),
+        ("files", "src/a.py", w, 1),
+    ]
     await api.ok({"type": "release_files", "session_id": h, "issue": "I-1"})
     claims = (await api.get("/v1/file-claims"))["file_claims"]
     assert sorted((c["path"], c["session_id"]) for c in claims) == [("docs/x.md", w), ("src/a.py", w)]
@@ -143,7 +168,9 @@ async def test_files_wait_is_handed_the_paths_when_the_holder_releases(api: Api)
 async def test_lease_wait_and_end_of_holder_hands_it_off(api: Api) -> None:
     h, w = await api.register(actor="h"), await api.register(actor="w")
     await api.ok({"type": "acquire_lease", "session_id": h, "name": "dispatcher"})
-    err = await api.error({"type": "acquire_lease", "session_id": w, "name": "dispatcher", "wait": True}, 409, "LEASE_HELD")
+    err = await api.error(
+        {"type": "acquire_lease", "session_id": w, "name": "dispatcher", "wait": True}, 409, "LEASE_HELD"
+    )
     assert err["details"]["waiting"] == {"place": 1, "waiters": 1}
     await api.ok({"type": "end_agent", "session_id": h})
     rows = [x for x in (await api.get("/v1/named-leases"))["leases"] if x["held"]]
@@ -155,7 +182,10 @@ async def test_lease_wait_and_end_of_holder_hands_it_off(api: Api) -> None:
 async def test_a_capacity_three_slot_never_has_a_fourth_holder_under_a_race(api: Api) -> None:
     sids = [await api.register(actor=f"r{i}") for i in range(12)]
     race = await asyncio.gather(
-        *(api.command({"type": "acquire_lease", "session_id": s, "name": "gpu", "capacity": 3, "ttl_seconds": 600}) for s in sids)
+        *(
+            api.command({"type": "acquire_lease", "session_id": s, "name": "gpu", "capacity": 3, "ttl_seconds": 600})
+            for s in sids
+        )
     )
     assert sorted(r.status_code for r in race) == [200] * 3 + [409] * 9
     assert {r.json()["error"]["code"] for r in race if r.status_code == 409} == {"LEASE_HELD"}
@@ -165,7 +195,12 @@ async def test_a_capacity_three_slot_never_has_a_fourth_holder_under_a_race(api:
     # the losers wait; releases and new racers never push the holders past three
     losers = [s for s, r in zip(sids, race, strict=True) if r.status_code == 409]
     winners = [s for s, r in zip(sids, race, strict=True) if r.status_code == 200]
-    await asyncio.gather(*(api.command({"type": "acquire_lease", "session_id": s, "name": "gpu", "wait": True, "ttl_seconds": 600}) for s in losers))
+    await asyncio.gather(
+        *(
+            api.command({"type": "acquire_lease", "session_id": s, "name": "gpu", "wait": True, "ttl_seconds": 600})
+            for s in losers
+        )
+    )
     for s in winners:
         await api.ok({"type": "release_lease", "session_id": s, "name": "gpu"})
     held = [x for x in (await api.get("/v1/named-leases"))["leases"] if x["held"]]
@@ -178,7 +213,9 @@ async def test_agent_wip_limit_is_recorded_as_a_denial(api: Api) -> None:
     await api.ok({"type": "configure_project", "project": "P", "wip_limit": 10, "agent_wip_limit": 1})
     s = await api.register(actor="s")
     await api.ok({"type": "claim_issue", "session_id": s, "project": "P", "issue": "P-1"})
-    err = await api.error({"type": "claim_issue", "session_id": s, "project": "P", "issue": "P-2"}, 409, "AGENT_WIP_CAP_REACHED")
+    err = await api.error(
+        {"type": "claim_issue", "session_id": s, "project": "P", "issue": "P-2"}, 409, "AGENT_WIP_CAP_REACHED"
+    )
     assert err["details"] == {"project": "P", "limit": 1, "held": 1}
     denied = await api.events("WipCapDenied")
     assert [(e["data"]["scope"], e["data"]["limit"], e["data"]["live_count"]) for e in denied] == [("agent", 1, 1)]
@@ -190,26 +227,51 @@ async def test_lock_delay_holds_a_superseded_issue_back_from_others(api: Api) ->
     boss = await api.register(actor="boss", kind="human")
     other = await api.register(actor="other")
     await api.ok({"type": "claim_issue", "session_id": a, "project": "P", "issue": "P-1"})
-    await api.ok({"type": "claim_issue", "session_id": boss, "project": "P", "issue": "P-1", "force": True})  # immediate
+    await api.ok(
+        {"type": "claim_issue", "session_id": boss, "project": "P", "issue": "P-1", "force": True}
+    )  # immediate
     await api.ok({"type": "release_issue", "session_id": boss, "issue": "P-1"})
-    err = await api.error({"type": "claim_issue", "session_id": other, "project": "P", "issue": "P-1"}, 409, "ISSUE_HELD")
+    err = await api.error(
+        {"type": "claim_issue", "session_id": other, "project": "P", "issue": "P-1"}, 409, "ISSUE_HELD"
+    )
     assert err["details"]["reason"] == "lock_delay" and err["details"]["until"].endswith("Z")
 
 
-async def test_a_rebuild_reproduces_the_lines_slots_and_hand_offs(db_url: str, start_server: Callable[..., ServerProcess]) -> None:
+async def test_a_rebuild_reproduces_the_lines_slots_and_hand_offs(
+    db_url: str, start_server: Callable[..., ServerProcess]
+) -> None:
     server = start_server()
     api = Api(server.base_url)
     reads = ("/v1/waits", "/v1/named-leases", "/v1/leases", "/v1/file-claims")
     try:
-        await api.ok({"type": "configure_project", "project": "P", "wip_limit": 10, "lock_delay_seconds": 60, "agent_wip_limit": 2})
+        await api.ok(
+            {
+                "type": "configure_project",
+                "project": "P",
+                "wip_limit": 10,
+                "lock_delay_seconds": 60,
+                "agent_wip_limit": 2,
+            }
+        )
         s = [await api.register(actor=f"r{i}") for i in range(5)]
         await api.ok({"type": "claim_issue", "session_id": s[0], "project": "P", "issue": "I"})
         await api.command({"type": "claim_issue", "session_id": s[1], "project": "P", "issue": "I", "wait": True})
         await api.command({"type": "claim_issue", "session_id": s[2], "project": "P", "issue": "I", "wait": True})
         await api.ok({"type": "claim_files", "session_id": s[3], "issue": "F", "paths": ["src/"]})
-        await api.command({"type": "claim_files", "session_id": s[4], "issue": "G", "paths": ["src/x.py"], "wait": True})
+        await api.command(
+            {"type": "claim_files", "session_id": s[4], "issue": "G", "paths": ["src/x.py"], "wait": True}
+        )
         for sid in (s[0], s[1], s[3]):
-            await api.command({"type": "acquire_lease", "session_id": sid, "name": "db", "capacity": 2, "ttl_seconds": 600, "wait": True})
+            await api.command(
+                {
+                    "type": "acquire_lease",
+                    "session_id": sid,
+                    "name": "db",
+                    "capacity": 2,
+                    "ttl_seconds": 600,
+                    "wait": True,
+                }
+            )
         await api.ok({"type": "release_issue", "session_id": s[0], "issue": "I"})  # hands I to s[1]
         await api.ok({"type": "release_lease", "session_id": s[0], "name": "db"})  # hands a slot to s[3]
         await api.ok({"type": "cancel_wait", "session_id": s[4], "issue": "G", "paths": ["src/x.py"]})

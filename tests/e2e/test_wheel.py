@@ -58,7 +58,9 @@ def test_the_wheel_ships_one_import_path_for_projections_and_migrations(venv_bin
     assert Path(where[1]).parent.name == "projections" and Path(where[1]).parent.parent.name == "eventcoord"
     assert "0001_initial_schema.py" in where[2]
     # The top-level folder is not a second package.
-    done = subprocess.run([str(venv_bin / "python"), "-c", "import projections"], capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run(
+        [str(venv_bin / "python"), "-c", "import projections"], capture_output=True, text=True, cwd=tmp_path
+    )
     assert done.returncode == 1 and "No module named 'projections'" in done.stderr
 
 
@@ -74,4 +76,3 @@ async def test_the_installed_eventcoord_serves_a_command(venv_bin: Path, db_url:
         await api.close()
         server.stop()
     assert server.proc.args[0] == str(venv_bin / "eventcoord")
-

@@ -24,7 +24,9 @@ def ctx(now_us: int = NOW, role: str = "agent") -> Context:
     return Context(Caller("default", role), now_us, TTL)  # type: ignore[arg-type]
 
 
-def session(sid: str = "s-a", *, kind: str = "agent", last_seen_us: int = NOW, ended_us: int | None = None) -> SessionState:
+def session(
+    sid: str = "s-a", *, kind: str = "agent", last_seen_us: int = NOW, ended_us: int | None = None
+) -> SessionState:
     return SessionState(sid, f"actor-{sid}", kind, True, "explicit-override", "host-1", last_seen_us, ended_us, None)
 
 

@@ -54,9 +54,7 @@ def session(
     )
 
 
-def lease_of(
-    holder: SessionState, token: int, *, issue: str = ISSUE, project: str = PROJECT
-) -> LeaseState:
+def lease_of(holder: SessionState, token: int, *, issue: str = ISSUE, project: str = PROJECT) -> LeaseState:
     return LeaseState(
         issue=issue,
         project=project,
@@ -95,9 +93,7 @@ def view_held_by(
     )
 
 
-def free_view(
-    *, reg: IssueState | None = None, declarers: tuple[SessionState, ...] = ()
-) -> IssueView:
+def free_view(*, reg: IssueState | None = None, declarers: tuple[SessionState, ...] = ()) -> IssueView:
     return IssueView(ISSUE, reg, None, None, declarers)
 
 

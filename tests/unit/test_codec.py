@@ -26,7 +26,11 @@ from eventcoord.errors import ValidationFailed
 from eventcoord.events import EVENT_TYPES, AgentHeartbeat, Event, WorkEnqueued
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
@@ -80,7 +84,9 @@ def test_validation_names_the_field(body: str, field: str) -> None:
     assert field_of(body) == field
 
 
-@pytest.mark.parametrize("body", [b"", b"{", b'{"type":', b"nul", b"\xff\xfe", b'{"type":"register_agent"} x', b'"\\ud800"'])
+@pytest.mark.parametrize(
+    "body", [b"", b"{", b'{"type":', b"nul", b"\xff\xfe", b'{"type":"register_agent"} x', b'"\\ud800"']
+)
 def test_malformed_json_is_a_validation_error_on_the_body(body: bytes) -> None:
     assert field_of(body) == "body"
 
@@ -187,7 +193,9 @@ def test_heartbeat_without_working_on_round_trips_as_absent() -> None:
 
 def test_metadata_omits_absent_members() -> None:
     assert json.loads(encode(EventMetadata(workspace="w"))) == {"workspace": "w"}
-    full = EventMetadata(workspace="w", actor_key="a", session_id="s", command_id="c", correlation_id="r", causation_id="c")
+    full = EventMetadata(
+        workspace="w", actor_key="a", session_id="s", command_id="c", correlation_id="r", causation_id="c"
+    )
     assert msgspec.json.decode(encode(full), type=EventMetadata) == full
 
 

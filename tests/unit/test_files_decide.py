@@ -51,7 +51,9 @@ def claim(*paths: str, held: list[ClaimRow] | None = None, role: str = "agent", 
     kw.setdefault("session_id", ME)
     cmd = ClaimFiles(issue="MINE-1", paths=list(paths), **kw)
     sid = kw["session_id"]
-    return domain.decide_claim_files(domain.ClaimFilesState(SESSIONS.get(sid) if sid else None, held or [], SESSIONS), cmd, ctx(role))
+    return domain.decide_claim_files(
+        domain.ClaimFilesState(SESSIONS.get(sid) if sid else None, held or [], SESSIONS), cmd, ctx(role)
+    )
 
 
 def kinds(d: Decision) -> list[str]:
@@ -164,14 +166,36 @@ def test_conflict_without_force_records_only_the_denials() -> None:
     # one ClaimConflict per (requested path, holding claim), nothing else: no grant, no expiry
     assert kinds(d) == ["ClaimConflict"] * 3
     conflicts = of(d, ClaimConflict)
-    assert [(c.path, c.holder_path) for c in conflicts] == [("src/x/y.py", "src/"), ("src/x/y.py", "src/x/*.py"), ("src/q.py", "src/")]
+    assert [(c.path, c.holder_path) for c in conflicts] == [
+        ("src/x/y.py", "src/"),
+        ("src/x/y.py", "src/x/*.py"),
+        ("src/q.py", "src/"),
+    ]
     assert all(not c.forced and c.issue == "MINE-1" and c.session_id == ME for c in conflicts)
     assert conflicts[1].holder_session_id is None and conflicts[1].holder_actor_key == "token:admin"
     assert d.error.details == {
         "conflicts": [
-            {"path": "src/x/y.py", "holder_path": "src/", "holder_issue": "A-1", "holder_session_id": BOB, "holder_actor_key": f"actor-{BOB}"},
-            {"path": "src/x/y.py", "holder_path": "src/x/*.py", "holder_issue": "B-1", "holder_session_id": None, "holder_actor_key": "token:admin"},
-            {"path": "src/q.py", "holder_path": "src/", "holder_issue": "A-1", "holder_session_id": BOB, "holder_actor_key": f"actor-{BOB}"},
+            {
+                "path": "src/x/y.py",
+                "holder_path": "src/",
+                "holder_issue": "A-1",
+                "holder_session_id": BOB,
+                "holder_actor_key": f"actor-{BOB}",
+            },
+            {
+                "path": "src/x/y.py",
+                "holder_path": "src/x/*.py",
+                "holder_issue": "B-1",
+                "holder_session_id": None,
+                "holder_actor_key": "token:admin",
+            },
+            {
+                "path": "src/q.py",
+                "holder_path": "src/",
+                "holder_issue": "A-1",
+                "holder_session_id": BOB,
+                "holder_actor_key": f"actor-{BOB}",
+            },
         ]
     }
     assert all(stream == "files:MINE-1" for stream, _ in d.events)
@@ -186,7 +210,13 @@ def test_stale_holder_is_reclaimed_silently() -> None:
     assert d.error is None
     assert kinds(d) == ["FileClaimReleased", "FilesClaimed"]
     (released,) = of(d, FileClaimReleased)
-    assert (released.issue, released.session_id, released.paths, released.reason, released.by_session_id) == ("Z-1", DEAD, ["src/"], "expired", ME)
+    assert (released.issue, released.session_id, released.paths, released.reason, released.by_session_id) == (
+        "Z-1",
+        DEAD,
+        ["src/"],
+        "expired",
+        ME,
+    )
     assert d.result["expired"] == [{"holder_path": "src/", "holder_issue": "Z-1", "holder_session_id": DEAD}]
 
 
@@ -239,7 +269,12 @@ def test_force_overrides_in_order_and_notifies_both_sides() -> None:
     assert kinds(d) == ["FileClaimReleased"] * 3 + ["ClaimConflict"] * 2 + ["FilesClaimed"] + ["MessagePosted"] * 3
     expired, over_bob, over_nobody = of(d, FileClaimReleased)
     assert (expired.reason, expired.session_id) == ("expired", DEAD)
-    assert (over_bob.reason, over_bob.session_id, over_bob.paths, over_bob.by_session_id) == ("overridden", BOB, ["src/"], ME)
+    assert (over_bob.reason, over_bob.session_id, over_bob.paths, over_bob.by_session_id) == (
+        "overridden",
+        BOB,
+        ["src/"],
+        ME,
+    )
     assert (over_nobody.reason, over_nobody.session_id) == ("overridden", None)
     assert all(c.forced for c in of(d, ClaimConflict))
     assert [c.holder_path for c in of(d, ClaimConflict)] == ["src/", "docs/"]
@@ -264,18 +299,28 @@ def test_forced_messages_are_sanitised_and_capped() -> None:
 
 def test_release_named_paths_or_all() -> None:
     own = [row("src/", issue="MINE-1", sid=ME), row("lib/a.py", issue="MINE-1", sid=ME)]
-    d = domain.decide_release_files(domain.ReleaseFilesState(SESSIONS[ME], own), ReleaseFiles(issue="MINE-1", session_id=ME, paths=["./src//", "nope"]), ctx())
+    d = domain.decide_release_files(
+        domain.ReleaseFilesState(SESSIONS[ME], own),
+        ReleaseFiles(issue="MINE-1", session_id=ME, paths=["./src//", "nope"]),
+        ctx(),
+    )
     (e,) = of(d, FileClaimReleased)
     assert (e.paths, e.reason, e.session_id) == (["src/"], "released", ME)
-    everything = domain.decide_release_files(domain.ReleaseFilesState(SESSIONS[ME], own), ReleaseFiles(issue="MINE-1", session_id=ME), ctx())
+    everything = domain.decide_release_files(
+        domain.ReleaseFilesState(SESSIONS[ME], own), ReleaseFiles(issue="MINE-1", session_id=ME), ctx()
+    )
     assert of(everything, FileClaimReleased)[0].paths == ["src/", "lib/a.py"]
-    nothing = domain.decide_release_files(domain.ReleaseFilesState(SESSIONS[ME], []), ReleaseFiles(issue="MINE-1", session_id=ME), ctx())
+    nothing = domain.decide_release_files(
+        domain.ReleaseFilesState(SESSIONS[ME], []), ReleaseFiles(issue="MINE-1", session_id=ME), ctx()
+    )
     assert nothing.events == [] and nothing.result == {"released": []}
 
 
 def test_release_validates_paths() -> None:
     with pytest.raises(DomainError) as e:
-        domain.decide_release_files(domain.ReleaseFilesState(SESSIONS[ME], []), ReleaseFiles(issue="I", session_id=ME, paths=["a", "/b"]), ctx())
+        domain.decide_release_files(
+            domain.ReleaseFilesState(SESSIONS[ME], []), ReleaseFiles(issue="I", session_id=ME, paths=["a", "/b"]), ctx()
+        )
     assert e.value.details["field"] == "paths[1]"
 
 

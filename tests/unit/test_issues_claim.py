@@ -96,12 +96,19 @@ class TestClaimHumanHeld:
         }
 
     def test_human_held_comes_before_the_cap(self) -> None:
-        err = refused(decide_claim_issue, ClaimState(ME, view_held_by(HUMAN_STALE), LIMIT, LIMIT), claim(ME.session_id), ctx())
+        err = refused(
+            decide_claim_issue, ClaimState(ME, view_held_by(HUMAN_STALE), LIMIT, LIMIT), claim(ME.session_id), ctx()
+        )
         assert err.code == "HUMAN_HELD"
 
     @pytest.mark.parametrize("human", [HUMAN_LIVE, HUMAN_STALE], ids=["live", "stale"])
     def test_agent_role_force_is_not_honoured_on_a_human_lease(self, human: SessionState) -> None:
-        err = refused(decide_claim_issue, ClaimState(ME, view_held_by(human), LIMIT, 0), claim(ME.session_id, force=True), ctx("agent"))
+        err = refused(
+            decide_claim_issue,
+            ClaimState(ME, view_held_by(human), LIMIT, 0),
+            claim(ME.session_id, force=True),
+            ctx("agent"),
+        )
         assert err.code == "HUMAN_HELD"
 
 
@@ -129,7 +136,9 @@ class TestClaimIssueHeld:
         assert err.details == {"issue": ISSUE, "session_id": "s-decl", "actor_key": "actor-s-decl"}
 
     def test_issue_held_comes_before_the_cap(self) -> None:
-        err = refused(decide_claim_issue, ClaimState(ME, view_held_by(ALICE_LIVE), LIMIT, LIMIT), claim(ME.session_id), ctx())
+        err = refused(
+            decide_claim_issue, ClaimState(ME, view_held_by(ALICE_LIVE), LIMIT, LIMIT), claim(ME.session_id), ctx()
+        )
         assert err.code == "ISSUE_HELD"
 
     @pytest.mark.parametrize(
@@ -139,13 +148,17 @@ class TestClaimIssueHeld:
     )
     def test_agent_role_force_is_not_honoured(self, view: IssueView) -> None:
         # given an agent-role token asks to force
-        err = refused(decide_claim_issue, ClaimState(ME, view, LIMIT, 0), claim(ME.session_id, force=True), ctx("agent"))
+        err = refused(
+            decide_claim_issue, ClaimState(ME, view, LIMIT, 0), claim(ME.session_id, force=True), ctx("agent")
+        )
         # then the force is ignored: ISSUE_HELD
         assert err.code == "ISSUE_HELD"
 
     def test_a_declaring_caller_alone_gets_the_grant(self) -> None:
         me_declaring = session("s-me", working_on=ISSUE)
-        d = decide_claim_issue(ClaimState(me_declaring, free_view(declarers=(me_declaring,)), LIMIT, 0), claim("s-me"), ctx())
+        d = decide_claim_issue(
+            ClaimState(me_declaring, free_view(declarers=(me_declaring,)), LIMIT, 0), claim("s-me"), ctx()
+        )
         assert types(d) == ["LeaseGranted"] and d.result["fencing_token"] == 1
 
     def test_declarers_never_block_a_declaring_caller(self) -> None:
@@ -191,7 +204,9 @@ class TestClaimForce:
 
     @pytest.mark.parametrize("human", [HUMAN_LIVE, HUMAN_STALE], ids=["live", "stale"])
     def test_force_by_admin_supersedes_a_human_lease(self, human: SessionState) -> None:
-        d = decide_claim_issue(ClaimState(ME, view_held_by(human, 9), LIMIT, 0), claim(ME.session_id, force=True), ctx("admin"))
+        d = decide_claim_issue(
+            ClaimState(ME, view_held_by(human, 9), LIMIT, 0), claim(ME.session_id, force=True), ctx("admin")
+        )
         assert types(d) == ["LeaseReleased", "LeaseGranted"]
         released = d.events[0][1]
         assert isinstance(released, LeaseReleased)
@@ -203,13 +218,19 @@ class TestClaimForce:
         assert d.result["fencing_token"] == 10
 
     def test_force_over_a_declarer_just_grants(self) -> None:
-        d = decide_claim_issue(ClaimState(ME, free_view(reg=registry(2), declarers=(DECLARER,)), LIMIT, 0), claim(ME.session_id, force=True), ctx("human"))
+        d = decide_claim_issue(
+            ClaimState(ME, free_view(reg=registry(2), declarers=(DECLARER,)), LIMIT, 0),
+            claim(ME.session_id, force=True),
+            ctx("human"),
+        )
         assert types(d) == ["LeaseGranted"]
         assert d.result["fencing_token"] == 3
 
     def test_forced_supersede_still_respects_a_full_cap(self) -> None:
         # given the project is full elsewhere
-        d = decide_claim_issue(ClaimState(ME, view_held_by(ALICE_LIVE, 4), LIMIT, LIMIT), claim(ME.session_id, force=True), ctx("admin"))
+        d = decide_claim_issue(
+            ClaimState(ME, view_held_by(ALICE_LIVE, 4), LIMIT, LIMIT), claim(ME.session_id, force=True), ctx("admin")
+        )
         # then the cap refuses and the live lease is left alone
         assert types(d) == ["WipCapDenied"]
         assert d.error is not None and d.error.code == "WIP_CAP_REACHED"

@@ -55,7 +55,9 @@ class TestRelease:
         # given ME holds the lease with token 3
         lease = lease_of(ME, 3)
         # when ME releases
-        d = decide_release_issue(ReleaseState(ME, lease), ReleaseIssue(session_id="s-me", issue=ISSUE, reason=reason), ctx())
+        d = decide_release_issue(
+            ReleaseState(ME, lease), ReleaseIssue(session_id="s-me", issue=ISSUE, reason=reason), ctx()
+        )
         # then one LeaseReleased on the issue stream
         assert d.events == [
             (
@@ -67,7 +69,12 @@ class TestRelease:
 
     def test_non_holder_is_refused(self) -> None:
         # given ALICE holds the lease
-        err = refused(decide_release_issue, ReleaseState(ME, lease_of(ALICE_LIVE, 3)), ReleaseIssue(session_id="s-me", issue=ISSUE), ctx())
+        err = refused(
+            decide_release_issue,
+            ReleaseState(ME, lease_of(ALICE_LIVE, 3)),
+            ReleaseIssue(session_id="s-me", issue=ISSUE),
+            ctx(),
+        )
         # then NOT_HOLDER
         assert err.code == "NOT_HOLDER"
 
@@ -90,9 +97,7 @@ class TestVerifyHoldOrder:
         err = refused(decide_verify_hold, VerifyState(me_ended, view_held_by(me_ended, 2)), verify("s-me", 2), ctx())
         assert err.code == "SESSION_NOT_LIVE"
 
-    @pytest.mark.parametrize(
-        "source", ["explicit-override", "runtime-session-id:codex", *UNSTABLE_SOURCES]
-    )
+    @pytest.mark.parametrize("source", ["explicit-override", "runtime-session-id:codex", *UNSTABLE_SOURCES])
     def test_obsolete_token_is_not_fresh_whatever_the_identity(self, source: str) -> None:
         # given ME held token 1, was superseded, and BOB now holds token 2
         me = session("s-me", source=source)
@@ -142,9 +147,7 @@ class TestVerifyHoldUnstableIdentityIsAdvisory:
         ],
         ids=["other-live-holder", "reclaimable", "human-held", "declarer", "free"],
     )
-    def test_unstable_identity_passes_advisory_even_when_another_holds_it(
-        self, source: str, view: IssueView
-    ) -> None:
+    def test_unstable_identity_passes_advisory_even_when_another_holds_it(self, source: str, view: IssueView) -> None:
         # given ME's identity is unstable (process ancestry / unresolved) and another session
         # may hold the lease (the CI false-block case)
         me = session("s-me", source=source)
@@ -251,7 +254,12 @@ class TestGrantForWork:
         live = self.count(0)
         grant = grant_for_work(free_view(reg=registry(4)), ME, PROJECT, LIMIT, live, ctx())
         assert grant is not None and grant.fencing_token == 5
-        assert grant.events == [(f"issue:{ISSUE}", LeaseGranted(project=PROJECT, issue=ISSUE, session_id="s-me", actor_key=ME.actor_key, fencing_token=5))]
+        assert grant.events == [
+            (
+                f"issue:{ISSUE}",
+                LeaseGranted(project=PROJECT, issue=ISSUE, session_id="s-me", actor_key=ME.actor_key, fencing_token=5),
+            )
+        ]
 
     def test_a_stale_holders_issue_is_not_free_so_a_pull_skips_it(self) -> None:
         # SPEC §1 guard points: selection never hands out an issue that is not free; a
@@ -266,7 +274,9 @@ class TestGrantForWork:
         grant = grant_for_work(view_held_by(stale, 2), ME, PROJECT, LIMIT, self.count(0), ctx(), recovered=True)
         assert grant is not None and types_of(grant.events) == ["LeaseReleased", "LeaseGranted"]
         released = grant.events[0][1]
-        assert released == LeaseReleased(issue=ISSUE, session_id="s-bob", reason="expired", fencing_token=2, by_session_id="s-me")
+        assert released == LeaseReleased(
+            issue=ISSUE, session_id="s-bob", reason="expired", fencing_token=2, by_session_id="s-me"
+        )
 
     def test_the_callers_own_lease_is_kept_without_events_or_a_cap_count(self) -> None:
         live = self.count(LIMIT)
@@ -281,7 +291,10 @@ class TestGrantForWork:
             live = self.count(0)
             assert grant_for_work(view, ME, PROJECT, LIMIT, live, ctx()) is None
             assert live.asked == []  # the cap is not even counted
-        assert grant_for_work(free_view(reg=registry(1, project="other")), ME, PROJECT, LIMIT, self.count(0), ctx()) is None
+        assert (
+            grant_for_work(free_view(reg=registry(1, project="other")), ME, PROJECT, LIMIT, self.count(0), ctx())
+            is None
+        )
         full = self.count(LIMIT)
         assert grant_for_work(free_view(), ME, PROJECT, LIMIT, full, ctx()) is None
         assert full.asked == [LIMIT]

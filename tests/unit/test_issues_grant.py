@@ -108,7 +108,9 @@ class TestClaimGrantAndReclaim:
         }
 
     def test_ended_holder_is_reclaimed_without_note(self) -> None:
-        d = decide_claim_issue(ClaimState(ME, view_held_by(session("s-alice", ended=True), 2), LIMIT, 0), claim(ME.session_id), ctx())
+        d = decide_claim_issue(
+            ClaimState(ME, view_held_by(session("s-alice", ended=True), 2), LIMIT, 0), claim(ME.session_id), ctx()
+        )
         assert types(d) == ["LeaseReleased", "LeaseGranted"]
         released = d.events[0][1]
         assert isinstance(released, LeaseReleased) and released.reason == "expired"
@@ -120,7 +122,9 @@ class TestClaimGrantAndReclaim:
 
     def test_reclaim_is_admitted_when_only_its_own_stale_lease_would_fill_the_cap(self) -> None:
         # given live_count excludes the stale lease on this same issue
-        d = decide_claim_issue(ClaimState(ME, view_held_by(ALICE_STALE, 1), LIMIT, LIMIT - 1), claim(ME.session_id), ctx())
+        d = decide_claim_issue(
+            ClaimState(ME, view_held_by(ALICE_STALE, 1), LIMIT, LIMIT - 1), claim(ME.session_id), ctx()
+        )
         assert types(d) == ["LeaseReleased", "LeaseGranted"]
 
     def test_issue_of_another_project_is_a_validation_error(self) -> None:
@@ -140,9 +144,7 @@ class TestClaimGrantAndReclaim:
         boss = session("s-boss", kind="human")
         tokens: list[int] = []
 
-        def grant_view(
-            reg: IssueState | None, holder: SessionState | None, token: int | None
-        ) -> IssueView:
+        def grant_view(reg: IssueState | None, holder: SessionState | None, token: int | None) -> IssueView:
             lease = lease_of(holder, token) if holder is not None and token is not None else None
             return IssueView(ISSUE, reg, lease, holder, ())
 
@@ -156,11 +158,19 @@ class TestClaimGrantAndReclaim:
         d1 = decide_claim_issue(ClaimState(ME, grant_view(None, None, None), LIMIT, 0), claim("s-me"), ctx())
         tokens.append(token_of(d1))
         me_stale = session("s-me", live=False)
-        d2 = decide_claim_issue(ClaimState(bob, grant_view(registry(tokens[-1]), me_stale, tokens[-1]), LIMIT, 0), claim("s-bob"), ctx())
+        d2 = decide_claim_issue(
+            ClaimState(bob, grant_view(registry(tokens[-1]), me_stale, tokens[-1]), LIMIT, 0), claim("s-bob"), ctx()
+        )
         tokens.append(token_of(d2))
-        d3 = decide_claim_issue(ClaimState(boss, grant_view(registry(tokens[-1]), bob, tokens[-1]), LIMIT, 0), claim("s-boss", force=True), ctx("human"))
+        d3 = decide_claim_issue(
+            ClaimState(boss, grant_view(registry(tokens[-1]), bob, tokens[-1]), LIMIT, 0),
+            claim("s-boss", force=True),
+            ctx("human"),
+        )
         tokens.append(token_of(d3))
-        d4 = decide_claim_issue(ClaimState(ME, grant_view(registry(tokens[-1]), None, None), LIMIT, 0), claim("s-me"), ctx())
+        d4 = decide_claim_issue(
+            ClaimState(ME, grant_view(registry(tokens[-1]), None, None), LIMIT, 0), claim("s-me"), ctx()
+        )
         tokens.append(token_of(d4))
         # then every grant carries last + 1
         assert tokens == [1, 2, 3, 4]

@@ -169,9 +169,7 @@ class TestEffectiveStatePrecedence:
 
     def test_own_stale_lease_beats_live_declarer(self) -> None:
         me_stale = session("s-me", live=False)
-        st = effective_state(
-            view_held_by(me_stale, declarers=(DECLARER,)), me_stale.session_id, ctx()
-        )
+        st = effective_state(view_held_by(me_stale, declarers=(DECLARER,)), me_stale.session_id, ctx())
         assert (st.state, st.reason) == ("self_is_holder", "assignment_self")
 
     def test_human_holder_beats_liveness_even_when_stale(self) -> None:

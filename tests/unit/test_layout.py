@@ -36,7 +36,9 @@ def modules() -> set[str]:
     return {
         m
         for m in found
-        if not (m.endswith("__init__.py") and is_empty_package((PACKAGE if not m.startswith("projections/") else ROOT) / m))
+        if not (
+            m.endswith("__init__.py") and is_empty_package((PACKAGE if not m.startswith("projections/") else ROOT) / m)
+        )
     }
 
 
@@ -77,7 +79,13 @@ def imports_of(path: Path) -> set[str]:
 
 def test_nothing_downstream_imports_upstream() -> None:
     upstream = {
-        PACKAGE / "domain": ("eventcoord.store", "eventcoord.api", "eventcoord.handlers", "eventcoord.service", "eventcoord.projections"),
+        PACKAGE / "domain": (
+            "eventcoord.store",
+            "eventcoord.api",
+            "eventcoord.handlers",
+            "eventcoord.service",
+            "eventcoord.projections",
+        ),
         PACKAGE / "handlers": ("eventcoord.api", "eventcoord.service"),
         PACKAGE / "store": ("eventcoord.api", "eventcoord.handlers", "eventcoord.service"),
         PROJECTIONS: ("eventcoord.api", "eventcoord.handlers", "eventcoord.service"),

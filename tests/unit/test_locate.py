@@ -21,9 +21,13 @@ def folder_with_token(root: Path, token: str) -> Path:
     return root
 
 
-def test_flags_win_over_the_environment_which_wins_over_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_flags_win_over_the_environment_which_wins_over_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     here = folder_with_token(tmp_path, "from-file")
-    assert locate(start=here) == type(locate(start=here))(DEFAULT_URL, "from-file", str(here / ".eventcoord" / "admin-token"))
+    assert locate(start=here) == type(locate(start=here))(
+        DEFAULT_URL, "from-file", str(here / ".eventcoord" / "admin-token")
+    )
     monkeypatch.setenv("EVENTCOORD_BOOTSTRAP_TOKEN", "from-bootstrap")
     assert locate(start=here).token == "from-bootstrap"
     monkeypatch.setenv("EVENTCOORD_TOKEN", "from-env")
@@ -34,7 +38,9 @@ def test_flags_win_over_the_environment_which_wins_over_the_folder(tmp_path: Pat
     assert (target.url, target.token, target.source) == ("http://flag:2", "from-flag", "--token")
 
 
-def test_the_folder_is_found_from_a_subdirectory_or_named_by_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_folder_is_found_from_a_subdirectory_or_named_by_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = folder_with_token(tmp_path / "project", "t1")
     deep = root / "a" / "b"
     deep.mkdir(parents=True)

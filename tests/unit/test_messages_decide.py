@@ -35,14 +35,24 @@ def of(d: Decision, cls: type[MessagePosted]) -> list[Any]:
 
 
 def test_post_message_sanitises_and_checks_agent_channels() -> None:
-    d = domain.decide_post_message(domain.PostState(SESSIONS[ME], None), PostMessage(channel="issue:X-1", body="hi\x1b[31m\tthere\n", session_id=ME), ctx())
+    d = domain.decide_post_message(
+        domain.PostState(SESSIONS[ME], None),
+        PostMessage(channel="issue:X-1", body="hi\x1b[31m\tthere\n", session_id=ME),
+        ctx(),
+    )
     (m,) = of(d, MessagePosted)
     assert m.body == "hi[31m\tthere\n" and m.session_id == ME and m.actor_key == f"actor-{ME}"
     with pytest.raises(DomainError) as e:
-        domain.decide_post_message(domain.PostState(None, None), PostMessage(channel="agent:s-nobody", body="x"), ctx("admin"))
+        domain.decide_post_message(
+            domain.PostState(None, None), PostMessage(channel="agent:s-nobody", body="x"), ctx("admin")
+        )
     assert e.value.code == "NOT_FOUND"
-    ok = domain.decide_post_message(domain.PostState(None, SESSIONS[BOB]), PostMessage(channel=f"agent:{BOB}", body="x"), ctx("admin"))
+    ok = domain.decide_post_message(
+        domain.PostState(None, SESSIONS[BOB]), PostMessage(channel=f"agent:{BOB}", body="x"), ctx("admin")
+    )
     assert of(ok, MessagePosted)[0].actor_key == "token:admin"
     with pytest.raises(DomainError) as e:
-        domain.decide_post_message(domain.PostState(None, None), PostMessage(channel="project:p", body="\x00\x01"), ctx())
+        domain.decide_post_message(
+            domain.PostState(None, None), PostMessage(channel="project:p", body="\x00\x01"), ctx()
+        )
     assert e.value.code == "VALIDATION"

@@ -27,7 +27,9 @@ def renew(name: str, lease: NamedLeaseState | None, me: SessionState, ttl: int |
 
 
 def release(name: str, lease: NamedLeaseState | None, me: SessionState, c: Context) -> Decision:
-    return domain.decide_release_lease(NamedLeaseCommandState(me, lease), ReleaseLease(session_id=me.session_id, name=name), c)
+    return domain.decide_release_lease(
+        NamedLeaseCommandState(me, lease), ReleaseLease(session_id=me.session_id, name=name), c
+    )
 
 
 def lease(holder: str | None, token: int, expires_us: int | None, ttl: int = 30) -> NamedLeaseState:
@@ -40,7 +42,14 @@ def test_a_free_name_is_granted_with_the_default_ttl() -> None:
     assert d.events == [
         (
             "lease:dispatcher",
-            NamedLeaseAcquired(name="dispatcher", session_id="s-a", actor_key="actor-s-a", fencing_token=1, ttl_seconds=30, expires_at_us=expires),
+            NamedLeaseAcquired(
+                name="dispatcher",
+                session_id="s-a",
+                actor_key="actor-s-a",
+                fencing_token=1,
+                ttl_seconds=30,
+                expires_at_us=expires,
+            ),
         )
     ]
     assert d.result["fencing_token"] == 1 and d.result["expires_at"].endswith("Z") and d.session_id == "s-a"
@@ -51,14 +60,26 @@ def test_a_free_name_is_granted_with_the_default_ttl() -> None:
 def test_a_live_lease_of_another_is_held() -> None:
     code, details = code_of(acquire, "dispatcher", lease("s-b", 3, NOW + 1), session("s-a"), None, ctx())
     assert code == "LEASE_HELD"
-    assert details == {"name": "dispatcher", "session_id": "s-b", "actor_key": "actor-s-b", "expires_at": format_time(NOW + 1)}
+    assert details == {
+        "name": "dispatcher",
+        "session_id": "s-b",
+        "actor_key": "actor-s-b",
+        "expires_at": format_time(NOW + 1),
+    }
 
 
 def test_an_expired_lease_is_taken_over_with_a_higher_token() -> None:
     d = acquire("dispatcher", lease("s-b", 3, NOW), session("s-a"), 2, ctx())
     assert [e for _, e in d.events] == [
         NamedLeaseReleased(name="dispatcher", session_id="s-b", reason="expired"),
-        NamedLeaseAcquired(name="dispatcher", session_id="s-a", actor_key="actor-s-a", fencing_token=4, ttl_seconds=2, expires_at_us=NOW + 2 * SECOND),
+        NamedLeaseAcquired(
+            name="dispatcher",
+            session_id="s-a",
+            actor_key="actor-s-a",
+            fencing_token=4,
+            ttl_seconds=2,
+            expires_at_us=NOW + 2 * SECOND,
+        ),
     ]
 
 
@@ -66,7 +87,9 @@ def test_reacquire_by_the_holder_renews_with_the_same_token() -> None:
     for expires in (NOW + SECOND, NOW - SECOND):
         d = acquire("dispatcher", lease("s-a", 3, expires, ttl=7), session("s-a"), None, ctx())
         assert [e for _, e in d.events] == [
-            NamedLeaseRenewed(name="dispatcher", session_id="s-a", fencing_token=3, ttl_seconds=7, expires_at_us=NOW + 7 * SECOND)
+            NamedLeaseRenewed(
+                name="dispatcher", session_id="s-a", fencing_token=3, ttl_seconds=7, expires_at_us=NOW + 7 * SECOND
+            )
         ]
         assert d.result["renewed"] is True and d.result["fencing_token"] == 3
 
@@ -88,7 +111,9 @@ def _evolve(state: NamedLeaseState | None, d: Decision) -> NamedLeaseState | Non
         if isinstance(e, NamedLeaseAcquired):
             state = NamedLeaseState(e.name, e.session_id, e.actor_key, e.fencing_token, e.ttl_seconds, e.expires_at_us)
         elif isinstance(e, NamedLeaseRenewed) and state is not None:
-            state = NamedLeaseState(state.name, state.session_id, state.actor_key, state.fencing_token, e.ttl_seconds, e.expires_at_us)
+            state = NamedLeaseState(
+                state.name, state.session_id, state.actor_key, state.fencing_token, e.ttl_seconds, e.expires_at_us
+            )
         elif isinstance(e, NamedLeaseReleased) and state is not None and state.session_id == e.session_id:
             state = NamedLeaseState(state.name, None, None, state.fencing_token, state.ttl_seconds, None)
     return state
@@ -96,7 +121,12 @@ def _evolve(state: NamedLeaseState | None, d: Decision) -> NamedLeaseState | Non
 
 @given(
     st.lists(
-        st.tuples(st.sampled_from(["acquire", "renew", "release"]), st.sampled_from(["s-a", "s-b", "s-c"]), st.integers(0, 3 * SECOND), st.integers(1, 3)),
+        st.tuples(
+            st.sampled_from(["acquire", "renew", "release"]),
+            st.sampled_from(["s-a", "s-b", "s-c"]),
+            st.integers(0, 3 * SECOND),
+            st.integers(1, 3),
+        ),
         max_size=40,
     )
 )
@@ -136,13 +166,26 @@ def test_one_holder_at_a_time_and_tokens_only_grow(steps: list[tuple[str, str, i
 def test_only_a_live_session_acquires_and_an_ended_one_renews_or_releases_nothing() -> None:
     stale = session("s-a", last_seen_us=NOW - TTL * SECOND)
     ended = session("s-a", ended_us=NOW - 1)
-    assert code_of(acquire, "dispatcher", None, stale, None, ctx()) == ("SESSION_NOT_LIVE", {"session_id": "s-a", "ended": False})
+    assert code_of(acquire, "dispatcher", None, stale, None, ctx()) == (
+        "SESSION_NOT_LIVE",
+        {"session_id": "s-a", "ended": False},
+    )
     assert code_of(acquire, "dispatcher", None, ended, None, ctx())[0] == "SESSION_NOT_LIVE"
     mine = lease("s-a", 2, NOW + SECOND)
-    assert code_of(renew, "dispatcher", mine, ended, None, ctx()) == ("SESSION_NOT_LIVE", {"session_id": "s-a", "ended": True})
-    assert code_of(release, "dispatcher", mine, ended, ctx()) == ("SESSION_NOT_LIVE", {"session_id": "s-a", "ended": True})
+    assert code_of(renew, "dispatcher", mine, ended, None, ctx()) == (
+        "SESSION_NOT_LIVE",
+        {"session_id": "s-a", "ended": True},
+    )
+    assert code_of(release, "dispatcher", mine, ended, ctx()) == (
+        "SESSION_NOT_LIVE",
+        {"session_id": "s-a", "ended": True},
+    )
     # a stale holder may still renew (its command is a sign of life)
     assert [type(e) for _, e in renew("dispatcher", mine, stale, None, ctx()).events] == [NamedLeaseRenewed]
     unknown = NamedLeaseCommandState(None, None)
-    assert code_of(domain.decide_acquire_lease, unknown, AcquireLease(session_id="s-x", name="n"), ctx())[0] == "NOT_FOUND"
-    assert code_of(domain.decide_release_lease, unknown, ReleaseLease(session_id="s-x", name="n"), ctx())[0] == "NOT_FOUND"
+    assert (
+        code_of(domain.decide_acquire_lease, unknown, AcquireLease(session_id="s-x", name="n"), ctx())[0] == "NOT_FOUND"
+    )
+    assert (
+        code_of(domain.decide_release_lease, unknown, ReleaseLease(session_id="s-x", name="n"), ctx())[0] == "NOT_FOUND"
+    )

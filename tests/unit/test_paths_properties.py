@@ -57,8 +57,7 @@ TOKENS = ["a", "b", ".", "*", "?", "**", "[ab]", "[!a]"]
 SEGMENTS = ["a", "b", "aa", "ab", "a.", "ba", "bb", "b.", ".a", ".b", ".b."]
 MAX_FILE_SEGMENTS = 4
 UNIVERSE_BY_COUNT: dict[int, list[str]] = {
-    n: ["/".join(parts) for parts in itertools.product(SEGMENTS, repeat=n)]
-    for n in range(1, MAX_FILE_SEGMENTS + 1)
+    n: ["/".join(parts) for parts in itertools.product(SEGMENTS, repeat=n)] for n in range(1, MAX_FILE_SEGMENTS + 1)
 }
 UNIVERSE = [f for files in UNIVERSE_BY_COUNT.values() for f in files]
 
@@ -147,8 +146,7 @@ def pattern_pairs(draw: st.DrawFn) -> tuple[str, str]:
 
     def variant() -> str | None:
         segments = [
-            [tok if draw(st.booleans()) else draw(st.sampled_from(_GEN_TOKENS)) for tok in seg]
-            for seg in skeleton
+            [tok if draw(st.booleans()) else draw(st.sampled_from(_GEN_TOKENS)) for tok in seg] for seg in skeleton
         ]
         if len(segments) > 1 and draw(st.booleans()):
             del segments[draw(st.integers(0, len(segments) - 1))]
@@ -164,9 +162,7 @@ def pattern_pairs(draw: st.DrawFn) -> tuple[str, str]:
 
 def _oracle_overlaps(p: str, q: str) -> bool:
     counts = _file_counts(p) & _file_counts(q)
-    return any(
-        matches(p, f) and matches(q, f) for n in sorted(counts) for f in UNIVERSE_BY_COUNT[n]
-    )
+    return any(matches(p, f) and matches(q, f) for n in sorted(counts) for f in UNIVERSE_BY_COUNT[n])
 
 
 @settings(max_examples=1000, deadline=None)

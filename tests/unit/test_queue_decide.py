@@ -30,10 +30,14 @@ from eventcoord.events import (
 
 def start(it: ItemState, session_id: str, admin: bool, reads: MemoryReads | None = None) -> Decision:
     state = domain.TransitionState(it, session(session_id), reads or MemoryReads())
-    return domain.decide_start_work(state, StartWork(session_id=session_id, item_id=it.item_id), ctx(role="admin" if admin else "agent"))
+    return domain.decide_start_work(
+        state, StartWork(session_id=session_id, item_id=it.item_id), ctx(role="admin" if admin else "agent")
+    )
 
 
-def finish(it: ItemState, session_id: str | None, admin: bool, outcome: Any, reads: MemoryReads | None = None) -> Decision:
+def finish(
+    it: ItemState, session_id: str | None, admin: bool, outcome: Any, reads: MemoryReads | None = None
+) -> Decision:
     state = domain.TransitionState(it, session(session_id) if session_id else None, reads or MemoryReads())
     cmd = FinishWork(session_id=session_id, item_id=it.item_id, outcome=outcome)
     return domain.decide_finish_work(state, cmd, ctx(role="admin" if admin else "agent"))
@@ -44,7 +48,11 @@ def finish(it: ItemState, session_id: str | None, admin: bool, outcome: Any, rea
 
 def test_paths_are_normalised_deduplicated_and_refused_by_index() -> None:
     assert normalise_paths(["./src//a.py", "src/a.py", "docs/"]) == ["src/a.py", "docs/"]
-    for bad, index, reason in ((["a", "/abs"], 1, "absolute"), (["../x"], 0, "dotdot"), (["ok", "ok2", ""], 2, "empty")):
+    for bad, index, reason in (
+        (["a", "/abs"], 1, "absolute"),
+        (["../x"], 0, "dotdot"),
+        (["ok", "ok2", ""], 2, "empty"),
+    ):
         code, details = code_of(normalise_paths, bad)
         assert (code, details) == ("VALIDATION", {"field": f"paths[{index}]", "reason": reason})
 
@@ -65,7 +73,11 @@ def test_an_issue_stays_in_the_project_of_its_first_claim() -> None:
 
 
 def test_selection_order_is_priority_then_age() -> None:
-    items = [item(item_id="old-low", priority=1, position=1), item(item_id="new-high", priority=5, position=9), item(item_id="old-high", priority=5, position=3)]
+    items = [
+        item(item_id="old-low", priority=1, position=1),
+        item(item_id="new-high", priority=5, position=9),
+        item(item_id="old-high", priority=5, position=3),
+    ]
     assert [i.item_id for i in sorted(items, key=lambda i: i.order)] == ["old-high", "new-high", "old-low"]
 
 
@@ -176,11 +188,22 @@ def test_finish_by_another_session_or_an_admin() -> None:
 
 def test_start_or_finish_of_an_unknown_item_or_by_an_ended_session_is_refused_first() -> None:
     unknown = domain.TransitionState(None, None)
-    assert code_of(domain.decide_start_work, unknown, StartWork(session_id="s-a", item_id="w-9"), ctx()) == ("NOT_FOUND", {"item_id": "w-9"})
-    assert code_of(domain.decide_finish_work, unknown, FinishWork(session_id="s-a", item_id="w-9", outcome="done"), ctx())[0] == "NOT_FOUND"
+    assert code_of(domain.decide_start_work, unknown, StartWork(session_id="s-a", item_id="w-9"), ctx()) == (
+        "NOT_FOUND",
+        {"item_id": "w-9"},
+    )
+    assert (
+        code_of(domain.decide_finish_work, unknown, FinishWork(session_id="s-a", item_id="w-9", outcome="done"), ctx())[
+            0
+        ]
+        == "NOT_FOUND"
+    )
     reads = MemoryReads()
     ended = domain.TransitionState(item("claimed", "s-a"), session("s-a", ended_us=NOW - 1), reads)
-    assert code_of(domain.decide_start_work, ended, StartWork(session_id="s-a", item_id="w-1"), ctx())[0] == "SESSION_NOT_LIVE"
+    assert (
+        code_of(domain.decide_start_work, ended, StartWork(session_id="s-a", item_id="w-1"), ctx())[0]
+        == "SESSION_NOT_LIVE"
+    )
     assert reads.asked == []  # refused before any stale work is recovered
 
 
@@ -191,40 +214,68 @@ def test_recovery_requeues_and_releases_each_lease_its_worker_still_holds_once()
     a = item("running", "s-gone", item_id="a", issue="I-1", position=1)
     b = item("claimed", "s-gone", item_id="b", issue="I-1", position=2)
     c = item("claimed", "s-old", item_id="c", issue="I-2", position=3)
-    leases = {"I-1": LeaseState("I-1", "P", "s-gone", "actor-s-gone", 4), "I-2": LeaseState("I-2", "P", "s-new", "actor-s-new", 8)}
+    leases = {
+        "I-1": LeaseState("I-1", "P", "s-gone", "actor-s-gone", 4),
+        "I-2": LeaseState("I-2", "P", "s-new", "actor-s-new", 8),
+    }
     r = domain.recover(StaleWork([a, b, c], leases), "s-me")
     assert r.events == [
         ("work:a", WorkRequeued(item_id="a", session_id="s-gone", reason="worker_stale")),
-        ("issue:I-1", LeaseReleased(issue="I-1", session_id="s-gone", reason="expired", fencing_token=4, by_session_id="s-me")),
+        (
+            "issue:I-1",
+            LeaseReleased(issue="I-1", session_id="s-gone", reason="expired", fencing_token=4, by_session_id="s-me"),
+        ),
         ("work:b", WorkRequeued(item_id="b", session_id="s-gone", reason="worker_stale")),
         ("work:c", WorkRequeued(item_id="c", session_id="s-old", reason="worker_stale")),
     ]
     assert r.released == {"I-1": 1}
-    assert {i: (x.status, x.session_id) for i, x in r.items.items()} == {"a": ("queued", None), "b": ("queued", None), "c": ("queued", None)}
+    assert {i: (x.status, x.session_id) for i, x in r.items.items()} == {
+        "a": ("queued", None),
+        "b": ("queued", None),
+        "c": ("queued", None),
+    }
     assert [e for _, e in r.reclaiming("I-1")] == [e for k, (_, e) in enumerate(r.events) if k != 1]
     assert r.reclaiming("I-2") == r.events and r.reclaiming(None) == r.events
 
 
 def test_stale_items_are_listed_in_selection_order() -> None:
     workers = {"s-gone": gone("s-gone")}
-    items = [item("claimed", "s-gone", item_id="low", priority=0, position=1), item("claimed", "s-gone", item_id="high", priority=9, position=5)]
+    items = [
+        item("claimed", "s-gone", item_id="low", priority=0, position=1),
+        item("claimed", "s-gone", item_id="high", priority=9, position=5),
+    ]
     assert [i.item_id for i in domain.stale_items(items, workers, ctx(), None)] == ["high", "low"]
 
 
 def test_enqueue_records_the_item_after_recovering_stale_work() -> None:
     stale = StaleWork([item("running", "s-gone", item_id="old")], {})
-    cmd = EnqueueWork(project="P", issue="I-1", priority=2, payload={"k": 1}, blocked_by=["w-b", "w-b"], paths=["./src//x.py"])
+    cmd = EnqueueWork(
+        project="P", issue="I-1", priority=2, payload={"k": 1}, blocked_by=["w-b", "w-b"], paths=["./src//x.py"]
+    )
     ids = iter(["w-new"])
     c = ctx()
     c.make_id = lambda prefix: next(ids)
     d = domain.decide_enqueue_work(domain.EnqueueState(["w-b"], None, MemoryReads(stale=stale)), cmd, c)
     assert d.events == [
         ("work:old", WorkRequeued(item_id="old", session_id="s-gone", reason="worker_stale")),
-        ("work:w-new", WorkEnqueued(item_id="w-new", project="P", issue="I-1", priority=2, payload={"k": 1}, blocked_by=["w-b"], paths=["src/x.py"])),
+        (
+            "work:w-new",
+            WorkEnqueued(
+                item_id="w-new",
+                project="P",
+                issue="I-1",
+                priority=2,
+                payload={"k": 1},
+                blocked_by=["w-b"],
+                paths=["src/x.py"],
+            ),
+        ),
     ]
     assert d.result == {"item_id": "w-new"}
     bad = EnqueueWork(project="P", issue="I-1")
-    assert code_of(domain.decide_enqueue_work, domain.EnqueueState([], "Q", MemoryReads()), bad, ctx())[1] == {"field": "issue"}
+    assert code_of(domain.decide_enqueue_work, domain.EnqueueState([], "Q", MemoryReads()), bad, ctx())[1] == {
+        "field": "issue"
+    }
 
 
 # --- finish_work releases the item's lease ------------------------------------------------
@@ -234,12 +285,20 @@ def test_finishing_releases_the_workers_lease_unless_another_item_needs_it() -> 
     running = item("running", "s-a", issue="I-1")
     lease = LeaseState("I-1", "P", "s-a", "actor-s-a", 4)
     d = finish(running, "s-a", False, "done", MemoryReads(leases={"I-1": lease}))
-    assert d.events[-1] == ("issue:I-1", LeaseReleased(issue="I-1", session_id="s-a", reason="completed", fencing_token=4))
+    assert d.events[-1] == (
+        "issue:I-1",
+        LeaseReleased(issue="I-1", session_id="s-a", reason="completed", fencing_token=4),
+    )
     by_admin = finish(running, None, True, "failed", MemoryReads(leases={"I-1": lease}))
-    assert by_admin.events[-1] == ("issue:I-1", LeaseReleased(issue="I-1", session_id="s-a", reason="released", fencing_token=4, by_session_id=None))
+    assert by_admin.events[-1] == (
+        "issue:I-1",
+        LeaseReleased(issue="I-1", session_id="s-a", reason="released", fencing_token=4, by_session_id=None),
+    )
     kept = finish(running, "s-a", False, "done", MemoryReads(leases={"I-1": lease}, others=1))
     assert [type(e) for _, e in kept.events] == [WorkFinished]
-    someone_elses = finish(running, "s-a", False, "done", MemoryReads(leases={"I-1": LeaseState("I-1", "P", "s-b", "x", 9)}))
+    someone_elses = finish(
+        running, "s-a", False, "done", MemoryReads(leases={"I-1": LeaseState("I-1", "P", "s-b", "x", 9)})
+    )
     assert [type(e) for _, e in someone_elses.events] == [WorkFinished]
 
 

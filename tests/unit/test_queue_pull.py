@@ -42,7 +42,20 @@ def test_pull_takes_the_highest_priority_then_oldest_eligible_item() -> None:
     reads = MemoryReads(queue=[item(item_id="old", position=1), item(item_id="urgent", priority=5, position=7)])
     d = pull(reads)
     assert picked(d) == "urgent"
-    assert d.events == [("work:urgent", WorkClaimed(item_id="urgent", project="P", issue=None, session_id="s-me", actor_key="actor-s-me", host="host-1", fencing_token=None))]
+    assert d.events == [
+        (
+            "work:urgent",
+            WorkClaimed(
+                item_id="urgent",
+                project="P",
+                issue=None,
+                session_id="s-me",
+                actor_key="actor-s-me",
+                host="host-1",
+                fencing_token=None,
+            ),
+        )
+    ]
     assert d.result["item"]["fencing_token"] is None and d.result["item"]["status"] == "claimed"
 
 
@@ -69,19 +82,34 @@ def test_pull_answers_no_item_when_nothing_is_eligible_keeping_the_recovery() ->
 
 def test_pull_grants_the_issue_lease_with_the_next_token_and_the_payload() -> None:
     queued = ItemState("w-1", "P", "I-1", 0, "queued", None, None, (), (), msgspec.json.encode({"a": [1]}).decode(), 1)
-    reads = MemoryReads(queue=[queued], issues={"I-1": IssueView("I-1", IssueState("I-1", "P", 6, None, None), None, None, ())})
+    reads = MemoryReads(
+        queue=[queued], issues={"I-1": IssueView("I-1", IssueState("I-1", "P", 6, None, None), None, None, ())}
+    )
     d = pull(reads)
     assert [type(e) for _, e in d.events] == [LeaseGranted, WorkClaimed]
-    assert d.events[0] == ("issue:I-1", LeaseGranted(project="P", issue="I-1", session_id="s-me", actor_key="actor-s-me", fencing_token=7))
+    assert d.events[0] == (
+        "issue:I-1",
+        LeaseGranted(project="P", issue="I-1", session_id="s-me", actor_key="actor-s-me", fencing_token=7),
+    )
     assert d.result["item"]["fencing_token"] == 7 and d.result["item"]["payload"] == {"a": [1]}
 
 
 def test_pull_skips_issues_held_by_others_in_other_projects_or_over_the_cap() -> None:
     alice = session("s-alice")
-    held = IssueView("I-held", IssueState("I-held", "P", 1, None, None), LeaseState("I-held", "P", "s-alice", "actor-s-alice", 1), alice, ())
+    held = IssueView(
+        "I-held",
+        IssueState("I-held", "P", 1, None, None),
+        LeaseState("I-held", "P", "s-alice", "actor-s-alice", 1),
+        alice,
+        (),
+    )
     elsewhere = IssueView("I-q", IssueState("I-q", "Q", 1, None, None), None, None, ())
     reads = MemoryReads(
-        queue=[item(item_id="a", position=1, issue="I-held"), item(item_id="b", position=2, issue="I-q"), item(item_id="c", position=3, issue="I-cap")],
+        queue=[
+            item(item_id="a", position=1, issue="I-held"),
+            item(item_id="b", position=2, issue="I-q"),
+            item(item_id="c", position=3, issue="I-cap"),
+        ],
         issues={"I-held": held, "I-q": elsewhere},
         live={"I-cap": 3},
     )
@@ -92,7 +120,9 @@ def test_pull_skips_issues_held_by_others_in_other_projects_or_over_the_cap() ->
 
 def test_pull_keeps_a_lease_the_caller_already_holds() -> None:
     me = session("s-me")
-    mine = IssueView("I-1", IssueState("I-1", "P", 3, None, None), LeaseState("I-1", "P", "s-me", "actor-s-me", 3), me, ())
+    mine = IssueView(
+        "I-1", IssueState("I-1", "P", 3, None, None), LeaseState("I-1", "P", "s-me", "actor-s-me", 3), me, ()
+    )
     d = pull(MemoryReads(queue=[item(issue="I-1")], issues={"I-1": mine}, live={"I-1": 99}), me=me)
     assert [type(e) for _, e in d.events] == [WorkClaimed] and d.result["item"]["fencing_token"] == 3
 
@@ -108,8 +138,22 @@ def test_pull_reclaims_a_lease_the_recovery_released_in_one_step() -> None:
     assert d.events == [
         ("work:w-1", WorkRequeued(item_id="w-1", session_id="s-gone", reason="worker_stale")),
         ("issue:I-1", expired),
-        ("issue:I-1", LeaseGranted(project="P", issue="I-1", session_id="s-me", actor_key="actor-s-me", fencing_token=6)),
-        ("work:w-1", WorkClaimed(item_id="w-1", project="P", issue="I-1", session_id="s-me", actor_key="actor-s-me", host="host-1", fencing_token=6)),
+        (
+            "issue:I-1",
+            LeaseGranted(project="P", issue="I-1", session_id="s-me", actor_key="actor-s-me", fencing_token=6),
+        ),
+        (
+            "work:w-1",
+            WorkClaimed(
+                item_id="w-1",
+                project="P",
+                issue="I-1",
+                session_id="s-me",
+                actor_key="actor-s-me",
+                host="host-1",
+                fencing_token=6,
+            ),
+        ),
     ]
 
 
@@ -119,7 +163,10 @@ def test_pull_never_hands_out_a_stale_holders_issue_it_did_not_recover() -> None
     lease = LeaseState("I-stale", "P", "s-gone", "actor-s-gone", 4)
     stale_view = IssueView("I-stale", IssueState("I-stale", "P", 4, None, None), lease, gone("s-gone"), ())
     reads = MemoryReads(
-        queue=[item(item_id="w-stale", priority=9, position=1, issue="I-stale"), item(item_id="w-free", priority=1, position=2, issue="I-free")],
+        queue=[
+            item(item_id="w-stale", priority=9, position=1, issue="I-stale"),
+            item(item_id="w-free", priority=1, position=2, issue="I-free"),
+        ],
         issues={"I-stale": stale_view},
     )
     d = pull(reads)
@@ -137,7 +184,10 @@ def test_pull_skips_a_human_held_issue_live_or_not() -> None:
 
 def test_pull_that_cannot_reclaim_leaves_the_released_lease_where_the_recovery_put_it() -> None:
     lease = LeaseState("I-1", "P", "s-gone", "actor-s-gone", 5)
-    stale = StaleWork([item("running", "s-gone", item_id="w-1", issue="I-1"), item("running", "s-gone", item_id="w-2", position=2)], {"I-1": lease})
+    stale = StaleWork(
+        [item("running", "s-gone", item_id="w-1", issue="I-1"), item("running", "s-gone", item_id="w-2", position=2)],
+        {"I-1": lease},
+    )
     view = IssueView("I-1", IssueState("I-1", "P", 5, None, None), lease, gone("s-gone"), ())
     d = pull(MemoryReads(stale=stale, issues={"I-1": view}, live={"I-1": 3}))
     assert [(s, type(e).__name__) for s, e in d.events] == [

@@ -137,7 +137,10 @@ def test_unresolved_names_the_session_and_is_unstable() -> None:
 @pytest.mark.parametrize(
     ("fields", "source"),
     [
-        ({"actor": "bob", "runtime": "codex", "runtime_session_id": "t", "process_ancestry": "abc"}, "explicit-override"),
+        (
+            {"actor": "bob", "runtime": "codex", "runtime_session_id": "t", "process_ancestry": "abc"},
+            "explicit-override",
+        ),
         ({"runtime": "codex", "runtime_session_id": "t", "process_ancestry": "abc"}, "runtime-session-id:codex"),
         ({"process_ancestry": "abc"}, "process-ancestry"),
         ({}, "unresolved"),
@@ -194,7 +197,9 @@ def test_heartbeat_of_a_stale_session_revives_it() -> None:
 
 def test_heartbeat_of_an_ended_session_is_refused() -> None:
     with pytest.raises(DomainError) as e:
-        domain.decide_heartbeat_agent(HeartbeatState(session(ended_us=NOW - 1), []), HeartbeatAgent(session_id=SID), ctx())
+        domain.decide_heartbeat_agent(
+            HeartbeatState(session(ended_us=NOW - 1), []), HeartbeatAgent(session_id=SID), ctx()
+        )
     assert e.value.code == "SESSION_NOT_LIVE"
     assert e.value.details["session_id"] == SID
 
@@ -235,11 +240,17 @@ def test_heartbeat_handoff_note_goes_to_every_held_issue_sanitised() -> None:
 
 
 def test_heartbeat_handoff_note_without_leases_goes_to_the_declared_issue() -> None:
-    declared = domain.decide_heartbeat_agent(HeartbeatState(session(working_on="ISS-4"), []), HeartbeatAgent(session_id=SID, handoff_note="n"), ctx())
+    declared = domain.decide_heartbeat_agent(
+        HeartbeatState(session(working_on="ISS-4"), []), HeartbeatAgent(session_id=SID, handoff_note="n"), ctx()
+    )
     assert [(s, type(e)) for s, e in declared.events][1:] == [("issue:ISS-4", HandoffNoted)]
-    newly = domain.decide_heartbeat_agent(HeartbeatState(session(), []), HeartbeatAgent(session_id=SID, working_on="ISS-5", handoff_note="n"), ctx())
+    newly = domain.decide_heartbeat_agent(
+        HeartbeatState(session(), []), HeartbeatAgent(session_id=SID, working_on="ISS-5", handoff_note="n"), ctx()
+    )
     assert [s for s, _ in newly.events][1:] == ["issue:ISS-5"]
-    nowhere = domain.decide_heartbeat_agent(HeartbeatState(session(), []), HeartbeatAgent(session_id=SID, handoff_note="n"), ctx())
+    nowhere = domain.decide_heartbeat_agent(
+        HeartbeatState(session(), []), HeartbeatAgent(session_id=SID, handoff_note="n"), ctx()
+    )
     assert [type(e) for _, e in nowhere.events] == [AgentHeartbeat]
 
 
@@ -281,7 +292,10 @@ def test_end_releases_everything_held_in_order_with_the_note_after_each_lease() 
         ("issue:ISS-1", HandoffNoted(issue="ISS-1", session_id=SID, note="bye")),
         ("issue:ISS-2", LeaseReleased(issue="ISS-2", session_id=SID, reason="agent_ended", fencing_token=9)),
         ("issue:ISS-2", HandoffNoted(issue="ISS-2", session_id=SID, note="bye")),
-        ("files:ISS-1", FileClaimReleased(issue="ISS-1", session_id=SID, paths=["src/a.py", "docs/"], reason="agent_ended")),
+        (
+            "files:ISS-1",
+            FileClaimReleased(issue="ISS-1", session_id=SID, paths=["src/a.py", "docs/"], reason="agent_ended"),
+        ),
         ("files:ISS-3", FileClaimReleased(issue="ISS-3", session_id=SID, paths=["tests/"], reason="agent_ended")),
         ("work:w-2", WorkRequeued(item_id="w-2", session_id=SID, reason="agent_ended")),
         ("work:w-1", WorkRequeued(item_id="w-1", session_id=SID, reason="agent_ended")),
@@ -367,7 +381,9 @@ def test_clean_text_property(value: str) -> None:
 def test_registered_event_fields_are_always_clean(
     actor: str | None, host: str | None, runtime_session_id: str | None, process_ancestry: str | None
 ) -> None:
-    cmd = RegisterAgent(actor=actor, host=host, runtime="rt", runtime_session_id=runtime_session_id, process_ancestry=process_ancestry)
+    cmd = RegisterAgent(
+        actor=actor, host=host, runtime="rt", runtime_session_id=runtime_session_id, process_ancestry=process_ancestry
+    )
     d = domain.decide_register_agent(None, cmd, ctx())
     event = d.events[0][1]
     assert isinstance(event, AgentRegistered)

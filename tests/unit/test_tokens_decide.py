@@ -34,9 +34,15 @@ def test_an_admin_mints_for_its_own_workspace_and_a_replay_never_shows_the_token
 
 def test_only_the_operator_mints_for_another_workspace() -> None:
     with pytest.raises(DomainError) as e:
-        decide_issue_token(TokenState("t", TID), IssueToken(role="reader", workspace="other"), ctx(Caller("ws", "admin")))
+        decide_issue_token(
+            TokenState("t", TID), IssueToken(role="reader", workspace="other"), ctx(Caller("ws", "admin"))
+        )
     assert e.value.code == "FORBIDDEN"
-    d = decide_issue_token(TokenState("t", TID), IssueToken(role="reader", workspace="other"), ctx(Caller("default", "admin", operator=True)))
+    d = decide_issue_token(
+        TokenState("t", TID),
+        IssueToken(role="reader", workspace="other"),
+        ctx(Caller("default", "admin", operator=True)),
+    )
     assert d.result["workspace"] == "other"
 
 
@@ -50,13 +56,19 @@ def test_revoke_token_revokes_in_the_callers_workspace_only_and_is_idempotent() 
     row = TokenRow(TID, "ws", "agent", None)
     d = decide_revoke_token(RevokeState(row), RevokeToken(token_id=TID), ctx(Caller("ws", "admin")))
     assert d.events == [] and d.result["revoked"] is True and d.result["already_revoked"] is False
-    again = decide_revoke_token(RevokeState(TokenRow(TID, "ws", "agent", NOW)), RevokeToken(token_id=TID), ctx(Caller("ws", "admin")))
+    again = decide_revoke_token(
+        RevokeState(TokenRow(TID, "ws", "agent", NOW)), RevokeToken(token_id=TID), ctx(Caller("ws", "admin"))
+    )
     assert again.result["already_revoked"] is True
     for state in (RevokeState(None), RevokeState(TokenRow(TID, "other", "agent", None))):
         with pytest.raises(DomainError) as e:
             decide_revoke_token(state, RevokeToken(token_id=TID), ctx(Caller("ws", "admin")))
         assert e.value.code == "NOT_FOUND"  # another workspace's token is invisible
-    d = decide_revoke_token(RevokeState(TokenRow(TID, "other", "agent", None)), RevokeToken(token_id=TID), ctx(Caller("default", "admin", operator=True)))
+    d = decide_revoke_token(
+        RevokeState(TokenRow(TID, "other", "agent", None)),
+        RevokeToken(token_id=TID),
+        ctx(Caller("default", "admin", operator=True)),
+    )
     assert d.result["workspace"] == "other"
 
 

@@ -42,16 +42,32 @@ def waiter(s, position: int) -> waits.Waiter:  # type: ignore[no-untyped-def]
     return waits.Waiter(position, "issue", ISSUE, s.session_id, s.actor_key, NOW, s, project=PROJECT, issue=ISSUE)
 
 
-def line(*waiting, rules: ProjectRules | None = None, live: int = 0, held: dict[str, int] | None = None, delay: DelayFrom | None = None) -> IssueLine:  # type: ignore[no-untyped-def]
+def line(
+    *waiting,
+    rules: ProjectRules | None = None,
+    live: int = 0,
+    held: dict[str, int] | None = None,
+    delay: DelayFrom | None = None,
+) -> IssueLine:  # type: ignore[no-untyped-def]
     return IssueLine(
-        ISSUE, PROJECT, 4, "where I stopped", rules or ProjectRules(), lambda: live, lambda sid: (held or {}).get(sid, 0), delay, list(waiting)
+        ISSUE,
+        PROJECT,
+        4,
+        "where I stopped",
+        rules or ProjectRules(),
+        lambda: live,
+        lambda sid: (held or {}).get(sid, 0),
+        delay,
+        list(waiting),
     )
 
 
 def test_a_release_hands_the_issue_to_the_first_live_waiter_dropping_stale_ones() -> None:
     stale, bob = session("s-stale", live=False), session("s-bob")
     d = decide_release_issue(
-        ReleaseState(ME, lease_of(ME, 4), lambda: line(waiter(stale, 1), waiter(bob, 2), waiter(ALICE, 3))), ReleaseIssue(session_id="s-me", issue=ISSUE), ctx()
+        ReleaseState(ME, lease_of(ME, 4), lambda: line(waiter(stale, 1), waiter(bob, 2), waiter(ALICE, 3))),
+        ReleaseIssue(session_id="s-me", issue=ISSUE),
+        ctx(),
     )
     assert types(d) == ["LeaseReleased", "WaitAbandoned", "LeaseGranted", "MessagePosted"]
     dropped = [e for _, e in d.events if isinstance(e, WaitAbandoned)]
@@ -65,11 +81,21 @@ def test_a_release_hands_the_issue_to_the_first_live_waiter_dropping_stale_ones(
 
 def test_a_full_project_hands_nothing_out_and_the_per_agent_limit_passes_a_waiter_over() -> None:
     d = Decision()
-    assert hand_off_issue(d, line(waiter(ALICE, 1), rules=ProjectRules(wip_limit=2), live=2), Claimant("s-me", "me"), ctx()) is None
+    assert (
+        hand_off_issue(
+            d, line(waiter(ALICE, 1), rules=ProjectRules(wip_limit=2), live=2), Claimant("s-me", "me"), ctx()
+        )
+        is None
+    )
     assert d.events == []
     bob = session("s-bob")
     d = Decision()
-    got = hand_off_issue(d, line(waiter(ALICE, 1), waiter(bob, 2), rules=ProjectRules(agent_wip_limit=1), held={"s-alice": 1}), Claimant("s-me", "me"), ctx())
+    got = hand_off_issue(
+        d,
+        line(waiter(ALICE, 1), waiter(bob, 2), rules=ProjectRules(agent_wip_limit=1), held={"s-alice": 1}),
+        Claimant("s-me", "me"),
+        ctx(),
+    )
     assert got is not None and got.session_id == "s-bob"
 
 
@@ -79,22 +105,35 @@ def test_the_lock_delay_passes_over_waiters_until_it_has_passed() -> None:
     delay = DelayFrom(NOW - 10 * SECOND, "s-gone")
     assert hand_off_issue(d, line(waiter(ALICE, 1), rules=rules, delay=delay), Claimant("s-me", "me"), ctx()) is None
     later = DelayFrom(NOW - 31 * SECOND, "s-gone")
-    assert hand_off_issue(Decision(), line(waiter(ALICE, 1), rules=rules, delay=later), Claimant("s-me", "me"), ctx()) is not None
+    assert (
+        hand_off_issue(Decision(), line(waiter(ALICE, 1), rules=rules, delay=later), Claimant("s-me", "me"), ctx())
+        is not None
+    )
 
 
 def test_a_reclaim_waits_at_most_the_delay_past_staleness() -> None:
     stale = session("s-old", live=False)  # last seen TTL + 1 s ago: stale since 1 s
     rules = ProjectRules(lock_delay_seconds=5)
-    err = refused(decide_claim_issue, ClaimState(ME, view_held_by(stale, 3), LIMIT, 0, rules=rules), claim("s-me"), ctx())
+    err = refused(
+        decide_claim_issue, ClaimState(ME, view_held_by(stale, 3), LIMIT, 0, rules=rules), claim("s-me"), ctx()
+    )
     assert err.code == "ISSUE_HELD" and err.details["reason"] == "lock_delay"
-    d = decide_claim_issue(ClaimState(ME, view_held_by(stale, 3), LIMIT, 0, rules=rules), claim("s-me"), ctx(now=NOW + 5 * SECOND))
+    d = decide_claim_issue(
+        ClaimState(ME, view_held_by(stale, 3), LIMIT, 0, rules=rules), claim("s-me"), ctx(now=NOW + 5 * SECOND)
+    )
     released = next(e for _, e in d.events if isinstance(e, LeaseReleased))
     assert released.reason == "expired" and released.ended_at_us == NOW - (TTL + 1) * SECOND + TTL * SECOND
 
 
 def test_a_direct_claim_of_a_free_issue_serves_the_line_first() -> None:
-    d = decide_claim_issue(ClaimState(ME, free_view(reg=registry(4)), LIMIT, 0, line=[waiter(ALICE, 1)]), claim("s-me"), ctx())
+    d = decide_claim_issue(
+        ClaimState(ME, free_view(reg=registry(4)), LIMIT, 0, line=[waiter(ALICE, 1)]), claim("s-me"), ctx()
+    )
     assert types(d) == ["LeaseGranted", "MessagePosted"]
     assert d.error is not None and d.error.code == "ISSUE_HELD" and d.error.details["session_id"] == "s-alice"
-    mine = decide_claim_issue(ClaimState(ME, free_view(reg=registry(4)), LIMIT, 0, line=[waiter(ME, 1), waiter(ALICE, 2)]), claim("s-me"), ctx())
+    mine = decide_claim_issue(
+        ClaimState(ME, free_view(reg=registry(4)), LIMIT, 0, line=[waiter(ME, 1), waiter(ALICE, 2)]),
+        claim("s-me"),
+        ctx(),
+    )
     assert types(mine) == ["LeaseGranted"] and mine.error is None and mine.result["fencing_token"] == 5

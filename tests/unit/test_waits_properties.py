@@ -70,7 +70,9 @@ class Model:
         assert d.error.code == "ISSUE_HELD"
         if any(isinstance(e, WaitStarted) for _, e in d.events):
             self.position += 1
-            self.lines[issue].append(waits.Waiter(self.position, "issue", issue, sid, me.actor_key, 0, me, project="P", issue=issue))
+            self.lines[issue].append(
+                waits.Waiter(self.position, "issue", issue, sid, me.actor_key, 0, me, project="P", issue=issue)
+            )
             self.joined.add(f"{sid}@{issue}@{self.position}")
         assert d.error.details["waiting"]["place"] == [w.session_id for w in self.lines[issue]].index(sid) + 1
 
@@ -79,7 +81,9 @@ class Model:
             return
         del self.holder[issue]
         d = Decision()
-        free = IssueLine(issue, "P", 0, None, ProjectRules(wip_limit=100), lambda: 0, lambda s: 0, None, list(self.lines[issue]))
+        free = IssueLine(
+            issue, "P", 0, None, ProjectRules(wip_limit=100), lambda: 0, lambda s: 0, None, list(self.lines[issue])
+        )
         w = hand_off_issue(d, free, Claimant(sid, "actor"), ctx())
         grants = [e for _, e in d.events if isinstance(e, LeaseGranted)]
         if self.lines[issue]:
@@ -98,7 +102,9 @@ class Model:
             assert len({w.session_id for w in line}) == len(line)
         in_lines = {f"{w.session_id}@{i}@{w.position}" for i, line in self.lines.items() for w in line}
         assert self.joined == in_lines | self.granted  # nobody lost
-        assert len([w for line in self.lines.values() for w in line]) == len({w.session_id for line in self.lines.values() for w in line})
+        assert len([w for line in self.lines.values() for w in line]) == len(
+            {w.session_id for line in self.lines.values() for w in line}
+        )
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -116,5 +122,9 @@ def test_a_three_session_cycle_names_sessions_and_resources_in_order() -> None:
     g.add("b", "issue", "C", "c")
     cycle = find_cycle(g, "c", "issue", "A", ["a"])
     assert cycle is not None
-    assert [(x["session_id"], x["key"], x["holder_session_id"]) for x in cycle] == [("c", "A", "a"), ("a", "B", "b"), ("b", "C", "c")]
+    assert [(x["session_id"], x["key"], x["holder_session_id"]) for x in cycle] == [
+        ("c", "A", "a"),
+        ("a", "B", "b"),
+        ("b", "C", "c"),
+    ]
     assert find_cycle(g, "d", "issue", "A", ["a"]) is None

@@ -52,7 +52,12 @@ def outcome_response(outcome: Outcome) -> Response[bytes]:
         body = encode(_Ok(result=outcome.result, events=outcome.events, position=outcome.position))
         return Response(body, status_code=200, media_type=MediaType.JSON)
     headers = None if e.retry_after is None else {"retry-after": str(e.retry_after)}
-    return Response(error_body(e, outcome.events, outcome.position), status_code=e.status, media_type=MediaType.JSON, headers=headers)
+    return Response(
+        error_body(e, outcome.events, outcome.position),
+        status_code=e.status,
+        media_type=MediaType.JSON,
+        headers=headers,
+    )
 
 
 def error_response(e: DomainError) -> Response[bytes]:

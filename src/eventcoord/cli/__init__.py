@@ -27,9 +27,14 @@ def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default stdio")
     p.add_argument("--host", default="127.0.0.1", help="with --transport http: bind address")
     p.add_argument("--port", type=int, default=8766, help="with --transport http: port (default 8766)")
-    p.add_argument("--idle-timeout", dest="idle_timeout", type=float, default=120.0,
-                   help="with --transport http: end a client's MCP session (and its eventcoord sessions) "
-                        "after this many seconds without a request or an open stream (default 120)")
+    p.add_argument(
+        "--idle-timeout",
+        dest="idle_timeout",
+        type=float,
+        default=120.0,
+        help="with --transport http: end a client's MCP session (and its eventcoord sessions) "
+        "after this many seconds without a request or an open stream (default 120)",
+    )
     p.add_argument("--url", help="eventcoord server URL (EVENTCOORD_URL; default http://127.0.0.1:8765)")
     p.add_argument("--token", help="bearer token (EVENTCOORD_TOKEN; default ./.eventcoord/admin-token)")
     p.set_defaults(fn=run)

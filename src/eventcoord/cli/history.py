@@ -158,9 +158,13 @@ def cmd_archive(args: argparse.Namespace) -> int:
             return f"could not snapshot position {before - 1}"
         path = os.path.abspath(args.out)
         count = await store.query(
-            lambda c: transfer.archive_file(path, transfer.iter_export(c, start - 1, None, Filters(until_position=before - 1)))
+            lambda c: transfer.archive_file(
+                path, transfer.iter_export(c, start - 1, None, Filters(until_position=before - 1))
+            )
         )
-        deleted = await store.transact(lambda c: transfer.drop_prefix(c, before, path, count, log.clock(c)[0]), retry=False)
+        deleted = await store.transact(
+            lambda c: transfer.drop_prefix(c, before, path, count, log.clock(c)[0]), retry=False
+        )
         print(f"archived {count} events (positions {start}..{before - 1}) to {path}; {deleted} removed from the log")
         return None
 
@@ -175,8 +179,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     """rebuild, export, replay, archive."""
     rebuild = sub.add_parser("rebuild", help="rebuild the read models from the log (--check: compare only)")
     _common(rebuild)
-    rebuild.add_argument("--check", action="store_true", help="rebuild into scratch, print differing rows, exit 1 on any")
-    rebuild.add_argument("--projection", help="only this read model (sessions, leases, files, messages, queue, named_leases)")
+    rebuild.add_argument(
+        "--check", action="store_true", help="rebuild into scratch, print differing rows, exit 1 on any"
+    )
+    rebuild.add_argument(
+        "--projection", help="only this read model (sessions, leases, files, messages, queue, named_leases)"
+    )
     rebuild.set_defaults(fn=cmd_rebuild)
 
     export = sub.add_parser("export", help="write the log as JSON Lines or CSV (SPEC §8 filters)")
@@ -194,12 +202,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     replay = sub.add_parser("replay", help="load exported JSON Lines (archive, then live) into an empty store")
     _common(replay)
     replay.add_argument("files", nargs="+", help="JSON Lines files (.gz too), in position order")
-    replay.add_argument("--allow-gaps", dest="allow_gaps", action="store_true", help="accept a filtered export (positions with gaps)")
+    replay.add_argument(
+        "--allow-gaps", dest="allow_gaps", action="store_true", help="accept a filtered export (positions with gaps)"
+    )
     replay.set_defaults(fn=cmd_replay)
 
     archive = sub.add_parser("archive", help="move the events below a position to a gzip JSON Lines file")
     _common(archive)
     archive.add_argument("--before", type=int, required=True, help="archive every event with a smaller position")
     archive.add_argument("--out", required=True, help="the archive file to write (JSON Lines, gzip)")
-    archive.add_argument("--unpublished", action="store_true", help="archive even events the NATS relay has not published yet")
+    archive.add_argument(
+        "--unpublished", action="store_true", help="archive even events the NATS relay has not published yet"
+    )
     archive.set_defaults(fn=cmd_archive)

@@ -40,7 +40,12 @@ def _in_repository() -> bool:
 
 
 def _record_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--record", dest="_record", action="store_true", help="after a grant, record the hold in this repository's git config (for the pre-push hook)")
+    p.add_argument(
+        "--record",
+        dest="_record",
+        action="store_true",
+        help="after a grant, record the hold in this repository's git config (for the pre-push hook)",
+    )
 
     def before(args: argparse.Namespace, values: dict[str, Any]) -> int | None:
         if args._record and not _in_repository():
@@ -54,7 +59,10 @@ def _record_option(p: argparse.ArgumentParser) -> None:
         result = reply.payload()["result"]
         for key, value in zip(KEYS, (values["session_id"], result["issue"], result["fencing_token"]), strict=True):
             git("config", key, str(value))
-        print(f"recorded in git config: {KEYS[0]}={values['session_id']} {KEYS[1]}={result['issue']} {KEYS[2]}={result['fencing_token']}", file=sys.stderr)
+        print(
+            f"recorded in git config: {KEYS[0]}={values['session_id']} {KEYS[1]}={result['issue']} {KEYS[2]}={result['fencing_token']}",
+            file=sys.stderr,
+        )
         return EXIT_OK
 
     p.set_defaults(_before=before, _after=after)
@@ -100,7 +108,7 @@ def hook_script() -> str:
         f"{MARKER} (written by `eventcoord hook install`): the publish gate.\n"
         "# Runs `eventcoord verify-hold` with git config eventcoord.session, eventcoord.issue and\n"
         "# eventcoord.fencingToken; refuses the push when the service says you no longer hold it.\n"
-        f"if [ -x {python} ]; then exec {python} -m eventcoord.cli hook pre-push \"$@\"; fi\n"
+        f'if [ -x {python} ]; then exec {python} -m eventcoord.cli hook pre-push "$@"; fi\n'
         'exec eventcoord hook pre-push "$@"\n'
     )
 
@@ -130,8 +138,11 @@ def cmd_pre_push(args: argparse.Namespace) -> int:
 
     session, issue, token = (git("config", "--get", key).stdout.strip() for key in KEYS)
     if not session or not issue:
-        print("eventcoord: warning: no hold recorded for this repository (git config eventcoord.session / "
-              "eventcoord.issue); pushing without the publish gate", file=sys.stderr)
+        print(
+            "eventcoord: warning: no hold recorded for this repository (git config eventcoord.session / "
+            "eventcoord.issue); pushing without the publish gate",
+            file=sys.stderr,
+        )
         return EXIT_OK
     argv = ["verify-hold", "--session-id", session, "--issue", issue, *(["--fencing-token", token] if token else [])]
     code = main(argv)
@@ -139,7 +150,10 @@ def cmd_pre_push(args: argparse.Namespace) -> int:
         print(f"eventcoord: hold on {issue} verified", file=sys.stderr)
         return EXIT_OK
     if code == EXIT_REFUSED:
-        print(f"eventcoord: push refused: session {session} no longer holds {issue}; do not publish this work", file=sys.stderr)
+        print(
+            f"eventcoord: push refused: session {session} no longer holds {issue}; do not publish this work",
+            file=sys.stderr,
+        )
         return EXIT_REFUSED
     print(f"eventcoord: warning: could not verify the hold on {issue} (exit {code}); pushing anyway", file=sys.stderr)
     return EXIT_OK

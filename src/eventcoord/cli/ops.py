@@ -75,8 +75,15 @@ def _add_field(p: argparse.ArgumentParser, op: Operation, f: mi.Field) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("server")
-    g.add_argument("--url", dest="_url", metavar="URL", help="server URL (EVENTCOORD_URL; default http://127.0.0.1:8765)")
-    g.add_argument("--token", dest="_token", metavar="TOKEN", help="bearer token (EVENTCOORD_TOKEN; default ./.eventcoord/admin-token)")
+    g.add_argument(
+        "--url", dest="_url", metavar="URL", help="server URL (EVENTCOORD_URL; default http://127.0.0.1:8765)"
+    )
+    g.add_argument(
+        "--token",
+        dest="_token",
+        metavar="TOKEN",
+        help="bearer token (EVENTCOORD_TOKEN; default ./.eventcoord/admin-token)",
+    )
     g.add_argument("--json", dest="_json", action="store_true", help="print the server's JSON answer unchanged")
 
 

@@ -21,7 +21,17 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "list_agents": ("session_id", "actor_key", "kind", "live", "working_on", "host", "last_heartbeat_at"),
     "list_leases": ("issue", "project", "session_id", "actor_key", "fencing_token", "live"),
     "list_file_claims": ("path", "issue", "session_id", "actor_key", "exclusive", "live"),
-    "list_conflicts": ("position", "path", "issue", "session_id", "holder_path", "holder_issue", "holder_session_id", "forced", "occurred_at"),
+    "list_conflicts": (
+        "position",
+        "path",
+        "issue",
+        "session_id",
+        "holder_path",
+        "holder_issue",
+        "holder_session_id",
+        "forced",
+        "occurred_at",
+    ),
     "get_code_heatmap": ("prefix", "count"),
     "list_queue": ("item_id", "project", "issue", "priority", "status", "session_id", "fencing_token", "attempts"),
     "list_named_leases": ("name", "session_id", "actor_key", "fencing_token", "expires_at", "held"),
@@ -112,7 +122,10 @@ def show(op: Operation, reply: Reply, args: argparse.Namespace, client: Client) 
         if field:
             print(_cell(result.get(field)) if isinstance(result, dict) else "-")
             return 0
-        summary(result if isinstance(result, dict) else {"result": result}, title=f"{op.name}: done (position {body.get('position')})")
+        summary(
+            result if isinstance(result, dict) else {"result": result},
+            title=f"{op.name}: done (position {body.get('position')})",
+        )
         return 0
     lists = [k for k, v in body.items() if isinstance(v, list)]
     if op.name == "get_code_heatmap":

@@ -72,7 +72,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token_path = asyncio.run(ensure_admin_token(settings))
     if token_path is not None:
         print(f"admin token of workspace default: {token_path}", flush=True)
-    print(f"eventcoord serving on http://{settings.host}:{settings.port} ({settings.database_url.split('://')[0]})", flush=True)
+    print(
+        f"eventcoord serving on http://{settings.host}:{settings.port} ({settings.database_url.split('://')[0]})",
+        flush=True,
+    )
     uvicorn.Server(config).run()
     return 0
 
@@ -188,7 +191,9 @@ def cmd_tail(args: argparse.Namespace) -> int:
         if args.nats:
             from eventcoord.client import subscribe
 
-            source = subscribe(args.nats, args.workspace or "*", sorted(types) or None, args.after, args.nats_stream or "EVENTCOORD")
+            source = subscribe(
+                args.nats, args.workspace or "*", sorted(types) or None, args.after, args.nats_stream or "EVENTCOORD"
+            )
         else:
             from eventcoord.client import AsyncClient
 
@@ -210,9 +215,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--nats-stream", dest="nats_stream", help="JetStream stream name (default EVENTCOORD)")
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="bind port (default 8765)")
-    serve.add_argument("--ttl-seconds", dest="ttl_seconds", type=int, help="liveness TTL kept in the database (default 120)")
-    serve.add_argument("--snapshot-every", dest="snapshot_every", type=int,
-                       help="snapshot the read models every N events for as_of reads (EVENTCOORD_SNAPSHOT_EVERY; default 10000, 0 = off)")
+    serve.add_argument(
+        "--ttl-seconds", dest="ttl_seconds", type=int, help="liveness TTL kept in the database (default 120)"
+    )
+    serve.add_argument(
+        "--snapshot-every",
+        dest="snapshot_every",
+        type=int,
+        help="snapshot the read models every N events for as_of reads (EVENTCOORD_SNAPSHOT_EVERY; default 10000, 0 = off)",
+    )
     serve.set_defaults(fn=cmd_serve)
     migrate = sub.add_parser("migrate", help="apply database migrations")
     _common(migrate)
@@ -229,7 +240,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     listing.add_argument("--workspace", help="only this workspace")
     listing.add_argument("--json", action="store_true", help='print {"tokens": [...]}')
     listing.set_defaults(fn=cmd_token_list)
-    revoke = token_sub.add_parser("revoke", help="revoke a token by its token_id (every replica refuses it within a second)")
+    revoke = token_sub.add_parser(
+        "revoke", help="revoke a token by its token_id (every replica refuses it within a second)"
+    )
     _common(revoke)
     revoke.add_argument("token_id")
     revoke.set_defaults(fn=cmd_token_revoke)

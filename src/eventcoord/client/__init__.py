@@ -58,7 +58,16 @@ _HOME = {
     "Reply": "eventcoord.client.reply",
     **{
         name: "eventcoord.client.errors"
-        for name in ("AccessDenied", "Contended", "InvalidRequest", "NotCurrent", "NotFound", "Refused", "Retryable", "Unreachable")
+        for name in (
+            "AccessDenied",
+            "Contended",
+            "InvalidRequest",
+            "NotCurrent",
+            "NotFound",
+            "Refused",
+            "Retryable",
+            "Unreachable",
+        )
     },
 }
 

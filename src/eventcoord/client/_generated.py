@@ -46,7 +46,19 @@ class Operations:
         session_id. Keep it alive with heartbeat_agent (the MCP server does it for you); end it with
         end_agent.
         """
-        return self._command(commands.RegisterAgent(actor=actor, runtime=runtime, runtime_session_id=runtime_session_id, process_ancestry=process_ancestry, host=host, kind=kind, working_on=working_on, command_id=command_id), results.RegisterAgentResult)
+        return self._command(
+            commands.RegisterAgent(
+                actor=actor,
+                runtime=runtime,
+                runtime_session_id=runtime_session_id,
+                process_ancestry=process_ancestry,
+                host=host,
+                kind=kind,
+                working_on=working_on,
+                command_id=command_id,
+            ),
+            results.RegisterAgentResult,
+        )
 
     def heartbeat_agent(
         self,
@@ -65,7 +77,12 @@ class Operations:
         - NOT_FOUND: no such session, item or channel here: check the id (register_agent first if
           you have none)
         """
-        return self._command(commands.HeartbeatAgent(session_id=session_id, working_on=working_on, handoff_note=handoff_note, command_id=command_id), results.HeartbeatAgentResult)
+        return self._command(
+            commands.HeartbeatAgent(
+                session_id=session_id, working_on=working_on, handoff_note=handoff_note, command_id=command_id
+            ),
+            results.HeartbeatAgentResult,
+        )
 
     def end_agent(
         self,
@@ -82,7 +99,10 @@ class Operations:
         - NOT_FOUND: no such session, item or channel here: check the id (register_agent first if
           you have none)
         """
-        return self._command(commands.EndAgent(session_id=session_id, handoff_note=handoff_note, command_id=command_id), results.EndAgentResult)
+        return self._command(
+            commands.EndAgent(session_id=session_id, handoff_note=handoff_note, command_id=command_id),
+            results.EndAgentResult,
+        )
 
     def configure_project(
         self,
@@ -97,7 +117,16 @@ class Operations:
         lock_delay_seconds (a pause after a lease is taken over or expires) and agent_wip_limit (how
         many one session may hold).
         """
-        return self._command(commands.ConfigureProject(project=project, wip_limit=wip_limit, lock_delay_seconds=lock_delay_seconds, agent_wip_limit=agent_wip_limit, command_id=command_id), results.ConfigureProjectResult)
+        return self._command(
+            commands.ConfigureProject(
+                project=project,
+                wip_limit=wip_limit,
+                lock_delay_seconds=lock_delay_seconds,
+                agent_wip_limit=agent_wip_limit,
+                command_id=command_id,
+            ),
+            results.ConfigureProjectResult,
+        )
 
     def issue_token(
         self,
@@ -107,7 +136,9 @@ class Operations:
         command_id: str | None = None,
     ) -> results.IssueTokenResult:
         """(admin) Create a bearer token of a role (admin, human, agent, reader); shown once."""
-        return self._command(commands.IssueToken(role=role, workspace=workspace, command_id=command_id), results.IssueTokenResult)
+        return self._command(
+            commands.IssueToken(role=role, workspace=workspace, command_id=command_id), results.IssueTokenResult
+        )
 
     def revoke_token(
         self,
@@ -155,7 +186,12 @@ class Operations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.ClaimIssue(session_id=session_id, project=project, issue=issue, force=force, wait=wait, command_id=command_id), results.ClaimIssueResult)
+        return self._command(
+            commands.ClaimIssue(
+                session_id=session_id, project=project, issue=issue, force=force, wait=wait, command_id=command_id
+            ),
+            results.ClaimIssueResult,
+        )
 
     def release_issue(
         self,
@@ -172,7 +208,10 @@ class Operations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.ReleaseIssue(session_id=session_id, issue=issue, reason=reason, command_id=command_id), results.ReleaseIssueResult)
+        return self._command(
+            commands.ReleaseIssue(session_id=session_id, issue=issue, reason=reason, command_id=command_id),
+            results.ReleaseIssueResult,
+        )
 
     def claim_files(
         self,
@@ -199,7 +238,18 @@ class Operations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.ClaimFiles(issue=issue, paths=paths, session_id=session_id, exclusive=exclusive, force=force, wait=wait, command_id=command_id), results.ClaimFilesResult)
+        return self._command(
+            commands.ClaimFiles(
+                issue=issue,
+                paths=paths,
+                session_id=session_id,
+                exclusive=exclusive,
+                force=force,
+                wait=wait,
+                command_id=command_id,
+            ),
+            results.ClaimFilesResult,
+        )
 
     def release_files(
         self,
@@ -210,7 +260,10 @@ class Operations:
         command_id: str | None = None,
     ) -> results.ReleaseFilesResult:
         """Release file claims of an issue (the named paths, or all of them)."""
-        return self._command(commands.ReleaseFiles(issue=issue, session_id=session_id, paths=paths, command_id=command_id), results.ReleaseFilesResult)
+        return self._command(
+            commands.ReleaseFiles(issue=issue, session_id=session_id, paths=paths, command_id=command_id),
+            results.ReleaseFilesResult,
+        )
 
     def post_message(
         self,
@@ -225,7 +278,10 @@ class Operations:
         - NOT_FOUND: no such session, item or channel here: check the id (register_agent first if
           you have none)
         """
-        return self._command(commands.PostMessage(channel=channel, body=body, session_id=session_id, command_id=command_id), results.PostMessageResult)
+        return self._command(
+            commands.PostMessage(channel=channel, body=body, session_id=session_id, command_id=command_id),
+            results.PostMessageResult,
+        )
 
     def verify_hold(
         self,
@@ -243,7 +299,10 @@ class Operations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.VerifyHold(session_id=session_id, issue=issue, fencing_token=fencing_token, command_id=command_id), results.VerifyHoldResult)
+        return self._command(
+            commands.VerifyHold(session_id=session_id, issue=issue, fencing_token=fencing_token, command_id=command_id),
+            results.VerifyHoldResult,
+        )
 
     def enqueue_work(
         self,
@@ -257,7 +316,17 @@ class Operations:
         command_id: str | None = None,
     ) -> results.EnqueueWorkResult:
         """Put a work item on a project's queue (priority: higher first)."""
-        return self._command(commands.EnqueueWork(project=project, issue=issue, priority=priority, payload=payload, command_id=command_id, **_given(blocked_by=blocked_by, paths=paths)), results.EnqueueWorkResult)
+        return self._command(
+            commands.EnqueueWork(
+                project=project,
+                issue=issue,
+                priority=priority,
+                payload=payload,
+                command_id=command_id,
+                **_given(blocked_by=blocked_by, paths=paths),
+            ),
+            results.EnqueueWorkResult,
+        )
 
     def claim_next_work(
         self,
@@ -272,7 +341,10 @@ class Operations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.ClaimNextWork(session_id=session_id, project=project, command_id=command_id), results.ClaimNextWorkResult)
+        return self._command(
+            commands.ClaimNextWork(session_id=session_id, project=project, command_id=command_id),
+            results.ClaimNextWorkResult,
+        )
 
     def start_work(
         self,
@@ -288,7 +360,10 @@ class Operations:
         - INVALID_TRANSITION: the item is not in a state that allows this step: read list_queue for
           its status
         """
-        return self._command(commands.StartWork(session_id=session_id, item_id=item_id, command_id=command_id), results.WorkTransitionResult)
+        return self._command(
+            commands.StartWork(session_id=session_id, item_id=item_id, command_id=command_id),
+            results.WorkTransitionResult,
+        )
 
     def finish_work(
         self,
@@ -306,7 +381,10 @@ class Operations:
         - INVALID_TRANSITION: the item is not in a state that allows this step: read list_queue for
           its status
         """
-        return self._command(commands.FinishWork(item_id=item_id, session_id=session_id, outcome=outcome, command_id=command_id), results.WorkTransitionResult)
+        return self._command(
+            commands.FinishWork(item_id=item_id, session_id=session_id, outcome=outcome, command_id=command_id),
+            results.WorkTransitionResult,
+        )
 
     def acquire_lease(
         self,
@@ -332,7 +410,17 @@ class Operations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.AcquireLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, wait=wait, capacity=capacity, command_id=command_id), results.NamedLeaseResult)
+        return self._command(
+            commands.AcquireLease(
+                session_id=session_id,
+                name=name,
+                ttl_seconds=ttl_seconds,
+                wait=wait,
+                capacity=capacity,
+                command_id=command_id,
+            ),
+            results.NamedLeaseResult,
+        )
 
     def renew_lease(
         self,
@@ -349,7 +437,10 @@ class Operations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.RenewLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, command_id=command_id), results.NamedLeaseResult)
+        return self._command(
+            commands.RenewLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, command_id=command_id),
+            results.NamedLeaseResult,
+        )
 
     def release_lease(
         self,
@@ -363,7 +454,9 @@ class Operations:
         - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
           (cancel_wait): do not act on it
         """
-        return self._command(commands.ReleaseLease(session_id=session_id, name=name, command_id=command_id), results.NamedLeaseResult)
+        return self._command(
+            commands.ReleaseLease(session_id=session_id, name=name, command_id=command_id), results.NamedLeaseResult
+        )
 
     def cancel_wait(
         self,
@@ -383,7 +476,10 @@ class Operations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return self._command(commands.CancelWait(session_id=session_id, issue=issue, paths=paths, name=name, command_id=command_id), results.CancelWaitResult)
+        return self._command(
+            commands.CancelWait(session_id=session_id, issue=issue, paths=paths, name=name, command_id=command_id),
+            results.CancelWaitResult,
+        )
 
     def list_agents(
         self,
@@ -415,7 +511,11 @@ class Operations:
         as_of: str | None = None,
     ) -> results.LeasesPage:
         """List the unreleased issue leases with their holders and liveness."""
-        return self._read("list_leases", reads.ListLeases(project=project, session=session, limit=limit, as_of=as_of), results.LeasesPage)
+        return self._read(
+            "list_leases",
+            reads.ListLeases(project=project, session=session, limit=limit, as_of=as_of),
+            results.LeasesPage,
+        )
 
     def get_issue_state(
         self,
@@ -439,7 +539,11 @@ class Operations:
         as_of: str | None = None,
     ) -> results.FileClaimsPage:
         """List the unreleased file claims (who reserved which paths for which issue)."""
-        return self._read("list_file_claims", reads.ListFileClaims(issue=issue, session_id=session_id, prefix=prefix, limit=limit, as_of=as_of), results.FileClaimsPage)
+        return self._read(
+            "list_file_claims",
+            reads.ListFileClaims(issue=issue, session_id=session_id, prefix=prefix, limit=limit, as_of=as_of),
+            results.FileClaimsPage,
+        )
 
     def list_conflicts(
         self,
@@ -452,7 +556,11 @@ class Operations:
         before: int | None = None,
     ) -> results.ConflictsPage:
         """The conflict log: every contended path, refused or forced."""
-        return self._read("list_conflicts", reads.ListConflicts(since=since, until=until, prefix=prefix, after=after, limit=limit, before=before), results.ConflictsPage)
+        return self._read(
+            "list_conflicts",
+            reads.ListConflicts(since=since, until=until, prefix=prefix, after=after, limit=limit, before=before),
+            results.ConflictsPage,
+        )
 
     def get_code_heatmap(
         self,
@@ -466,7 +574,13 @@ class Operations:
         as_of: str | None = None,
     ) -> results.Heatmap:
         """Where work (mode claims) or collisions (mode contention) concentrate, per path prefix."""
-        return self._read("get_code_heatmap", reads.GetCodeHeatmap(mode=mode, depth=depth, prefix=prefix, since=since, until=until, limit=limit, as_of=as_of), results.Heatmap)
+        return self._read(
+            "get_code_heatmap",
+            reads.GetCodeHeatmap(
+                mode=mode, depth=depth, prefix=prefix, since=since, until=until, limit=limit, as_of=as_of
+            ),
+            results.Heatmap,
+        )
 
     def list_queue(
         self,
@@ -478,7 +592,11 @@ class Operations:
         as_of: str | None = None,
     ) -> results.QueuePage:
         """The work queue with each item's history."""
-        return self._read("list_queue", reads.ListQueue(project=project, status=status, after=after, limit=limit, as_of=as_of), results.QueuePage)
+        return self._read(
+            "list_queue",
+            reads.ListQueue(project=project, status=status, after=after, limit=limit, as_of=as_of),
+            results.QueuePage,
+        )
 
     def list_named_leases(
         self,
@@ -504,7 +622,9 @@ class Operations:
         """Read a channel's messages in order (after: a position cursor). Read your own
         agent:<session_id> channel for notices such as a file claim taken from you.
         """
-        return self._read("read_messages", reads.ReadMessages(channel=channel, after=after, limit=limit), results.MessagesPage)
+        return self._read(
+            "read_messages", reads.ReadMessages(channel=channel, after=after, limit=limit), results.MessagesPage
+        )
 
     def read_events(
         self,
@@ -517,7 +637,11 @@ class Operations:
         until: str | None = None,
     ) -> results.EventsPage:
         """Read the event log in position order (after: the last position you saw)."""
-        return self._read("read_events", reads.ReadEvents(after=after, limit=limit, type=type, stream=stream, since=since, until=until), results.EventsPage)
+        return self._read(
+            "read_events",
+            reads.ReadEvents(after=after, limit=limit, type=type, stream=stream, since=since, until=until),
+            results.EventsPage,
+        )
 
 
 class AsyncOperations:
@@ -545,7 +669,19 @@ class AsyncOperations:
         session_id. Keep it alive with heartbeat_agent (the MCP server does it for you); end it with
         end_agent.
         """
-        return await self._command(commands.RegisterAgent(actor=actor, runtime=runtime, runtime_session_id=runtime_session_id, process_ancestry=process_ancestry, host=host, kind=kind, working_on=working_on, command_id=command_id), results.RegisterAgentResult)
+        return await self._command(
+            commands.RegisterAgent(
+                actor=actor,
+                runtime=runtime,
+                runtime_session_id=runtime_session_id,
+                process_ancestry=process_ancestry,
+                host=host,
+                kind=kind,
+                working_on=working_on,
+                command_id=command_id,
+            ),
+            results.RegisterAgentResult,
+        )
 
     async def heartbeat_agent(
         self,
@@ -564,7 +700,12 @@ class AsyncOperations:
         - NOT_FOUND: no such session, item or channel here: check the id (register_agent first if
           you have none)
         """
-        return await self._command(commands.HeartbeatAgent(session_id=session_id, working_on=working_on, handoff_note=handoff_note, command_id=command_id), results.HeartbeatAgentResult)
+        return await self._command(
+            commands.HeartbeatAgent(
+                session_id=session_id, working_on=working_on, handoff_note=handoff_note, command_id=command_id
+            ),
+            results.HeartbeatAgentResult,
+        )
 
     async def end_agent(
         self,
@@ -581,7 +722,10 @@ class AsyncOperations:
         - NOT_FOUND: no such session, item or channel here: check the id (register_agent first if
           you have none)
         """
-        return await self._command(commands.EndAgent(session_id=session_id, handoff_note=handoff_note, command_id=command_id), results.EndAgentResult)
+        return await self._command(
+            commands.EndAgent(session_id=session_id, handoff_note=handoff_note, command_id=command_id),
+            results.EndAgentResult,
+        )
 
     async def configure_project(
         self,
@@ -596,7 +740,16 @@ class AsyncOperations:
         lock_delay_seconds (a pause after a lease is taken over or expires) and agent_wip_limit (how
         many one session may hold).
         """
-        return await self._command(commands.ConfigureProject(project=project, wip_limit=wip_limit, lock_delay_seconds=lock_delay_seconds, agent_wip_limit=agent_wip_limit, command_id=command_id), results.ConfigureProjectResult)
+        return await self._command(
+            commands.ConfigureProject(
+                project=project,
+                wip_limit=wip_limit,
+                lock_delay_seconds=lock_delay_seconds,
+                agent_wip_limit=agent_wip_limit,
+                command_id=command_id,
+            ),
+            results.ConfigureProjectResult,
+        )
 
     async def issue_token(
         self,
@@ -606,7 +759,9 @@ class AsyncOperations:
         command_id: str | None = None,
     ) -> results.IssueTokenResult:
         """(admin) Create a bearer token of a role (admin, human, agent, reader); shown once."""
-        return await self._command(commands.IssueToken(role=role, workspace=workspace, command_id=command_id), results.IssueTokenResult)
+        return await self._command(
+            commands.IssueToken(role=role, workspace=workspace, command_id=command_id), results.IssueTokenResult
+        )
 
     async def revoke_token(
         self,
@@ -620,7 +775,9 @@ class AsyncOperations:
         - NOT_FOUND: no such session, item or channel here: check the id (register_agent first if
           you have none)
         """
-        return await self._command(commands.RevokeToken(token_id=token_id, command_id=command_id), results.RevokeTokenResult)
+        return await self._command(
+            commands.RevokeToken(token_id=token_id, command_id=command_id), results.RevokeTokenResult
+        )
 
     async def claim_issue(
         self,
@@ -654,7 +811,12 @@ class AsyncOperations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.ClaimIssue(session_id=session_id, project=project, issue=issue, force=force, wait=wait, command_id=command_id), results.ClaimIssueResult)
+        return await self._command(
+            commands.ClaimIssue(
+                session_id=session_id, project=project, issue=issue, force=force, wait=wait, command_id=command_id
+            ),
+            results.ClaimIssueResult,
+        )
 
     async def release_issue(
         self,
@@ -671,7 +833,10 @@ class AsyncOperations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.ReleaseIssue(session_id=session_id, issue=issue, reason=reason, command_id=command_id), results.ReleaseIssueResult)
+        return await self._command(
+            commands.ReleaseIssue(session_id=session_id, issue=issue, reason=reason, command_id=command_id),
+            results.ReleaseIssueResult,
+        )
 
     async def claim_files(
         self,
@@ -698,7 +863,18 @@ class AsyncOperations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.ClaimFiles(issue=issue, paths=paths, session_id=session_id, exclusive=exclusive, force=force, wait=wait, command_id=command_id), results.ClaimFilesResult)
+        return await self._command(
+            commands.ClaimFiles(
+                issue=issue,
+                paths=paths,
+                session_id=session_id,
+                exclusive=exclusive,
+                force=force,
+                wait=wait,
+                command_id=command_id,
+            ),
+            results.ClaimFilesResult,
+        )
 
     async def release_files(
         self,
@@ -709,7 +885,10 @@ class AsyncOperations:
         command_id: str | None = None,
     ) -> results.ReleaseFilesResult:
         """Release file claims of an issue (the named paths, or all of them)."""
-        return await self._command(commands.ReleaseFiles(issue=issue, session_id=session_id, paths=paths, command_id=command_id), results.ReleaseFilesResult)
+        return await self._command(
+            commands.ReleaseFiles(issue=issue, session_id=session_id, paths=paths, command_id=command_id),
+            results.ReleaseFilesResult,
+        )
 
     async def post_message(
         self,
@@ -724,7 +903,10 @@ class AsyncOperations:
         - NOT_FOUND: no such session, item or channel here: check the id (register_agent first if
           you have none)
         """
-        return await self._command(commands.PostMessage(channel=channel, body=body, session_id=session_id, command_id=command_id), results.PostMessageResult)
+        return await self._command(
+            commands.PostMessage(channel=channel, body=body, session_id=session_id, command_id=command_id),
+            results.PostMessageResult,
+        )
 
     async def verify_hold(
         self,
@@ -742,7 +924,10 @@ class AsyncOperations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.VerifyHold(session_id=session_id, issue=issue, fencing_token=fencing_token, command_id=command_id), results.VerifyHoldResult)
+        return await self._command(
+            commands.VerifyHold(session_id=session_id, issue=issue, fencing_token=fencing_token, command_id=command_id),
+            results.VerifyHoldResult,
+        )
 
     async def enqueue_work(
         self,
@@ -756,7 +941,17 @@ class AsyncOperations:
         command_id: str | None = None,
     ) -> results.EnqueueWorkResult:
         """Put a work item on a project's queue (priority: higher first)."""
-        return await self._command(commands.EnqueueWork(project=project, issue=issue, priority=priority, payload=payload, command_id=command_id, **_given(blocked_by=blocked_by, paths=paths)), results.EnqueueWorkResult)
+        return await self._command(
+            commands.EnqueueWork(
+                project=project,
+                issue=issue,
+                priority=priority,
+                payload=payload,
+                command_id=command_id,
+                **_given(blocked_by=blocked_by, paths=paths),
+            ),
+            results.EnqueueWorkResult,
+        )
 
     async def claim_next_work(
         self,
@@ -771,7 +966,10 @@ class AsyncOperations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.ClaimNextWork(session_id=session_id, project=project, command_id=command_id), results.ClaimNextWorkResult)
+        return await self._command(
+            commands.ClaimNextWork(session_id=session_id, project=project, command_id=command_id),
+            results.ClaimNextWorkResult,
+        )
 
     async def start_work(
         self,
@@ -787,7 +985,10 @@ class AsyncOperations:
         - INVALID_TRANSITION: the item is not in a state that allows this step: read list_queue for
           its status
         """
-        return await self._command(commands.StartWork(session_id=session_id, item_id=item_id, command_id=command_id), results.WorkTransitionResult)
+        return await self._command(
+            commands.StartWork(session_id=session_id, item_id=item_id, command_id=command_id),
+            results.WorkTransitionResult,
+        )
 
     async def finish_work(
         self,
@@ -805,7 +1006,10 @@ class AsyncOperations:
         - INVALID_TRANSITION: the item is not in a state that allows this step: read list_queue for
           its status
         """
-        return await self._command(commands.FinishWork(item_id=item_id, session_id=session_id, outcome=outcome, command_id=command_id), results.WorkTransitionResult)
+        return await self._command(
+            commands.FinishWork(item_id=item_id, session_id=session_id, outcome=outcome, command_id=command_id),
+            results.WorkTransitionResult,
+        )
 
     async def acquire_lease(
         self,
@@ -831,7 +1035,17 @@ class AsyncOperations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.AcquireLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, wait=wait, capacity=capacity, command_id=command_id), results.NamedLeaseResult)
+        return await self._command(
+            commands.AcquireLease(
+                session_id=session_id,
+                name=name,
+                ttl_seconds=ttl_seconds,
+                wait=wait,
+                capacity=capacity,
+                command_id=command_id,
+            ),
+            results.NamedLeaseResult,
+        )
 
     async def renew_lease(
         self,
@@ -848,7 +1062,10 @@ class AsyncOperations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.RenewLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, command_id=command_id), results.NamedLeaseResult)
+        return await self._command(
+            commands.RenewLease(session_id=session_id, name=name, ttl_seconds=ttl_seconds, command_id=command_id),
+            results.NamedLeaseResult,
+        )
 
     async def release_lease(
         self,
@@ -862,7 +1079,9 @@ class AsyncOperations:
         - NOT_HOLDER: you do not hold this (item or lease), or are not in that waiting line
           (cancel_wait): do not act on it
         """
-        return await self._command(commands.ReleaseLease(session_id=session_id, name=name, command_id=command_id), results.NamedLeaseResult)
+        return await self._command(
+            commands.ReleaseLease(session_id=session_id, name=name, command_id=command_id), results.NamedLeaseResult
+        )
 
     async def cancel_wait(
         self,
@@ -882,7 +1101,10 @@ class AsyncOperations:
         - SESSION_NOT_LIVE: your session ended or went stale: register_agent again (or
           heartbeat_agent if it is only stale), then retry
         """
-        return await self._command(commands.CancelWait(session_id=session_id, issue=issue, paths=paths, name=name, command_id=command_id), results.CancelWaitResult)
+        return await self._command(
+            commands.CancelWait(session_id=session_id, issue=issue, paths=paths, name=name, command_id=command_id),
+            results.CancelWaitResult,
+        )
 
     async def list_agents(
         self,
@@ -892,7 +1114,9 @@ class AsyncOperations:
         as_of: str | None = None,
     ) -> results.AgentsPage:
         """List sessions with their liveness (live: only live ones)."""
-        return await self._read("list_agents", reads.ListAgents(live=live, limit=limit, as_of=as_of), results.AgentsPage)
+        return await self._read(
+            "list_agents", reads.ListAgents(live=live, limit=limit, as_of=as_of), results.AgentsPage
+        )
 
     async def get_agent(
         self,
@@ -914,7 +1138,11 @@ class AsyncOperations:
         as_of: str | None = None,
     ) -> results.LeasesPage:
         """List the unreleased issue leases with their holders and liveness."""
-        return await self._read("list_leases", reads.ListLeases(project=project, session=session, limit=limit, as_of=as_of), results.LeasesPage)
+        return await self._read(
+            "list_leases",
+            reads.ListLeases(project=project, session=session, limit=limit, as_of=as_of),
+            results.LeasesPage,
+        )
 
     async def get_issue_state(
         self,
@@ -926,7 +1154,9 @@ class AsyncOperations:
         """Ask who holds an issue before choosing it: free, self_is_holder, held, reclaimable or
         human_held, as seen by the session in 'as'.
         """
-        return await self._read("get_issue_state", reads.GetIssueState(issue=issue, as_=as_, as_of=as_of), results.IssueState)
+        return await self._read(
+            "get_issue_state", reads.GetIssueState(issue=issue, as_=as_, as_of=as_of), results.IssueState
+        )
 
     async def list_file_claims(
         self,
@@ -938,7 +1168,11 @@ class AsyncOperations:
         as_of: str | None = None,
     ) -> results.FileClaimsPage:
         """List the unreleased file claims (who reserved which paths for which issue)."""
-        return await self._read("list_file_claims", reads.ListFileClaims(issue=issue, session_id=session_id, prefix=prefix, limit=limit, as_of=as_of), results.FileClaimsPage)
+        return await self._read(
+            "list_file_claims",
+            reads.ListFileClaims(issue=issue, session_id=session_id, prefix=prefix, limit=limit, as_of=as_of),
+            results.FileClaimsPage,
+        )
 
     async def list_conflicts(
         self,
@@ -951,7 +1185,11 @@ class AsyncOperations:
         before: int | None = None,
     ) -> results.ConflictsPage:
         """The conflict log: every contended path, refused or forced."""
-        return await self._read("list_conflicts", reads.ListConflicts(since=since, until=until, prefix=prefix, after=after, limit=limit, before=before), results.ConflictsPage)
+        return await self._read(
+            "list_conflicts",
+            reads.ListConflicts(since=since, until=until, prefix=prefix, after=after, limit=limit, before=before),
+            results.ConflictsPage,
+        )
 
     async def get_code_heatmap(
         self,
@@ -965,7 +1203,13 @@ class AsyncOperations:
         as_of: str | None = None,
     ) -> results.Heatmap:
         """Where work (mode claims) or collisions (mode contention) concentrate, per path prefix."""
-        return await self._read("get_code_heatmap", reads.GetCodeHeatmap(mode=mode, depth=depth, prefix=prefix, since=since, until=until, limit=limit, as_of=as_of), results.Heatmap)
+        return await self._read(
+            "get_code_heatmap",
+            reads.GetCodeHeatmap(
+                mode=mode, depth=depth, prefix=prefix, since=since, until=until, limit=limit, as_of=as_of
+            ),
+            results.Heatmap,
+        )
 
     async def list_queue(
         self,
@@ -977,7 +1221,11 @@ class AsyncOperations:
         as_of: str | None = None,
     ) -> results.QueuePage:
         """The work queue with each item's history."""
-        return await self._read("list_queue", reads.ListQueue(project=project, status=status, after=after, limit=limit, as_of=as_of), results.QueuePage)
+        return await self._read(
+            "list_queue",
+            reads.ListQueue(project=project, status=status, after=after, limit=limit, as_of=as_of),
+            results.QueuePage,
+        )
 
     async def list_named_leases(
         self,
@@ -1003,7 +1251,9 @@ class AsyncOperations:
         """Read a channel's messages in order (after: a position cursor). Read your own
         agent:<session_id> channel for notices such as a file claim taken from you.
         """
-        return await self._read("read_messages", reads.ReadMessages(channel=channel, after=after, limit=limit), results.MessagesPage)
+        return await self._read(
+            "read_messages", reads.ReadMessages(channel=channel, after=after, limit=limit), results.MessagesPage
+        )
 
     async def read_events(
         self,
@@ -1016,4 +1266,8 @@ class AsyncOperations:
         until: str | None = None,
     ) -> results.EventsPage:
         """Read the event log in position order (after: the last position you saw)."""
-        return await self._read("read_events", reads.ReadEvents(after=after, limit=limit, type=type, stream=stream, since=since, until=until), results.EventsPage)
+        return await self._read(
+            "read_events",
+            reads.ReadEvents(after=after, limit=limit, type=type, stream=stream, since=since, until=until),
+            results.EventsPage,
+        )

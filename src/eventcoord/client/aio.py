@@ -26,7 +26,9 @@ class AsyncClient(AsyncOperations):
         self.target = locate(url, token)
         # Certificates are loaded only for https (loading them costs ~0.1 s).
         verify = self.target.url.startswith("https:")
-        self._http = httpx.AsyncClient(base_url=self.target.url, headers=auth_headers(self.target), timeout=timeout, verify=verify)
+        self._http = httpx.AsyncClient(
+            base_url=self.target.url, headers=auth_headers(self.target), timeout=timeout, verify=verify
+        )
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -51,7 +51,14 @@ def render_type(t: mi.Type) -> str:
     """A msgspec type as a Python annotation."""
     if isinstance(t, mi.Metadata):
         return render_type(t.type)
-    simple = {mi.StrType: "str", mi.IntType: "int", mi.BoolType: "bool", mi.FloatType: "float", mi.AnyType: "Any", mi.NoneType: "None"}
+    simple = {
+        mi.StrType: "str",
+        mi.IntType: "int",
+        mi.BoolType: "bool",
+        mi.FloatType: "float",
+        mi.AnyType: "Any",
+        mi.NoneType: "None",
+    }
     for kind, text in simple.items():
         if isinstance(t, kind):
             return text
@@ -90,7 +97,9 @@ def _method(op: Operation, is_async: bool) -> str:
     keyword = [f for f in fields if f not in positional]
     # required first, then optional; command_id (the idempotency key) last
     keyword.sort(key=lambda f: (not f.required, f.name == "command_id"))
-    params = ["self"] + [_param(f)[0] for f in positional] + (["*"] if keyword else []) + [_param(f)[0] for f in keyword]
+    params = (
+        ["self"] + [_param(f)[0] for f in positional] + (["*"] if keyword else []) + [_param(f)[0] for f in keyword]
+    )
     passed = [_param(f)[1] for f in positional + keyword]
     mutable = [f.name for f in positional + keyword if not _param(f)[1]]
     args = [p for p in passed if p]
@@ -99,10 +108,25 @@ def _method(op: Operation, is_async: bool) -> str:
     module = "commands" if op.kind == "command" else "reads"
     struct = f"{module}.{op.struct.__name__}({', '.join(args)})"
     result = f"results.{op.result.__name__}"
-    call = f"self._command({struct}, {result})" if op.kind == "command" else f'self._read("{op.name}", {struct}, {result})'
+    call = (
+        f"self._command({struct}, {result})" if op.kind == "command" else f'self._read("{op.name}", {struct}, {result})'
+    )
     doc = describe(op.name).replace("\\", "\\\\").replace('"""', "'''")
-    doc_lines = [w for line in doc.splitlines() for w in textwrap.wrap(line, 92, subsequent_indent="  " if line.startswith("- ") else "")]
-    docstring = '        """' + doc_lines[0] + ("\n" + "\n".join(("        " + line).rstrip() for line in doc_lines[1:]) + "\n        " if len(doc_lines) > 1 else "") + '"""'
+    doc_lines = [
+        w
+        for line in doc.splitlines()
+        for w in textwrap.wrap(line, 92, subsequent_indent="  " if line.startswith("- ") else "")
+    ]
+    docstring = (
+        '        """'
+        + doc_lines[0]
+        + (
+            "\n" + "\n".join(("        " + line).rstrip() for line in doc_lines[1:]) + "\n        "
+            if len(doc_lines) > 1
+            else ""
+        )
+        + '"""'
+    )
     head = "async def" if is_async else "def"
     ret = f"return await {call}" if is_async else f"return {call}"
     signature = ",\n        ".join(params)

@@ -77,8 +77,7 @@ REFUSAL: dict[str, str] = {
     "ISSUE_HELD": "another live session holds or is working on this issue (details name it): pick another "
     "issue, or wait and retry later",
     "HUMAN_HELD": "a person holds this issue: do not take it; pick another issue or ask them",
-    "WIP_CAP_REACHED": "the project has its maximum of issues in progress: finish or release one of yours, "
-    "or wait",
+    "WIP_CAP_REACHED": "the project has its maximum of issues in progress: finish or release one of yours, or wait",
     "AGENT_WIP_CAP_REACHED": "you hold as many issues of this project as you may: finish or release one first",
     "FILES_CLAIMED": "another issue holds overlapping paths (details.conflicts name them): do not edit those "
     "paths; pick other work, coordinate by post_message, or wait",
@@ -102,7 +101,15 @@ REFUSALS_OF: dict[str, tuple[str, ...]] = {
     "heartbeat_agent": ("SESSION_NOT_LIVE", "NOT_FOUND"),
     "end_agent": ("SESSION_NOT_LIVE", "NOT_FOUND"),
     "revoke_token": ("NOT_FOUND",),
-    "claim_issue": ("ISSUE_HELD", "HUMAN_HELD", "WIP_CAP_REACHED", "AGENT_WIP_CAP_REACHED", "DEADLOCK", "ALREADY_WAITING", "SESSION_NOT_LIVE"),
+    "claim_issue": (
+        "ISSUE_HELD",
+        "HUMAN_HELD",
+        "WIP_CAP_REACHED",
+        "AGENT_WIP_CAP_REACHED",
+        "DEADLOCK",
+        "ALREADY_WAITING",
+        "SESSION_NOT_LIVE",
+    ),
     "release_issue": ("NOT_HOLDER", "SESSION_NOT_LIVE"),
     "claim_files": ("FILES_CLAIMED", "DEADLOCK", "ALREADY_WAITING", "SESSION_NOT_LIVE"),
     "post_message": ("NOT_FOUND",),

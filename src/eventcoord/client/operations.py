@@ -51,7 +51,9 @@ def _read(
 
 READS: tuple[Operation, ...] = (
     _read("list_agents", reads.ListAgents, results.AgentsPage, "agents", "/v1/agents"),
-    _read("get_agent", reads.GetAgent, results.AgentDetail, "agent", "/v1/agents/{session_id}", positional=("session_id",)),
+    _read(
+        "get_agent", reads.GetAgent, results.AgentDetail, "agent", "/v1/agents/{session_id}", positional=("session_id",)
+    ),
     _read("list_leases", reads.ListLeases, results.LeasesPage, "leases", "/v1/leases"),
     _read(
         "get_issue_state",

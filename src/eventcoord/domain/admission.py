@@ -46,11 +46,22 @@ def lock_delay_until(rules: ProjectRules, ended: DelayFrom | None, session_id: s
 def delayed(issue: str, holder: dict[str, object] | None, until_us: int) -> errors.DomainError:
     """ISSUE_HELD with ``details.reason: lock_delay`` and ``until``."""
     e = errors.issue_held(issue, holder)
-    return errors.DomainError(e.code, f"issue {issue!r} is in its lock delay until {format_time(until_us)}", {**e.details, "reason": "lock_delay", "until": format_time(until_us)})
+    return errors.DomainError(
+        e.code,
+        f"issue {issue!r} is in its lock delay until {format_time(until_us)}",
+        {**e.details, "reason": "lock_delay", "until": format_time(until_us)},
+    )
 
 
 def check_caps(
-    d: Decision, project: str, issue: str, me_session: str, me_actor: str, rules: ProjectRules, live_count: int, agent_held: int
+    d: Decision,
+    project: str,
+    issue: str,
+    me_session: str,
+    me_actor: str,
+    rules: ProjectRules,
+    live_count: int,
+    agent_held: int,
 ) -> bool:
     """The project cap, then the per-agent cap; a refusal is recorded (``WipCapDenied``).
 
@@ -59,7 +70,14 @@ def check_caps(
     if live_count >= rules.wip_limit:
         d.add(
             streams.project(project),
-            WipCapDenied(project=project, issue=issue, session_id=me_session, actor_key=me_actor, limit=rules.wip_limit, live_count=live_count),
+            WipCapDenied(
+                project=project,
+                issue=issue,
+                session_id=me_session,
+                actor_key=me_actor,
+                limit=rules.wip_limit,
+                live_count=live_count,
+            ),
         )
         d.error = errors.wip_cap_reached(project, rules.wip_limit, live_count)
         return False
@@ -67,7 +85,15 @@ def check_caps(
     if limit is not None and agent_held >= limit:
         d.add(
             streams.project(project),
-            WipCapDenied(project=project, issue=issue, session_id=me_session, actor_key=me_actor, limit=limit, live_count=agent_held, scope="agent"),
+            WipCapDenied(
+                project=project,
+                issue=issue,
+                session_id=me_session,
+                actor_key=me_actor,
+                limit=limit,
+                live_count=agent_held,
+                scope="agent",
+            ),
         )
         d.error = errors.agent_wip_cap_reached(project, limit, agent_held)
         return False

@@ -164,7 +164,13 @@ def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) ->
         d.error = errors.files_claimed([conflict_details(path, h) for path, h in contended])
         if cmd.wait and state.join is not None and state.session is not None:
             started = WaitStarted(
-                kind="files", key=new[0], session_id=me.session_id or "", actor_key=me.actor_key, issue=cmd.issue, paths=new, exclusive=cmd.exclusive
+                kind="files",
+                key=new[0],
+                session_id=me.session_id or "",
+                actor_key=me.actor_key,
+                issue=cmd.issue,
+                paths=new,
+                exclusive=cmd.exclusive,
             )
             holders_live = sorted({h.session_id for _, h in contended if h.session_id is not None})
             return state.join(d, state.session, started, d.error, holders_live)
@@ -172,17 +178,35 @@ def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) ->
 
     # 1. releases: stale holders (silently), displaced holders, own claims changing mode
     for (issue, sid), claims in _group(expired).items():
-        d.add(streams.files(issue), FileClaimReleased(issue=issue, session_id=sid, paths=_paths_of(claims), reason="expired", by_session_id=me.session_id))
+        d.add(
+            streams.files(issue),
+            FileClaimReleased(
+                issue=issue, session_id=sid, paths=_paths_of(claims), reason="expired", by_session_id=me.session_id
+            ),
+        )
     displaced = _group(h for _, h in contended)
     for (issue, sid), claims in displaced.items():
-        d.add(streams.files(issue), FileClaimReleased(issue=issue, session_id=sid, paths=_paths_of(claims), reason="overridden", by_session_id=me.session_id))
+        d.add(
+            streams.files(issue),
+            FileClaimReleased(
+                issue=issue, session_id=sid, paths=_paths_of(claims), reason="overridden", by_session_id=me.session_id
+            ),
+        )
     if remode:
-        d.add(streams.files(cmd.issue), FileClaimReleased(issue=cmd.issue, session_id=me.session_id, paths=_paths_of(remode), reason="released"))
+        d.add(
+            streams.files(cmd.issue),
+            FileClaimReleased(issue=cmd.issue, session_id=me.session_id, paths=_paths_of(remode), reason="released"),
+        )
     # 2. conflicts (forced), 3. the grant, 4. messages
     for path, h in contended:
         d.add(streams.files(cmd.issue), conflict(path, h))
     if new:
-        d.add(streams.files(cmd.issue), FilesClaimed(issue=cmd.issue, session_id=me.session_id, actor_key=me.actor_key, paths=new, exclusive=cmd.exclusive))
+        d.add(
+            streams.files(cmd.issue),
+            FilesClaimed(
+                issue=cmd.issue, session_id=me.session_id, actor_key=me.actor_key, paths=new, exclusive=cmd.exclusive
+            ),
+        )
     for (issue, sid), claims in displaced.items():
         pairs = [(p, h) for p, h in contended if h in claims]
         _notify_displaced(d, cmd.issue, me, issue, sid, claims[0].actor_key, pairs)
@@ -191,18 +215,31 @@ def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) ->
         "exclusive": cmd.exclusive,
         "already_held": [p for p in paths if p in already],
         "overridden": [conflict_details(p, h) for p, h in contended],
-        "expired": [{"holder_path": h.path, "holder_issue": h.issue, "holder_session_id": h.session_id} for h in expired],
+        "expired": [
+            {"holder_path": h.path, "holder_issue": h.issue, "holder_session_id": h.session_id} for h in expired
+        ],
     }
     return d
 
 
 def _notify_displaced(
-    d: Decision, claiming_issue: str, me: Claimant, issue: str, sid: str | None, actor: str, pairs: list[tuple[str, ClaimRow]]
+    d: Decision,
+    claiming_issue: str,
+    me: Claimant,
+    issue: str,
+    sid: str | None,
+    actor: str,
+    pairs: list[tuple[str, ClaimRow]],
 ) -> None:
     """The audit record on the claiming issue, and the displaced session's own notice."""
     overlaps_text = "; ".join(f"{h.path} (overlaps {p})" for p, h in pairs)
     holder = f"session {sid} ({actor})" if sid else f"{actor} (no session)"
-    post(d, issue_channel(claiming_issue), me, f"Claimed with force for issue {claiming_issue} by {_who(me)}, displacing issue {issue} held by {holder}: {overlaps_text}")
+    post(
+        d,
+        issue_channel(claiming_issue),
+        me,
+        f"Claimed with force for issue {claiming_issue} by {_who(me)}, displacing issue {issue} held by {holder}: {overlaps_text}",
+    )
     if sid is not None:
         post(
             d,
@@ -223,6 +260,9 @@ def decide_release_files(state: ReleaseFilesState, cmd: ReleaseFiles, ctx: Conte
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
     released = _paths_of(h for h in own if wanted is None or h.path in wanted)
     if released:
-        d.add(streams.files(cmd.issue), FileClaimReleased(issue=cmd.issue, session_id=me.session_id, paths=released, reason="released"))
+        d.add(
+            streams.files(cmd.issue),
+            FileClaimReleased(issue=cmd.issue, session_id=me.session_id, paths=released, reason="released"),
+        )
     d.result = {"released": released}
     return d

@@ -52,18 +52,34 @@ def hand_off_issue(d: Decision, free: IssueLine, by: Claimant, ctx: Context) -> 
         if not waiter_live(w, ctx):
             _drop(d, w, by)
             continue
-        why = admits(free.rules, free.live_count(), free.agent_held(w.session_id), lock_delay_until(free.rules, free.delay, w.session_id), ctx)
+        why = admits(
+            free.rules,
+            free.live_count(),
+            free.agent_held(w.session_id),
+            lock_delay_until(free.rules, free.delay, w.session_id),
+            ctx,
+        )
         if why == "cap":
             return None  # the project is full: nobody in the line may take it now
         if why is not None:
             continue
         token = free.last_fencing_token + 1
         granted = LeaseGranted(
-            project=free.project, issue=free.issue, session_id=w.session_id, actor_key=w.actor_key, fencing_token=token, handed_off=True
+            project=free.project,
+            issue=free.issue,
+            session_id=w.session_id,
+            actor_key=w.actor_key,
+            fencing_token=token,
+            handed_off=True,
         )
         d.add(streams.issue(free.issue), granted)
         note = f" Handoff note: {free.handoff_note}" if free.handoff_note else ""
-        post(d, agent_channel(w.session_id), by, f"Issue {free.issue} is yours now (waited in line; fencing token {token}).{note}")
+        post(
+            d,
+            agent_channel(w.session_id),
+            by,
+            f"Issue {free.issue} is yours now (waited in line; fencing token {token}).{note}",
+        )
         return w
     return None
 
@@ -104,13 +120,23 @@ def hand_off_lease(d: Decision, free: LeaseLine, by: Claimant, ctx: Context) -> 
                 capacity=free.capacity if free.capacity > 1 else UNSET,
             ),
         )
-        post(d, agent_channel(w.session_id), by, f"Lease {free.name} is yours now (waited in line; fencing token {token}, {ttl} s).")
+        post(
+            d,
+            agent_channel(w.session_id),
+            by,
+            f"Lease {free.name} is yours now (waited in line; fencing token {token}, {ttl} s).",
+        )
         granted.append(w)
     return granted
 
 
 def hand_off_files(
-    d: Decision, line: Sequence[Waiter], held: Sequence[ClaimRow], holders: dict[str, SessionState], by: Claimant, ctx: Context
+    d: Decision,
+    line: Sequence[Waiter],
+    held: Sequence[ClaimRow],
+    holders: dict[str, SessionState],
+    by: Claimant,
+    ctx: Context,
 ) -> list[Waiter]:
     """Grant each live files waiter, in line order, whose paths no live claim now blocks.
 
@@ -128,17 +154,45 @@ def hand_off_files(
         expired: list[ClaimRow] = []
         for path in w.paths:
             for h in held:
-                if (h.issue == w.issue and h.session_id == w.session_id) or not (w.exclusive or h.exclusive) or not overlaps(path, h.path):
+                if (
+                    (h.issue == w.issue and h.session_id == w.session_id)
+                    or not (w.exclusive or h.exclusive)
+                    or not overlaps(path, h.path)
+                ):
                     continue
                 (blocking if holder_is_live(h, holders, ctx) else expired).append(h)
         if blocking:
             continue
         for h in dict.fromkeys(expired):
-            d.add(streams.files(h.issue), FileClaimReleased(issue=h.issue, session_id=h.session_id, paths=[h.path], reason="expired", by_session_id=by.session_id))
+            d.add(
+                streams.files(h.issue),
+                FileClaimReleased(
+                    issue=h.issue,
+                    session_id=h.session_id,
+                    paths=[h.path],
+                    reason="expired",
+                    by_session_id=by.session_id,
+                ),
+            )
             held.remove(h)
         issue = w.issue or w.key
-        d.add(streams.files(issue), FilesClaimed(issue=issue, session_id=w.session_id, actor_key=w.actor_key, paths=list(w.paths), exclusive=w.exclusive, handed_off=True))
-        post(d, agent_channel(w.session_id), by, f"Files {', '.join(w.paths)} for issue {issue} are yours now (waited in line).")
+        d.add(
+            streams.files(issue),
+            FilesClaimed(
+                issue=issue,
+                session_id=w.session_id,
+                actor_key=w.actor_key,
+                paths=list(w.paths),
+                exclusive=w.exclusive,
+                handed_off=True,
+            ),
+        )
+        post(
+            d,
+            agent_channel(w.session_id),
+            by,
+            f"Files {', '.join(w.paths)} for issue {issue} are yours now (waited in line).",
+        )
         held += [ClaimRow(0, i, issue, w.session_id, w.actor_key, p, w.exclusive) for i, p in enumerate(w.paths)]
         if w.session is not None:
             holders[w.session_id] = w.session

@@ -188,10 +188,14 @@ def decide_configure_project(state: None, cmd: ConfigureProject, ctx: Context) -
 
 def _check_project(view: IssueView, project: str) -> None:
     if view.registry is not None and view.registry.project != project:
-        raise errors.invalid("project", f"issue {view.issue!r} belongs to project {view.registry.project!r}, not {project!r}")
+        raise errors.invalid(
+            "project", f"issue {view.issue!r} belongs to project {view.registry.project!r}, not {project!r}"
+        )
 
 
-def _release(lease: LeaseState, reason: ReleaseReason, by: str | None = None, ended_at_us: int | None = None) -> StreamEvent:
+def _release(
+    lease: LeaseState, reason: ReleaseReason, by: str | None = None, ended_at_us: int | None = None
+) -> StreamEvent:
     event = LeaseReleased(
         issue=lease.issue,
         session_id=lease.session_id,
@@ -206,7 +210,9 @@ def _release(lease: LeaseState, reason: ReleaseReason, by: str | None = None, en
 def _grant(view: IssueView, project: str, me: SessionState) -> tuple[int, StreamEvent]:
     """The grant and its fencing token, which exceeds every earlier grant of the issue."""
     token = (view.registry.last_fencing_token if view.registry else 0) + 1
-    event = LeaseGranted(project=project, issue=view.issue, session_id=me.session_id, actor_key=me.actor_key, fencing_token=token)
+    event = LeaseGranted(
+        project=project, issue=view.issue, session_id=me.session_id, actor_key=me.actor_key, fencing_token=token
+    )
     return token, (streams.issue(view.issue), event)
 
 
@@ -232,7 +238,9 @@ def _ended_at(state: ClaimState, at_us: int) -> int | None:
     return at_us if state.project_rules.lock_delay_seconds > 0 else None
 
 
-def free_line(view: IssueView, project: str, state: ClaimState, line: Sequence[waits.Waiter], delay: DelayFrom | None) -> IssueLine:
+def free_line(
+    view: IssueView, project: str, state: ClaimState, line: Sequence[waits.Waiter], delay: DelayFrom | None
+) -> IssueLine:
     """The issue as a hand-off sees it once its lease is gone."""
     reg = view.registry
     return IssueLine(
@@ -248,14 +256,30 @@ def free_line(view: IssueView, project: str, state: ClaimState, line: Sequence[w
     )
 
 
-def _wait(d: Decision, state: ClaimState, cmd: ClaimIssue, me: SessionState, line: Sequence[waits.Waiter], holder: str | None, refusal: errors.DomainError, ctx: Context) -> Decision:
+def _wait(
+    d: Decision,
+    state: ClaimState,
+    cmd: ClaimIssue,
+    me: SessionState,
+    line: Sequence[waits.Waiter],
+    holder: str | None,
+    refusal: errors.DomainError,
+    ctx: Context,
+) -> Decision:
     """Join the issue's line behind ``refusal`` (SPEC §9), or refuse without waiting."""
     if not cmd.wait or state.joining is None:
         if d.events:
             d.error = refusal
             return d
         raise refusal
-    started = WaitStarted(kind="issue", key=cmd.issue, session_id=me.session_id, actor_key=me.actor_key, project=cmd.project, issue=cmd.issue)
+    started = WaitStarted(
+        kind="issue",
+        key=cmd.issue,
+        session_id=me.session_id,
+        actor_key=me.actor_key,
+        project=cmd.project,
+        issue=cmd.issue,
+    )
     return waits.join(d, state.joining(line, [holder] if holder else []), me, started, refusal, ctx)
 
 
@@ -277,15 +301,26 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
     forced = cmd.force and ctx.caller.role in ("human", "admin")
     line = list(state.line)
     if es.state in ("human_held", "held") and not forced:
-        refusal = errors.human_held(cmd.issue, es.holder) if es.state == "human_held" else errors.issue_held(cmd.issue, es.holder)
+        refusal = (
+            errors.human_held(cmd.issue, es.holder)
+            if es.state == "human_held"
+            else errors.issue_held(cmd.issue, es.holder)
+        )
         return _wait(d, state, cmd, me, line, (es.holder or {}).get("session_id"), refusal, ctx)
     reclaimable = lease is not None and es.state == "reclaimable"
     mine = next((i for i, w in enumerate(line) if w.session_id == me.session_id), len(line))
     if line[:mine] and not forced:
         trial = Decision()
         if reclaimable and lease is not None:
-            trial.events.append(_release(lease, "expired", by=me.session_id, ended_at_us=_ended_at(state, stale_end_us(view, ctx))))
-        w = hand_off_issue(trial, free_line(view, cmd.project, state, line[:mine], delay_from(view, ctx)), Claimant(me.session_id, me.actor_key), ctx)
+            trial.events.append(
+                _release(lease, "expired", by=me.session_id, ended_at_us=_ended_at(state, stale_end_us(view, ctx)))
+            )
+        w = hand_off_issue(
+            trial,
+            free_line(view, cmd.project, state, line[:mine], delay_from(view, ctx)),
+            Claimant(me.session_id, me.actor_key),
+            ctx,
+        )
         if w is not None:
             d.events += trial.events
             rest = [x for x in line if x.session_id != w.session_id and waits.waiter_live(x, ctx)]
@@ -296,7 +331,16 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
         until = lock_delay_until(state.project_rules, delay_from(view, ctx), me.session_id)
         if until is not None and ctx.now_us < until:
             raise delayed(cmd.issue, es.holder, until)
-    if not check_caps(d, cmd.project, cmd.issue, me.session_id, me.actor_key, state.project_rules, state.live_count, state.agent_held(me.session_id)):
+    if not check_caps(
+        d,
+        cmd.project,
+        cmd.issue,
+        me.session_id,
+        me.actor_key,
+        state.project_rules,
+        state.live_count,
+        state.agent_held(me.session_id),
+    ):
         return d
     reclaimed_from = None
     if lease is not None:
@@ -383,9 +427,18 @@ def decide_verify_hold(state: VerifyState, cmd: VerifyHold, ctx: Context) -> Dec
     if cmd.fencing_token is not None and not (mine and lease is not None and lease.fencing_token == cmd.fencing_token):
         raise errors.token_not_current(cmd.issue, cmd.fencing_token, lease.fencing_token if lease else None)
     if not me.stable:
-        return Decision(result={"ok": True, "enforced": False, "effective_state": "not_evaluated", "reason": "actor-identity-unstable-advisory-only"})
+        return Decision(
+            result={
+                "ok": True,
+                "enforced": False,
+                "effective_state": "not_evaluated",
+                "reason": "actor-identity-unstable-advisory-only",
+            }
+        )
     es = effective_state(view, me.session_id, ctx, caller_declares=me.working_on == view.issue)
-    durable_conflict = es.state in ("reclaimable", "human_held") or (es.state == "held" and es.reason == "assignment_fresh_other")
+    durable_conflict = es.state in ("reclaimable", "human_held") or (
+        es.state == "held" and es.reason == "assignment_fresh_other"
+    )
     if durable_conflict:
         raise errors.durably_held(cmd.issue, es.state, es.reason, es.holder)
     return Decision(result={"ok": True, "enforced": True, "effective_state": es.state, "reason": es.reason})

@@ -33,7 +33,10 @@ def agent_channel(session_id: str) -> str:
 
 def post(d: Decision, channel: str, me: Claimant, body: str) -> None:
     """Add a message (sanitised here, at construction) to a decision."""
-    d.add(streams.channel(channel), MessagePosted(channel=channel, body=clean_text(body) or "", session_id=me.session_id, actor_key=me.actor_key))
+    d.add(
+        streams.channel(channel),
+        MessagePosted(channel=channel, body=clean_text(body) or "", session_id=me.session_id, actor_key=me.actor_key),
+    )
 
 
 def decide_post_message(state: PostState, cmd: PostMessage, ctx: Context) -> Decision:
@@ -46,7 +49,10 @@ def decide_post_message(state: PostState, cmd: PostMessage, ctx: Context) -> Dec
     if not body.strip():
         raise errors.invalid("body", "body is empty")
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
-    d.add(streams.channel(cmd.channel), MessagePosted(channel=cmd.channel, body=body, session_id=me.session_id, actor_key=me.actor_key))
+    d.add(
+        streams.channel(cmd.channel),
+        MessagePosted(channel=cmd.channel, body=body, session_id=me.session_id, actor_key=me.actor_key),
+    )
     d.result = {"channel": cmd.channel}
     d.result_position = "position"
     return d

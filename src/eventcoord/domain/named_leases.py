@@ -80,7 +80,6 @@ class NamedLeaseCommandState:
         return [Slot(lease.session_id, lease.actor_key, lease.fencing_token, lease.ttl_seconds, lease.expires_us or 0)]
 
 
-
 def _lease_result(name: str, token: int, ttl_seconds: int, expires_us: int, renewed: bool) -> dict[str, Any]:
     return {
         "name": name,
@@ -109,7 +108,16 @@ def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: 
     slots = state.holders()
     mine = next((x for x in slots if x.session_id == me.session_id), None)
     if mine is not None:
-        return _renew(name, NamedLeaseState(name, mine.session_id, mine.actor_key, mine.fencing_token, mine.ttl_seconds, mine.expires_us), me, cmd.ttl_seconds, ctx, d)
+        return _renew(
+            name,
+            NamedLeaseState(
+                name, mine.session_id, mine.actor_key, mine.fencing_token, mine.ttl_seconds, mine.expires_us
+            ),
+            me,
+            cmd.ttl_seconds,
+            ctx,
+            d,
+        )
     live = [x for x in slots if x.expires_us > ctx.now_us]
     expired = [x for x in slots if x.expires_us <= ctx.now_us]
     token = lease.fencing_token if lease else max((x.fencing_token for x in slots), default=0)
@@ -120,7 +128,9 @@ def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: 
         for x in expired:
             d.add(streams.named_lease(name), NamedLeaseReleased(name=name, session_id=x.session_id, reason="expired"))
         expired = []
-        served = hand_off_lease(d, LeaseLine(name, token, free, capacity, ahead), Claimant(me.session_id, me.actor_key), ctx)
+        served = hand_off_lease(
+            d, LeaseLine(name, token, free, capacity, ahead), Claimant(me.session_id, me.actor_key), ctx
+        )
         token += len(served)
         free -= len(served)
         live += [Slot(w.session_id, w.actor_key, 0, 0, ctx.now_us + 1) for w in served]
@@ -130,7 +140,14 @@ def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: 
         if capacity > 1:
             refusal.details["capacity"] = capacity
         if cmd.wait and state.join is not None:
-            started = WaitStarted(kind="lease", key=name, session_id=me.session_id, actor_key=me.actor_key, ttl_seconds=cmd.ttl_seconds, capacity=cmd.capacity)
+            started = WaitStarted(
+                kind="lease",
+                key=name,
+                session_id=me.session_id,
+                actor_key=me.actor_key,
+                ttl_seconds=cmd.ttl_seconds,
+                capacity=cmd.capacity,
+            )
             return state.join(d, me, started, refusal, [x.session_id for x in live])
         if d.events:
             d.error = refusal
@@ -144,7 +161,12 @@ def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: 
     d.add(
         streams.named_lease(name),
         NamedLeaseAcquired(
-            name=name, session_id=me.session_id, actor_key=me.actor_key, fencing_token=token, ttl_seconds=ttl, expires_at_us=expires,
+            name=name,
+            session_id=me.session_id,
+            actor_key=me.actor_key,
+            fencing_token=token,
+            ttl_seconds=ttl,
+            expires_at_us=expires,
             capacity=capacity if capacity > 1 else UNSET,
         ),
     )
@@ -154,12 +176,20 @@ def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: 
     return d
 
 
-def _renew(name: str, lease: NamedLeaseState, me: SessionState, ttl_seconds: int | None, ctx: Context, d: Decision) -> Decision:
+def _renew(
+    name: str, lease: NamedLeaseState, me: SessionState, ttl_seconds: int | None, ctx: Context, d: Decision
+) -> Decision:
     ttl = ttl_seconds or lease.ttl_seconds or DEFAULT_LEASE_TTL_SECONDS
     expires = ctx.now_us + ttl * 1_000_000
     d.add(
         streams.named_lease(name),
-        NamedLeaseRenewed(name=name, session_id=me.session_id, fencing_token=lease.fencing_token, ttl_seconds=ttl, expires_at_us=expires),
+        NamedLeaseRenewed(
+            name=name,
+            session_id=me.session_id,
+            fencing_token=lease.fencing_token,
+            ttl_seconds=ttl,
+            expires_at_us=expires,
+        ),
     )
     d.result = _lease_result(name, lease.fencing_token, ttl, expires, renewed=True)
     return d

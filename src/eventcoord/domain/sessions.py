@@ -192,7 +192,9 @@ def decide_end_agent(state: EndState, cmd: EndAgent, ctx: Context) -> Decision:
     ended = AgentEnded(session_id=sid, handoff_note=clean_text(cmd.handoff_note))
     d = Decision(session_id=sid, actor_key=s.actor_key)
     for issue, token in held.leases:
-        d.add(streams.issue(issue), LeaseReleased(issue=issue, session_id=sid, reason="agent_ended", fencing_token=token))
+        d.add(
+            streams.issue(issue), LeaseReleased(issue=issue, session_id=sid, reason="agent_ended", fencing_token=token)
+        )
         if ended.handoff_note:
             d.add(streams.issue(issue), HandoffNoted(issue=issue, session_id=sid, note=ended.handoff_note))
     for issue, paths in held.file_claims.items():

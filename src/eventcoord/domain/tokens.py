@@ -59,5 +59,11 @@ def decide_revoke_token(state: RevokeState, cmd: RevokeToken, ctx: Context) -> D
         raise errors.token_not_found(cmd.token_id)
     already = row.revoked_us is not None
     return Decision(
-        result={"token_id": row.token_id, "workspace": row.workspace, "role": row.role, "revoked": True, "already_revoked": already}
+        result={
+            "token_id": row.token_id,
+            "workspace": row.workspace,
+            "role": row.role,
+            "revoked": True,
+            "already_revoked": already,
+        }
     )

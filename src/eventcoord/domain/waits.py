@@ -68,7 +68,14 @@ def waiter_live(w: Waiter, ctx: Context) -> bool:
 
 def abandoned(w: Waiter, reason: str, by: str | None) -> tuple[str, WaitAbandoned]:
     """The event that drops ``w`` from its line."""
-    event = WaitAbandoned(kind=w.kind, key=w.key, session_id=w.session_id, reason=reason, issue=w.issue if w.kind == "files" else None, by_session_id=by)
+    event = WaitAbandoned(
+        kind=w.kind,
+        key=w.key,
+        session_id=w.session_id,
+        reason=reason,
+        issue=w.issue if w.kind == "files" else None,
+        by_session_id=by,
+    )
     return stream_of(w.kind, w.key if w.kind != "files" else (w.issue or w.key)), event
 
 
@@ -88,7 +95,9 @@ def drop_stale(d: Decision, line: Sequence[Waiter], ctx: Context, by: str | None
         if waiter_live(w, ctx):
             kept.append(w)
         else:
-            d.events.append(abandoned(w, "ended" if w.session is None or w.session.ended_us is not None else "stale", by))
+            d.events.append(
+                abandoned(w, "ended" if w.session is None or w.session.ended_us is not None else "stale", by)
+            )
     return kept
 
 
@@ -122,12 +131,27 @@ def join(
         if cycle is not None:
             d.events = [
                 *d.events,
-                (stream_of(started.kind, started.issue if started.kind == "files" and started.issue else started.key),
-                 DeadlockRefused(kind=started.kind, key=started.key, session_id=me.session_id, actor_key=me.actor_key, cycle=cycle)),
+                (
+                    stream_of(
+                        started.kind, started.issue if started.kind == "files" and started.issue else started.key
+                    ),
+                    DeadlockRefused(
+                        kind=started.kind,
+                        key=started.key,
+                        session_id=me.session_id,
+                        actor_key=me.actor_key,
+                        cycle=cycle,
+                    ),
+                ),
             ]
             d.error = errors.deadlock(cycle)
             return d
-        d.events.append((stream_of(started.kind, started.issue if started.kind == "files" and started.issue else started.key), started))
+        d.events.append(
+            (
+                stream_of(started.kind, started.issue if started.kind == "files" and started.issue else started.key),
+                started,
+            )
+        )
     waiting = place_of(live, me.session_id)
     d.error = errors.DomainError(refusal.code, refusal.message, {**refusal.details, "waiting": waiting})
     return d

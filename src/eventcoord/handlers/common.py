@@ -81,7 +81,9 @@ def _insert_guard(dialect: str) -> Executable:
 
 
 _INSERT_GUARD = Prepared(_insert_guard)
-_LOCK_GUARD = Prepared(lambda d: select(guards.c.key).where((guards.c.workspace == WS) & (guards.c.key == _KEY)).with_for_update())
+_LOCK_GUARD = Prepared(
+    lambda d: select(guards.c.key).where((guards.c.workspace == WS) & (guards.c.key == _KEY)).with_for_update()
+)
 
 
 def lock_guard(conn: Connection, workspace: str, key: str) -> None:

@@ -173,26 +173,32 @@ def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
     held = overlap_candidates(conn, ctx, paths)
     holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
 
-    def join(d: Decision, me: SessionState, started: WaitStarted, refusal: DomainError, holders_live: Sequence[str]) -> Decision:
+    def join(
+        d: Decision, me: SessionState, started: WaitStarted, refusal: DomainError, holders_live: Sequence[str]
+    ) -> Decision:
         from eventcoord.handlers.waits import join_state, load_files_line
 
         line = [w for w in load_files_line(conn, ctx, started.paths)]
         return waits.join(d, join_state(conn, ctx, me.session_id, line, holders_live), me, started, refusal, ctx)
 
-    return domain.decide_claim_files(domain.ClaimFilesState(session, held, holders, join if cmd.wait else None), cmd, ctx)
+    return domain.decide_claim_files(
+        domain.ClaimFilesState(session, held, holders, join if cmd.wait else None), cmd, ctx
+    )
 
 
 # Unreleased claims of one issue and holder, through the partial index of an issue's
 # unreleased claims (history of the issue never read). ``IS`` matches a null holder too.
 _OF_ISSUE = Prepared(
-    lambda d: text(
-        f"{_CLAIM_SELECT} INDEXED BY ix_file_claims_issue_live WHERE workspace = :ws AND issue = :issue"
-        " AND session_id IS :sid AND released_us IS NULL ORDER BY position, idx"
-    )
-    if d == "sqlite"
-    else text(
-        f"{_CLAIM_SELECT} WHERE workspace = :ws AND issue = :issue"
-        " AND session_id IS NOT DISTINCT FROM CAST(:sid AS text) AND released_us IS NULL ORDER BY position, idx"
+    lambda d: (
+        text(
+            f"{_CLAIM_SELECT} INDEXED BY ix_file_claims_issue_live WHERE workspace = :ws AND issue = :issue"
+            " AND session_id IS :sid AND released_us IS NULL ORDER BY position, idx"
+        )
+        if d == "sqlite"
+        else text(
+            f"{_CLAIM_SELECT} WHERE workspace = :ws AND issue = :issue"
+            " AND session_id IS NOT DISTINCT FROM CAST(:sid AS text) AND released_us IS NULL ORDER BY position, idx"
+        )
     )
 )
 
@@ -208,13 +214,19 @@ def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision
     return d
 
 
-def files_hand_off(conn: Connection, ctx: Context, d: Decision, released: Sequence[str], gone: Callable[[domain.ClaimRow], bool]) -> None:
+def files_hand_off(
+    conn: Connection, ctx: Context, d: Decision, released: Sequence[str], gone: Callable[[domain.ClaimRow], bool]
+) -> None:
     """Serve the files waiters that ``released`` paths may unblock (the workspace is locked)."""
     from eventcoord.handlers.waits import load_files_line
 
     line = load_files_line(conn, ctx, released)
     if not line:
         return
-    held = [h for h in overlap_candidates(conn, ctx, sorted({p for w in line for p in w.paths})) if not (gone(h) and h.path in released)]
+    held = [
+        h
+        for h in overlap_candidates(conn, ctx, sorted({p for w in line for p in w.paths}))
+        if not (gone(h) and h.path in released)
+    ]
     holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
     hand_off_files(d, line, held, holders, Claimant(d.session_id, d.actor_key or "token"), ctx)

@@ -28,25 +28,29 @@ _RULES = Prepared(
     )
 )
 _AGENT_HELD = Prepared(
-    lambda d: select(func.count())
-    .select_from(leases)
-    .where(
-        (leases.c.session_id == bindparam("sid"))
-        & leases.c.released_us.is_(None)
-        & (leases.c.workspace == WS)
-        & (leases.c.project == bindparam("project"))
-        & (leases.c.issue != bindparam("issue"))
+    lambda d: (
+        select(func.count())
+        .select_from(leases)
+        .where(
+            (leases.c.session_id == bindparam("sid"))
+            & leases.c.released_us.is_(None)
+            & (leases.c.workspace == WS)
+            & (leases.c.project == bindparam("project"))
+            & (leases.c.issue != bindparam("issue"))
+        )
     )
 )
 _LIVE_LEASES = Prepared(
-    lambda d: select(func.count())
-    .select_from(leases.join(sessions, sessions.c.session_id == leases.c.session_id))
-    .where(
-        (leases.c.workspace == WS)
-        & (leases.c.project == bindparam("project"))
-        & leases.c.released_us.is_(None)
-        & (leases.c.issue != bindparam("issue"))
-        & live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff"))
+    lambda d: (
+        select(func.count())
+        .select_from(leases.join(sessions, sessions.c.session_id == leases.c.session_id))
+        .where(
+            (leases.c.workspace == WS)
+            & (leases.c.project == bindparam("project"))
+            & leases.c.released_us.is_(None)
+            & (leases.c.issue != bindparam("issue"))
+            & live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff"))
+        )
     )
 )
 _UNRELEASED = Prepared(
@@ -62,9 +66,9 @@ _LEASED_IN_PROJECT = Prepared(
         & (leases.c.project == bindparam("project"))
     )
 )
-_LEASE = select(leases.c.issue, leases.c.project, leases.c.session_id, leases.c.actor_key, leases.c.fencing_token).where(
-    (leases.c.workspace == WS) & (leases.c.issue == bindparam("issue")) & leases.c.released_us.is_(None)
-)
+_LEASE = select(
+    leases.c.issue, leases.c.project, leases.c.session_id, leases.c.actor_key, leases.c.fencing_token
+).where((leases.c.workspace == WS) & (leases.c.issue == bindparam("issue")) & leases.c.released_us.is_(None))
 _LEASE_PLAIN = Prepared(lambda d: _LEASE)
 _LEASE_FOR_UPDATE = Prepared(lambda d: _LEASE.with_for_update())
 _ISSUE = Prepared(
@@ -76,21 +80,21 @@ _ISSUE = Prepared(
         issues.c.handoff_session_id,
         issues.c.delay_from_us,
         issues.c.delay_session_id,
-    ).where(
-        (issues.c.workspace == WS) & (issues.c.issue == bindparam("issue"))
-    )
+    ).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
 )
 _DECLARERS = Prepared(
-    lambda d: select(*SESSION_COLUMNS)
-    .where(
-        and_(
-            sessions.c.workspace == WS,
-            sessions.c.working_on == bindparam("issue"),
-            live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff")),
+    lambda d: (
+        select(*SESSION_COLUMNS)
+        .where(
+            and_(
+                sessions.c.workspace == WS,
+                sessions.c.working_on == bindparam("issue"),
+                live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff")),
+            )
         )
+        .order_by(sessions.c.last_seen_us.desc())
+        .limit(5)
     )
-    .order_by(sessions.c.last_seen_us.desc())
-    .limit(5)
 )
 
 
@@ -103,15 +107,23 @@ def lock_project_rules(conn: Connection, ctx: Context, project: str) -> ProjectR
     """Serialise decisions on a project's cap; returns its configuration (defaults if none)."""
     lock_guard(conn, ctx.workspace, streams.project(project))
     row = _RULES.first(conn, {"ws": ctx.workspace, "project": project})
-    return ProjectRules() if row is None else ProjectRules(int(row[0]), int(row[1]), None if row[2] is None else int(row[2]))
+    return (
+        ProjectRules()
+        if row is None
+        else ProjectRules(int(row[0]), int(row[1]), None if row[2] is None else int(row[2]))
+    )
 
 
 def agent_held(conn: Connection, ctx: Context, project: str, except_issue: str, session_id: str) -> int:
     """Unreleased leases a session holds in a project (other than ``except_issue``)."""
-    return int(_AGENT_HELD.scalar(conn, {"ws": ctx.workspace, "project": project, "issue": except_issue, "sid": session_id}))
+    return int(
+        _AGENT_HELD.scalar(conn, {"ws": ctx.workspace, "project": project, "issue": except_issue, "sid": session_id})
+    )
 
 
-def live_lease_count(conn: Connection, ctx: Context, project: str, except_issue: str, wip_limit: int | None = None) -> int:
+def live_lease_count(
+    conn: Connection, ctx: Context, project: str, except_issue: str, wip_limit: int | None = None
+) -> int:
     """Live leases of a project, not counting any lease on ``except_issue``.
 
     With ``wip_limit`` it costs the same with 5 or 5,000 unreleased leases in the project
@@ -158,7 +170,9 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
         rules.wip_limit,
         live,
         rules=rules,
-        agent_held=lambda sid: agent_held(conn, ctx, cmd.project, cmd.issue, sid) if rules.agent_wip_limit is not None else 0,
+        agent_held=lambda sid: (
+            agent_held(conn, ctx, cmd.project, cmd.issue, sid) if rules.agent_wip_limit is not None else 0
+        ),
         line=load_line(conn, ctx, "issue", cmd.issue),
         joining=lambda line, holders: join_state(conn, ctx, cmd.session_id, line, holders),
     )
@@ -177,7 +191,11 @@ def issue_line(conn: Connection, ctx: Context, issue: str, project: str) -> Issu
         return None
     view = load_issue_view(conn, ctx, issue)
     reg = view.registry
-    delay = DelayFrom(reg.delay_from_us, reg.delay_session_id) if reg and reg.delay_from_us is not None and reg.delay_session_id else None
+    delay = (
+        DelayFrom(reg.delay_from_us, reg.delay_session_id)
+        if reg and reg.delay_from_us is not None and reg.delay_session_id
+        else None
+    )
     return IssueLine(
         issue=issue,
         project=project,
@@ -194,7 +212,11 @@ def issue_line(conn: Connection, ctx: Context, issue: str, project: str) -> Issu
 def release_issue(conn: Connection, ctx: Context, cmd: ReleaseIssue) -> Decision:
     caller = load_session(conn, ctx, cmd.session_id)
     peek = load_lease(conn, ctx, cmd.issue)
-    free = issue_line(conn, ctx, cmd.issue, peek.project) if peek is not None and peek.session_id == cmd.session_id else None
+    free = (
+        issue_line(conn, ctx, cmd.issue, peek.project)
+        if peek is not None and peek.session_id == cmd.session_id
+        else None
+    )
     state = domain.ReleaseState(caller, load_lease(conn, ctx, cmd.issue, lock=True), lambda: free)
     return domain.decide_release_issue(state, cmd, ctx)
 

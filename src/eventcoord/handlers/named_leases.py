@@ -44,7 +44,9 @@ def load_named_lease(conn: Connection, ctx: Context, name: str) -> domain.NamedL
 def load_slots(conn: Connection, ctx: Context, name: str) -> tuple[list[domain.Slot], int | None]:
     """The holders of a name (in token order) and its fixed capacity (None if never acquired)."""
     capacity = conn.execute(
-        select(named_leases.c.capacity).where((named_leases.c.workspace == ctx.workspace) & (named_leases.c.name == name))
+        select(named_leases.c.capacity).where(
+            (named_leases.c.workspace == ctx.workspace) & (named_leases.c.name == name)
+        )
     ).scalar_one_or_none()
     rows = conn.execute(
         select(
@@ -60,17 +62,23 @@ def load_slots(conn: Connection, ctx: Context, name: str) -> tuple[list[domain.S
     return [domain.Slot(*r) for r in rows], None if capacity is None else int(capacity)
 
 
-def _state(conn: Connection, ctx: Context, session_id: str, name: str, *, wait: bool = False) -> domain.NamedLeaseCommandState:
+def _state(
+    conn: Connection, ctx: Context, session_id: str, name: str, *, wait: bool = False
+) -> domain.NamedLeaseCommandState:
     """The caller's session, then the lease (sessions before guards: the usual lock order)."""
     session = load_session(conn, ctx, session_id, lock=True)
     lease = load_named_lease(conn, ctx, name)
     slots, capacity = load_slots(conn, ctx, name)
 
-    def join(d: Decision, me: SessionState, started: WaitStarted, refusal: DomainError, holders: Sequence[str]) -> Decision:
+    def join(
+        d: Decision, me: SessionState, started: WaitStarted, refusal: DomainError, holders: Sequence[str]
+    ) -> Decision:
         line = [w for w in load_line(conn, ctx, "lease", name) if waits.waiter_live(w, ctx)]
         return waits.join(d, join_state(conn, ctx, me.session_id, line, holders), me, started, refusal, ctx)
 
-    return domain.NamedLeaseCommandState(session, lease, slots, capacity, load_line(conn, ctx, "lease", name), join if wait else None)
+    return domain.NamedLeaseCommandState(
+        session, lease, slots, capacity, load_line(conn, ctx, "lease", name), join if wait else None
+    )
 
 
 def lease_line(conn: Connection, ctx: Context, name: str, leaving: str) -> LeaseLine | None:

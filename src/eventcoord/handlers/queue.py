@@ -74,38 +74,55 @@ def _item(row: Sequence[Any]) -> domain.ItemState:
 # The hot statements of the queue tier, built once (``Prepared``), like the issue tier's.
 # (An IN list would compile to an expanding parameter, which fixed SQL cannot hold.)
 _ACTIVE = or_(*(work_items.c.status == s for s in domain.ACTIVE))
-_ITEM_SELECT = select(*_ITEM_COLUMNS).where((work_items.c.item_id == bindparam("item")) & (work_items.c.workspace == WS))
+_ITEM_SELECT = select(*_ITEM_COLUMNS).where(
+    (work_items.c.item_id == bindparam("item")) & (work_items.c.workspace == WS)
+)
 _ITEM_PLAIN = Prepared(lambda d: _ITEM_SELECT)
 _ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update())
 _SUSPECTS = Prepared(
-    lambda d: select(work_items.c.session_id)
-    .select_from(work_items.join(sessions, sessions.c.session_id == work_items.c.session_id))
-    .where(
-        (work_items.c.workspace == WS)
-        & (work_items.c.project == bindparam("project"))
-        & _ACTIVE
-        & (sessions.c.kind != "human")
-        & not_live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff"))
+    lambda d: (
+        select(work_items.c.session_id)
+        .select_from(work_items.join(sessions, sessions.c.session_id == work_items.c.session_id))
+        .where(
+            (work_items.c.workspace == WS)
+            & (work_items.c.project == bindparam("project"))
+            & _ACTIVE
+            & (sessions.c.kind != "human")
+            & not_live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff"))
+        )
+        .distinct()
     )
-    .distinct()
 )
-_QUEUED = (work_items.c.workspace == WS) & (work_items.c.project == bindparam("project")) & (work_items.c.status == "queued")
+_QUEUED = (
+    (work_items.c.workspace == WS) & (work_items.c.project == bindparam("project")) & (work_items.c.status == "queued")
+)
 _ORDER = (work_items.c.priority.desc(), work_items.c.enqueued_position)
 _FIRST_PAGE = Prepared(
-    lambda d: select(*_ITEM_COLUMNS).where(_QUEUED).order_by(*_ORDER).limit(bindparam("page")).with_for_update(skip_locked=True)
+    lambda d: (
+        select(*_ITEM_COLUMNS)
+        .where(_QUEUED)
+        .order_by(*_ORDER)
+        .limit(bindparam("page"))
+        .with_for_update(skip_locked=True)
+    )
 )
 _NEXT_PAGE = Prepared(
-    lambda d: select(*_ITEM_COLUMNS)
-    .where(
-        _QUEUED
-        & (
-            (work_items.c.priority < bindparam("priority"))
-            | ((work_items.c.priority == bindparam("priority2")) & (work_items.c.enqueued_position > bindparam("after")))
+    lambda d: (
+        select(*_ITEM_COLUMNS)
+        .where(
+            _QUEUED
+            & (
+                (work_items.c.priority < bindparam("priority"))
+                | (
+                    (work_items.c.priority == bindparam("priority2"))
+                    & (work_items.c.enqueued_position > bindparam("after"))
+                )
+            )
         )
+        .order_by(*_ORDER)
+        .limit(bindparam("page"))
+        .with_for_update(skip_locked=True)
     )
-    .order_by(*_ORDER)
-    .limit(bindparam("page"))
-    .with_for_update(skip_locked=True)
 )
 _OTHER_ACTIVE = Prepared(
     lambda d: select(func.count()).where(
@@ -115,8 +132,14 @@ _OTHER_ACTIVE = Prepared(
         & (work_items.c.item_id != bindparam("item"))
     )
 )
-_ISSUE_PROJECT = Prepared(lambda d: select(issues.c.project).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue"))))
-_SHARE_WORKSPACE = Prepared(lambda d: select(workspaces.c.name).where(workspaces.c.name == WS).with_for_update(read=True))
+_ISSUE_PROJECT = Prepared(
+    lambda d: select(issues.c.project).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
+)
+_SHARE_WORKSPACE = Prepared(
+    lambda d: select(workspaces.c.name).where(workspaces.c.name == WS).with_for_update(read=True)
+)
+
+
 def load_item(conn: Connection, ctx: Context, item_id: str, *, lock: bool = False) -> domain.ItemState | None:
     """One work item of the caller's workspace."""
     row = (_ITEM_FOR_UPDATE if lock else _ITEM_PLAIN).first(conn, {"item": item_id, "ws": ctx.workspace})
@@ -209,7 +232,11 @@ class WorkReads:
         held = [h for h in overlap_candidates(self.conn, self.ctx, paths) if h.exclusive]
         holders = load_sessions(self.conn, self.ctx, {h.session_id for h in held if h.session_id is not None})
         return [
-            domain.FileClaimView(h.path, h.session_id, (s := holders.get(h.session_id or "")) is not None and self.ctx.is_live(s.last_seen_us, s.ended_us))
+            domain.FileClaimView(
+                h.path,
+                h.session_id,
+                (s := holders.get(h.session_id or "")) is not None and self.ctx.is_live(s.last_seen_us, s.ended_us),
+            )
             for h in held
         ]
 

@@ -53,7 +53,11 @@ def load_holdings(conn: Connection, ctx: Context, sid: str) -> domain.Holdings:
     claims: dict[str, list[str]] = defaultdict(list)
     for issue, path in conn.execute(
         select(file_claims.c.issue, file_claims.c.path)
-        .where((file_claims.c.workspace == ctx.workspace) & (file_claims.c.session_id == sid) & file_claims.c.released_us.is_(None))
+        .where(
+            (file_claims.c.workspace == ctx.workspace)
+            & (file_claims.c.session_id == sid)
+            & file_claims.c.released_us.is_(None)
+        )
         .order_by(file_claims.c.issue, file_claims.c.position, file_claims.c.idx)
     ):
         claims[issue].append(path)
@@ -97,7 +101,9 @@ def freed_by(conn: Connection, ctx: Context, sid: str, holdings: domain.Holdings
             )
         )
     }
-    issue_lines = [line for issue, _ in holdings.leases if (line := issue_line(conn, ctx, issue, projects[issue])) is not None]
+    issue_lines = [
+        line for issue, _ in holdings.leases if (line := issue_line(conn, ctx, issue, projects[issue])) is not None
+    ]
     released = sorted({p for paths in holdings.file_claims.values() for p in paths})
     files_line, files_held, files_holders = [], [], {}
     if released:

@@ -80,7 +80,9 @@ def load_line(conn: Connection, ctx: Context, kind: str, key: str) -> list[domai
 def load_files_line(conn: Connection, ctx: Context, paths: Sequence[str]) -> list[domain.Waiter]:
     """The files waits any of whose paths overlaps one of ``paths``, in FIFO order."""
     rows = conn.execute(
-        select(*_COLUMNS).where((waits.c.workspace == ctx.workspace) & (waits.c.kind == "files")).order_by(waits.c.position, waits.c.idx)
+        select(*_COLUMNS)
+        .where((waits.c.workspace == ctx.workspace) & (waits.c.kind == "files"))
+        .order_by(waits.c.position, waits.c.idx)
     )
     line = _waiters(conn, ctx, rows)
     return [w for w in line if any(overlaps(p, q) for p in w.paths for q in paths)]
@@ -88,7 +90,11 @@ def load_files_line(conn: Connection, ctx: Context, paths: Sequence[str]) -> lis
 
 def load_wait_of(conn: Connection, ctx: Context, session_id: str) -> domain.Waiter | None:
     """The one wait a session is in, if any."""
-    rows = conn.execute(select(*_COLUMNS).where((waits.c.session_id == session_id) & (waits.c.workspace == ctx.workspace)).order_by(waits.c.position))
+    rows = conn.execute(
+        select(*_COLUMNS)
+        .where((waits.c.session_id == session_id) & (waits.c.workspace == ctx.workspace))
+        .order_by(waits.c.position)
+    )
     found = _waiters(conn, ctx, rows)
     return found[0] if found else None
 
@@ -96,7 +102,9 @@ def load_wait_of(conn: Connection, ctx: Context, session_id: str) -> domain.Wait
 def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
     """The workspace's wait-for graph: every live waiter → the live holders of what it waits for."""
     graph = WaitGraph()
-    rows = conn.execute(select(*_COLUMNS).where(waits.c.workspace == ctx.workspace).order_by(waits.c.position, waits.c.idx))
+    rows = conn.execute(
+        select(*_COLUMNS).where(waits.c.workspace == ctx.workspace).order_by(waits.c.position, waits.c.idx)
+    )
     all_waits = [w for w in _waiters(conn, ctx, rows) if domain.waiter_live(w, ctx)]
     issue_keys = sorted({w.key for w in all_waits if w.kind == "issue"})
     lease_keys = sorted({w.key for w in all_waits if w.kind == "lease"})
@@ -124,7 +132,9 @@ def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
         ):
             lease_holders.setdefault(name, []).append(sid)
     file_waits = [w for w in all_waits if w.kind == "files"]
-    claims: list[ClaimRow] = overlap_candidates(conn, ctx, sorted({p for w in file_waits for p in w.paths})) if file_waits else []
+    claims: list[ClaimRow] = (
+        overlap_candidates(conn, ctx, sorted({p for w in file_waits for p in w.paths})) if file_waits else []
+    )
     holders = load_sessions(conn, ctx, {c.session_id for c in claims if c.session_id is not None})
     for w in all_waits:
         if w.kind == "issue":
@@ -135,13 +145,24 @@ def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
                 graph.add(w.session_id, "lease", w.key, h)
         else:
             for c in claims:
-                blocks = c.session_id is not None and (w.exclusive or c.exclusive) and not (c.issue == w.issue and c.session_id == w.session_id)
-                if blocks and holder_is_live(c, holders, ctx) and any(overlaps(p, c.path) for p in w.paths) and c.session_id is not None:
+                blocks = (
+                    c.session_id is not None
+                    and (w.exclusive or c.exclusive)
+                    and not (c.issue == w.issue and c.session_id == w.session_id)
+                )
+                if (
+                    blocks
+                    and holder_is_live(c, holders, ctx)
+                    and any(overlaps(p, c.path) for p in w.paths)
+                    and c.session_id is not None
+                ):
                     graph.add(w.session_id, "files", c.path, c.session_id)
     return graph
 
 
-def join_state(conn: Connection, ctx: Context, session_id: str, line: Sequence[domain.Waiter], holders: Sequence[str]) -> domain.JoinState:
+def join_state(
+    conn: Connection, ctx: Context, session_id: str, line: Sequence[domain.Waiter], holders: Sequence[str]
+) -> domain.JoinState:
     """Lock the workspace (serialising every join), then the caller's wait and the graph."""
     lock_workspace(conn, ctx)
     current = load_wait_of(conn, ctx, session_id)

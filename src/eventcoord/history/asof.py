@@ -78,7 +78,9 @@ def resolve(conn: Connection, workspace: str, raw: str) -> tuple[int, int | None
     return position, at_us
 
 
-def gather(conn: Connection, workspace: str | None, position: int) -> tuple[dict[str, list[bytes]], list[RecordedEvent], int]:
+def gather(
+    conn: Connection, workspace: str | None, position: int
+) -> tuple[dict[str, list[bytes]], list[RecordedEvent], int]:
     """What a scratch at ``position`` needs: the nearest snapshot's chunks, the events after it, the TTL."""
     snap = snapshots.nearest(conn, position) if position > 0 else None
     archive = snapshots.archive_boundary(conn)

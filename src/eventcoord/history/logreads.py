@@ -40,7 +40,13 @@ class Filters(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def empty(self) -> bool:
-        return not self.types and self.stream is None and self.since_us is None and self.until_us is None and self.until_position is None
+        return (
+            not self.types
+            and self.stream is None
+            and self.since_us is None
+            and self.until_us is None
+            and self.until_position is None
+        )
 
 
 def _first(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
@@ -99,11 +105,15 @@ def _bounds(conn: Connection, workspace: str | None, f: Filters, after: int) -> 
 
     def version_pos(v: int) -> int | None:
         return conn.execute(
-            select(events.c.position).where((events.c.workspace == workspace) & (events.c.stream == stream) & (events.c.version == v))
+            select(events.c.position).where(
+                (events.c.workspace == workspace) & (events.c.stream == stream) & (events.c.version == v)
+            )
         ).scalar()
 
     top = conn.execute(
-        select(stream_heads.c.version).where((stream_heads.c.workspace == workspace) & (stream_heads.c.stream == stream))
+        select(stream_heads.c.version).where(
+            (stream_heads.c.workspace == workspace) & (stream_heads.c.stream == stream)
+        )
     ).scalar()
     if top is None:
         return None
@@ -152,7 +162,9 @@ def rows(conn: Connection, after: int, limit: int, workspace: str | None, f: Fil
     if not f.types:
         return list(conn.execute(base.order_by(order).limit(limit)))
     # One index walk per type, merged: never a sort of every match.
-    pages = [list(conn.execute(base.where(events.c.type == t).order_by(order).limit(limit))) for t in sorted(set(f.types))]
+    pages = [
+        list(conn.execute(base.where(events.c.type == t).order_by(order).limit(limit))) for t in sorted(set(f.types))
+    ]
     return list(heapq.merge(*pages, key=lambda r: r.position))[:limit]
 
 
@@ -181,7 +193,9 @@ def recorded(r: Any) -> RecordedEvent:
     )
 
 
-def read_range(conn: Connection, after: int, upto: int, workspace: str | None = None, batch: int = 5000) -> list[RecordedEvent]:
+def read_range(
+    conn: Connection, after: int, upto: int, workspace: str | None = None, batch: int = 5000
+) -> list[RecordedEvent]:
     """Every event in ``(after, upto]`` (of one workspace, if given), decoded, in position order."""
     out: list[RecordedEvent] = []
     while after < upto:

@@ -25,7 +25,6 @@ from eventcoord.store.schema import metadata
 T = TypeVar("T")
 
 
-
 class Scratch:
     """The read models right after ``position`` (of one workspace, or all), in memory."""
 
@@ -79,7 +78,12 @@ class Scratch:
 
 
 def build(
-    position: int, at_us: int | None, ttl: int, workspace: str | None, chunks: dict[str, list[bytes]], events: Sequence[RecordedEvent]
+    position: int,
+    at_us: int | None,
+    ttl: int,
+    workspace: str | None,
+    chunks: dict[str, list[bytes]],
+    events: Sequence[RecordedEvent],
 ) -> Scratch:
     """A scratch at ``position``: the snapshot's rows, then ``events`` replayed."""
     s = Scratch(position, at_us, ttl, workspace)

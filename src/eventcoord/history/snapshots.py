@@ -85,7 +85,9 @@ def decode_chunk(data: bytes) -> list[list[Any]]:
 
 def _insert_chunks(dialect: str) -> Any:
     ins = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(snapshot_chunks)
-    return ins.values(hash=bindparam("h"), data=bindparam("d")).on_conflict_do_nothing(index_elements=[snapshot_chunks.c.hash])
+    return ins.values(hash=bindparam("h"), data=bindparam("d")).on_conflict_do_nothing(
+        index_elements=[snapshot_chunks.c.hash]
+    )
 
 
 def _insert_snapshot(dialect: str) -> Any:
@@ -93,7 +95,9 @@ def _insert_snapshot(dialect: str) -> Any:
     return ins.on_conflict_do_nothing(index_elements=[snapshots.c.position])
 
 
-def write(conn: Connection, position: int, recorded_us: int, created_us: int, manifest: Manifest, chunks: dict[str, bytes]) -> int:
+def write(
+    conn: Connection, position: int, recorded_us: int, created_us: int, manifest: Manifest, chunks: dict[str, bytes]
+) -> int:
     """Store a snapshot; only chunks not stored yet are written. Returns the chunks written."""
     wanted = list(chunks)
     have: set[str] = set()
@@ -105,7 +109,10 @@ def write(conn: Connection, position: int, recorded_us: int, created_us: int, ma
         conn.execute(_insert_chunks(conn.dialect.name), new)
     conn.execute(
         _insert_snapshot(conn.dialect.name).values(
-            position=position, recorded_us=recorded_us, created_us=created_us, manifest=msgspec.json.encode(manifest).decode()
+            position=position,
+            recorded_us=recorded_us,
+            created_us=created_us,
+            manifest=msgspec.json.encode(manifest).decode(),
         )
     )
     return len(new)
@@ -142,7 +149,9 @@ def load_chunks(conn: Connection, snap: Snapshot, workspace: str | None) -> dict
     data: dict[str, bytes] = {}
     for start in range(0, len(every), 500):
         part = every[start : start + 500]
-        for h, d in conn.execute(select(snapshot_chunks.c.hash, snapshot_chunks.c.data).where(snapshot_chunks.c.hash.in_(part))):
+        for h, d in conn.execute(
+            select(snapshot_chunks.c.hash, snapshot_chunks.c.data).where(snapshot_chunks.c.hash.in_(part))
+        ):
             data[h] = bytes(d)
     return {name: [data[h] for h in hs] for name, hs in wanted.items()}
 
@@ -158,6 +167,8 @@ class Archive(msgspec.Struct, frozen=True):
 def archive_boundary(conn: Connection) -> Archive | None:
     """The newest archive (events below its ``before`` are no longer in the log)."""
     row = conn.execute(
-        select(archives.c.before_position, archives.c.file, archives.c.events).order_by(archives.c.before_position.desc()).limit(1)
+        select(archives.c.before_position, archives.c.file, archives.c.events)
+        .order_by(archives.c.before_position.desc())
+        .limit(1)
     ).first()
     return None if row is None else Archive(int(row[0]), str(row[1]), int(row[2]))

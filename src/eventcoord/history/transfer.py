@@ -60,7 +60,17 @@ def write_csv(out: IO[bytes], items: Iterable[WireEvent]) -> int:
     w.writerow(CSV_FIELDS)
     n = 0
     for ev in items:
-        w.writerow([ev.position, ev.stream, ev.version, ev.type, ev.recorded_at, bytes(ev.data).decode(), bytes(ev.metadata).decode()])
+        w.writerow(
+            [
+                ev.position,
+                ev.stream,
+                ev.version,
+                ev.type,
+                ev.recorded_at,
+                bytes(ev.data).decode(),
+                bytes(ev.metadata).decode(),
+            ]
+        )
         n += 1
     text.flush()
     text.detach()

@@ -69,10 +69,14 @@ class Bridge:
 def build(bridge: Bridge) -> Server[Any]:
     """The low-level MCP server with eventcoord's tools."""
 
-    async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools.TOOLS)
 
-    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         try:
             return await tools.call(bridge.client, bridge.memory(ctx), params.name, params.arguments, bridge.stdio)
         except Exception as e:  # the request boundary: a bug must not take the server down
@@ -88,9 +92,13 @@ def build(bridge: Bridge) -> Server[Any]:
     )
     if not bridge.stdio:
 
-        async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams | None) -> types.DiscoverResult:
+        async def discover(
+            ctx: ServerRequestContext[Any, Any], params: types.RequestParams | None
+        ) -> types.DiscoverResult:
             return types.DiscoverResult(
-                supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS), capabilities=server.get_capabilities(), instructions=INSTRUCTIONS
+                supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS),
+                capabilities=server.get_capabilities(),
+                instructions=INSTRUCTIONS,
             )
 
         server.add_request_handler("server/discover", types.RequestParams, discover)
@@ -134,7 +142,9 @@ async def serve_http(url: str | None, token: str | None, host: str, port: int, i
 def main(args: argparse.Namespace) -> int:
     """Entry point of ``eventcoord mcp``."""
     # On stdio, stdout is the protocol channel: every log line goes to stderr.
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     if args.transport == "stdio":
         asyncio.run(serve_stdio(args.url, args.token))
     else:

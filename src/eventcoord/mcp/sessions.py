@@ -30,7 +30,9 @@ class Remembered:
         """Make ``session_id`` current and start heartbeating it."""
         self.current = session_id
         if session_id not in self._beats:
-            self._beats[session_id] = asyncio.create_task(self._heartbeat(session_id, ttl_seconds), name=f"heartbeat {session_id}")
+            self._beats[session_id] = asyncio.create_task(
+                self._heartbeat(session_id, ttl_seconds), name=f"heartbeat {session_id}"
+            )
 
     def forget(self, session_id: str) -> None:
         """Stop heartbeating ``session_id`` (it ended); nothing is sent."""

@@ -112,7 +112,9 @@ def _defaults(op: Operation, args: dict[str, Any], stdio: bool) -> None:
             args["process_ancestry"] = ancestry
 
 
-async def call(client: AsyncClient, memory: Remembered | None, name: str, arguments: dict[str, Any] | None, stdio: bool) -> types.CallToolResult:
+async def call(
+    client: AsyncClient, memory: Remembered | None, name: str, arguments: dict[str, Any] | None, stdio: bool
+) -> types.CallToolResult:
     """Run one tool: fill in the remembered session, validate, send, translate the answer."""
     op = BY_NAME.get(name)
     if op is None:

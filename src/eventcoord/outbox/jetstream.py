@@ -58,7 +58,9 @@ def subject_token(name: str) -> str:
         return "%"
     if all(c in _TOKEN_SAFE for c in name):
         return name
-    return "".join(c if c in _TOKEN_SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass")) for c in name)
+    return "".join(
+        c if c in _TOKEN_SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass")) for c in name
+    )
 
 
 def token_name(token: str) -> str:

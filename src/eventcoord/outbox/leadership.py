@@ -58,7 +58,9 @@ class RelayLease:
         if not due:
             return self.held, None
         lease_us = int(self.lease_seconds * 1_000_000)
-        token, persisted = await store.transact(lease_txn(self.stream_name, self.instance_id, lease_us, self.token, checkpoint))
+        token, persisted = await store.transact(
+            lease_txn(self.stream_name, self.instance_id, lease_us, self.token, checkpoint)
+        )
         if token is None:
             if self.token is not None:
                 log.warning("relay %s: lost the lease of %s", self.instance_id, self.stream_name)
@@ -84,7 +86,9 @@ class RelayLease:
         self.token = None
 
 
-def lease_txn(name: str, me: str, lease_us: int, token: int | None, checkpoint: int) -> Callable[[Connection], tuple[int | None, int]]:
+def lease_txn(
+    name: str, me: str, lease_us: int, token: int | None, checkpoint: int
+) -> Callable[[Connection], tuple[int | None, int]]:
     """Acquire (if free, expired or ours) or renew the lease, saving the checkpoint."""
 
     def run(conn: Connection) -> tuple[int | None, int]:
@@ -99,7 +103,9 @@ def lease_txn(name: str, me: str, lease_us: int, token: int | None, checkpoint: 
             position = max(int(row.position), checkpoint)
             conn.execute(
                 update(relay_state)
-                .where((relay_state.c.name == name) & (relay_state.c.holder == me) & (relay_state.c.fencing_token == token))
+                .where(
+                    (relay_state.c.name == name) & (relay_state.c.holder == me) & (relay_state.c.fencing_token == token)
+                )
                 .values(position=position, expires_us=now_us + lease_us)
             )
             return token, position

@@ -296,7 +296,9 @@ class Relay:
             if position > self._head:
                 # Same store id, yet the stream is ahead: the database was restored from a
                 # backup. Events re-using those positions would be dropped as duplicates.
-                log.error("relay: stream %s is at position %d, the store only at %d", self.stream_name, position, self._head)
+                log.error(
+                    "relay: stream %s is at position %d, the store only at %d", self.stream_name, position, self._head
+                )
                 self._warned_ahead = True
         return position, last_seq
 

@@ -20,7 +20,11 @@ def open_store(url: str) -> EventStore:
             url = "postgresql+asyncpg://" + url[len("postgresql://") :]
         # Writers per replica (batches in flight); the benchmarks compare settings with it.
         writers = os.environ.get("EVENTCOORD_PG_WRITERS", "")
-        return PostgresEventStore(url, writers=int(writers)) if writers.isdigit() and int(writers) > 0 else PostgresEventStore(url)
+        return (
+            PostgresEventStore(url, writers=int(writers))
+            if writers.isdigit() and int(writers) > 0
+            else PostgresEventStore(url)
+        )
     raise ValueError(f"unsupported database URL {url!r}: use sqlite+aiosqlite:/// or postgresql+asyncpg://")
 
 

@@ -26,6 +26,7 @@ PROVISIONAL_BASE = 1 << 62
 _PER_BACKEND = 1 << 24
 _KEY = "eventcoord.batch"
 
+
 class Resolve:
     """Maps a position handed out inside a transaction to the one it committed with.
 

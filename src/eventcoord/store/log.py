@@ -69,10 +69,12 @@ def _upsert_stream_head(dialect: str) -> Executable:
 
 _UPSERT_STREAM_HEAD = Prepared(_upsert_stream_head)
 _ADVANCE_HEAD = Prepared(
-    lambda d: update(store_head)
-    .where(store_head.c.id == 1)
-    .values(position=store_head.c.position + bindparam("n"))
-    .returning(store_head.c.position)
+    lambda d: (
+        update(store_head)
+        .where(store_head.c.id == 1)
+        .values(position=store_head.c.position + bindparam("n"))
+        .returning(store_head.c.position)
+    )
 )
 _INSERT_EVENT = Prepared(lambda d: events.insert())
 
@@ -289,7 +291,9 @@ def _advance_stream(conn: Connection, workspace: str, stream: str, count: int, e
 def stream_version(conn: Connection, workspace: str, stream: str) -> int:
     """The current version of a stream (0 when it has no events)."""
     v = conn.execute(
-        select(stream_heads.c.version).where((stream_heads.c.workspace == workspace) & (stream_heads.c.stream == stream))
+        select(stream_heads.c.version).where(
+            (stream_heads.c.workspace == workspace) & (stream_heads.c.stream == stream)
+        )
     ).scalar_one_or_none()
     return int(v or 0)
 

@@ -166,7 +166,9 @@ def end_statement() -> str:
             f"r{i} AS (UPDATE {table} SET {col} = {table}.{col} - $9 + h.base + 1 FROM h "
             f"WHERE {table}.{col} >= $9 AND {table}.{col} < $10)"
         )
-    return "WITH " + ", ".join(ctes) + " SELECT (SELECT base FROM h), (SELECT array_agg(version ORDER BY position) FROM e)"
+    return (
+        "WITH " + ", ".join(ctes) + " SELECT (SELECT base FROM h), (SELECT array_agg(version ORDER BY position) FROM e)"
+    )
 
 
 _END: list[str] = []
@@ -203,7 +205,9 @@ def connection_lost(e: BaseException) -> bool:
         return True
     orig = getattr(e, "orig", None)
     cause = getattr(orig, "__cause__", None) if orig is not None else None
-    return orig is not None and orig is not e and (connection_lost(orig) or (cause is not None and connection_lost(cause)))
+    return (
+        orig is not None and orig is not e and (connection_lost(orig) or (cause is not None and connection_lost(cause)))
+    )
 
 
 def describe(e: BaseException) -> str:

@@ -78,7 +78,9 @@ class PostgresEventStore(EventStore):
             self.url, pool_size=self._writers, max_overflow=0, isolation_level="AUTOCOMMIT", connect_args=timeout
         )
         event.listen(self._writer_engine.sync_engine, "after_cursor_execute", _count_writes)
-        self._lanes = [asyncio.create_task(self._lane(), name=f"eventcoord-pg-writer-{i}") for i in range(self._writers)]
+        self._lanes = [
+            asyncio.create_task(self._lane(), name=f"eventcoord-pg-writer-{i}") for i in range(self._writers)
+        ]
 
     async def close(self) -> None:
         if self._lanes:
@@ -176,7 +178,11 @@ class PostgresEventStore(EventStore):
         try:
             outcomes, aborted = await conn.run_sync(pg_writer.run_batch, jobs, savepoints)
         except Exception as e:  # the connection failed: the batch's outcome is unknown
-            failure = StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}") if pg_writer.connection_lost(e) else StoreError(f"postgresql: {e}")
+            failure = (
+                StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}")
+                if pg_writer.connection_lost(e)
+                else StoreError(f"postgresql: {e}")
+            )
             outcomes, aborted, lost = [("err", failure)] * len(jobs), False, True
         self._careful = pg_writer.CAREFUL_BATCHES if aborted else max(0, self._careful - 1)
         again: list[Job] = []

@@ -145,4 +145,17 @@ archives = Table(
 )
 
 #: Tables that are the store itself, never rebuilt from events.
-STORE_TABLES = (guards, events, stream_heads, store_head, settings, idempotency, tokens, workspaces, relay_state, snapshots, snapshot_chunks, archives)
+STORE_TABLES = (
+    guards,
+    events,
+    stream_heads,
+    store_head,
+    settings,
+    idempotency,
+    tokens,
+    workspaces,
+    relay_state,
+    snapshots,
+    snapshot_chunks,
+    archives,
+)

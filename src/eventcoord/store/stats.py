@@ -11,10 +11,20 @@ from prometheus_client import Counter
 
 from eventcoord.metrics import REGISTRY
 
-BATCHES = Counter("eventcoord_store_batches_total", "Write transactions the store's writer committed or tried.", registry=REGISTRY)
-COMMANDS = Counter("eventcoord_store_batched_total", "Commands run inside those transactions (re-runs included).", registry=REGISTRY)
-ROLLBACKS = Counter(
-    "eventcoord_store_batch_rollbacks_total", "Batches whose first pass was rolled back and run again with savepoints.", registry=REGISTRY
+BATCHES = Counter(
+    "eventcoord_store_batches_total", "Write transactions the store's writer committed or tried.", registry=REGISTRY
 )
-AGAIN = Counter("eventcoord_store_again_total", "Commands decided again in a later batch (PostgreSQL).", registry=REGISTRY)
-LOST_RACES = Counter("eventcoord_store_lost_races_total", "Races lost inside the database (PostgreSQL).", registry=REGISTRY)
+COMMANDS = Counter(
+    "eventcoord_store_batched_total", "Commands run inside those transactions (re-runs included).", registry=REGISTRY
+)
+ROLLBACKS = Counter(
+    "eventcoord_store_batch_rollbacks_total",
+    "Batches whose first pass was rolled back and run again with savepoints.",
+    registry=REGISTRY,
+)
+AGAIN = Counter(
+    "eventcoord_store_again_total", "Commands decided again in a later batch (PostgreSQL).", registry=REGISTRY
+)
+LOST_RACES = Counter(
+    "eventcoord_store_lost_races_total", "Races lost inside the database (PostgreSQL).", registry=REGISTRY
+)

@@ -73,6 +73,8 @@ def granted_to(conn: Connection, workspace: str, session_id: str) -> list[dict[s
             "release_reason": r.release_reason,
         }
         for r in conn.execute(
-            select(leases).where((leases.c.session_id == session_id) & (leases.c.workspace == workspace)).order_by(leases.c.lease_id)
+            select(leases)
+            .where((leases.c.session_id == session_id) & (leases.c.workspace == workspace))
+            .order_by(leases.c.lease_id)
         )
     ]

@@ -59,7 +59,9 @@ def _names(conn: Connection, workspace: str, now_us: int) -> list[dict[str, Any]
             "held": r.session_id is not None and r.expires_us is not None and r.expires_us > now_us,
             "capacity": r.capacity,
         }
-        for r in conn.execute(select(named_leases).where(named_leases.c.workspace == workspace).order_by(named_leases.c.name))
+        for r in conn.execute(
+            select(named_leases).where(named_leases.c.workspace == workspace).order_by(named_leases.c.name)
+        )
     ]
 
 

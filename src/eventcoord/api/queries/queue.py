@@ -84,7 +84,9 @@ def _item_view(r: Row[Any], history: list[LedgerEntry]) -> ItemView:
     )
 
 
-def histories(conn: Connection, workspace: str, item_ids: list[str], session_id: str | None = None) -> dict[str, list[LedgerEntry]]:
+def histories(
+    conn: Connection, workspace: str, item_ids: list[str], session_id: str | None = None
+) -> dict[str, list[LedgerEntry]]:
     """The ledger entries of each item (only ``session_id``'s, if given), in position order."""
     out: dict[str, list[LedgerEntry]] = defaultdict(list)
     for start in range(0, len(item_ids), CHUNK):

@@ -27,7 +27,14 @@ def list_waits(conn: Connection, workspace: str) -> list[dict[str, Any]]:
     for r in rows:
         line = (r.kind, r.key)
         places[line] = places.get(line, 0) + 1
-        row = {"kind": r.kind, "key": r.key, "session_id": r.session_id, "actor_key": r.actor_key, "place": places[line], "since": format_time(r.since_us)}
+        row = {
+            "kind": r.kind,
+            "key": r.key,
+            "session_id": r.session_id,
+            "actor_key": r.actor_key,
+            "place": places[line],
+            "since": format_time(r.since_us),
+        }
         if r.kind == "files":
             row["issue"] = r.issue
         out.append(row)

@@ -46,7 +46,9 @@ async def list_events(
     request: Request[Any, Any, Any],
     after: Annotated[int, Parameter(ge=0, le=2**63 - 1, description="exclusive lower bound")] = 0,
     limit: Annotated[int, Parameter(ge=1, description="page size, clamped to 1000")] = 100,
-    types: Annotated[list[str] | None, Parameter(query="type", description="only events of this type (repeatable)")] = None,
+    types: Annotated[
+        list[str] | None, Parameter(query="type", description="only events of this type (repeatable)")
+    ] = None,
     stream: Annotated[str | None, Parameter(description="only events of this stream")] = None,
     since: Annotated[str | None, Parameter(description="RFC 3339 on recorded_at, inclusive")] = None,
     until: Annotated[str | None, Parameter(description="RFC 3339 on recorded_at, exclusive")] = None,
@@ -75,8 +77,12 @@ def last_event_id(value: str | None) -> int:
 @get("/v1/events/stream", operation_id="streamEvents", summary="Server-Sent Events: the log from a position, then live")
 async def stream_events(
     request: Request[Any, Any, Any],
-    after: Annotated[int | None, Parameter(ge=0, le=2**63 - 1, description="exclusive start position (default: Last-Event-ID or 0)")] = None,
-    event_type: Annotated[list[str] | None, Parameter(query="type", description="only these event types (repeatable)")] = None,
+    after: Annotated[
+        int | None, Parameter(ge=0, le=2**63 - 1, description="exclusive start position (default: Last-Event-ID or 0)")
+    ] = None,
+    event_type: Annotated[
+        list[str] | None, Parameter(query="type", description="only these event types (repeatable)")
+    ] = None,
 ) -> Stream:
     """Each event is one SSE message: ``id`` = position, ``event`` = type, ``data`` = wire JSON.
 
@@ -104,5 +110,6 @@ async def stream_events(
         async for item in tail.follow(start, who.workspace, types):
             yield KEEP_ALIVE_FRAME if isinstance(item, KeepAlive) else sse_frame(item)
 
-    return Stream(frames(), media_type="text/event-stream", headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
-
+    return Stream(
+        frames(), media_type="text/event-stream", headers={"cache-control": "no-cache", "x-accel-buffering": "no"}
+    )

@@ -52,7 +52,9 @@ async def list_file_claims(
     session: Annotated[str | None, Parameter(description="alias of session_id")] = None,
     prefix: Annotated[str | None, Parameter(description="only paths at or below this prefix")] = None,
     limit: Annotated[int, Parameter(ge=1, le=10000)] = 1000,
-    as_of: Annotated[str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")] = None,
+    as_of: Annotated[
+        str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+    ] = None,
 ) -> Response[bytes]:
     """``{"file_claims": [...]}``: unreleased claims of the workspace, oldest first.
 
@@ -63,7 +65,9 @@ async def list_file_claims(
     pre = parse_prefix(prefix)
     sid = session_id if session_id is not None else session
     if as_of is not None:
-        then, moment = await runtime(request).history.read(who.workspace, as_of, lambda c: live_claims(c, who.workspace, issue, sid, pre, limit))
+        then, moment = await runtime(request).history.read(
+            who.workspace, as_of, lambda c: live_claims(c, who.workspace, issue, sid, pre, limit)
+        )
         return json({"file_claims": then, "as_of": moment})
     rows = await runtime(request).store.query(lambda c: live_claims(c, who.workspace, issue, sid, pre, limit))
     return json({"file_claims": rows})
@@ -77,7 +81,9 @@ async def list_conflicts(
     prefix: Annotated[str | None, Parameter(description="only requested paths at or below this prefix")] = None,
     after: Annotated[int, Parameter(ge=0, description="exclusive position cursor")] = 0,
     limit: Annotated[int, Parameter(ge=1, description="page size, clamped to 1000")] = 100,
-    before: Annotated[int | None, Parameter(ge=1, le=2**63 - 1, description="exclusive upper position: the last `limit` below it")] = None,
+    before: Annotated[
+        int | None, Parameter(ge=1, le=2**63 - 1, description="exclusive upper position: the last `limit` below it")
+    ] = None,
 ) -> Response[bytes]:
     """``{"conflicts": [...]}``: every contended path, rejected or forced, in position order.
 
@@ -101,7 +107,9 @@ async def heatmap(
     prefix: Annotated[str | None, Parameter(description="drill down: only paths at or below this prefix")] = None,
     depth: Annotated[int, Parameter(ge=1, le=64, description="path segments per bucket")] = 1,
     limit: Annotated[int, Parameter(ge=1, le=10000, description="at most this many buckets")] = 1000,
-    as_of: Annotated[str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")] = None,
+    as_of: Annotated[
+        str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+    ] = None,
 ) -> Response[bytes]:
     """``{mode, buckets: [{prefix, count}]}`` sorted by count, descending.
 

@@ -22,7 +22,11 @@ async def health(request: Request[Any, Any, Any]) -> Response[bytes]:
     try:
         head = await rt.store.head()
     except StoreError as e:
-        down: dict[str, Any] = {"status": "unavailable", "cause": f"store ({rt.store.dialect}): {e}", "backend": rt.store.dialect}
+        down: dict[str, Any] = {
+            "status": "unavailable",
+            "cause": f"store ({rt.store.dialect}): {e}",
+            "backend": rt.store.dialect,
+        }
         response = json(down, status=503)
         response.headers["retry-after"] = str(errors.STORE_RETRY_AFTER)
         return response
@@ -41,5 +45,3 @@ async def prometheus_metrics(request: Request[Any, Any, Any]) -> Response[bytes]
     if outbox.tail is not None:
         metrics.SSE_STREAMS.set(outbox.tail.followers)
     return Response(metrics.render(), media_type="text/plain; version=0.0.4")
-
-

@@ -13,12 +13,18 @@ from eventcoord.api.queries import issues as queries
 from eventcoord.sanitize import is_key
 
 
-@get("/v1/issues/{issue_path:path}", operation_id="issueState", summary="Effective state of an issue: /v1/issues/{issue}/state")
+@get(
+    "/v1/issues/{issue_path:path}",
+    operation_id="issueState",
+    summary="Effective state of an issue: /v1/issues/{issue}/state",
+)
 async def issue_state(
     request: Request[Any, Any, Any],
     issue_path: str,
     as_: Annotated[str | None, Parameter(query="as", description="the session asking")] = None,
-    as_of: Annotated[str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")] = None,
+    as_of: Annotated[
+        str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+    ] = None,
 ) -> Response[bytes]:
     """``{issue, state, reason, holder}``: assignment joined with liveness, as ``as`` sees it."""
     who = await caller(request)
@@ -30,7 +36,9 @@ async def issue_state(
     if not is_key(issue):
         raise errors.invalid("issue", "issue keys match [A-Za-z0-9][A-Za-z0-9._:/#-]{0,127}")
     if as_of is not None:
-        state, moment = await runtime(request).history.read(who.workspace, as_of, lambda c: queries.issue_state(c, who, issue, as_))
+        state, moment = await runtime(request).history.read(
+            who.workspace, as_of, lambda c: queries.issue_state(c, who, issue, as_)
+        )
         return json({**state, "as_of": moment})
     return json(await runtime(request).store.query(lambda c: queries.issue_state(c, who, issue, as_)))
 
@@ -41,7 +49,9 @@ async def list_leases(
     project: Annotated[str | None, Parameter(description="only this project")] = None,
     session: Annotated[str | None, Parameter(description="only this holder session")] = None,
     limit: Annotated[int | None, Parameter(ge=1, le=10000, description="at most this many (default: all)")] = None,
-    as_of: Annotated[str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")] = None,
+    as_of: Annotated[
+        str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+    ] = None,
 ) -> Response[bytes]:
     """``{"leases": [{issue, project, session_id, actor_key, fencing_token, live, kind, granted_at}]}``."""
     who = await caller(request)
@@ -50,4 +60,10 @@ async def list_leases(
             who.workspace, as_of, lambda c: queries.list_leases(c, who.workspace, project, session, limit)
         )
         return json({"leases": rows, "as_of": moment})
-    return json({"leases": await runtime(request).store.query(lambda c: queries.list_leases(c, who.workspace, project, session, limit))})
+    return json(
+        {
+            "leases": await runtime(request).store.query(
+                lambda c: queries.list_leases(c, who.workspace, project, session, limit)
+            )
+        }
+    )

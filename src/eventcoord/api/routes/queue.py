@@ -19,7 +19,9 @@ async def list_queue(
     status: Annotated[Status | None, Parameter(description="only items in this status")] = None,
     after: Annotated[int, Parameter(ge=0, description="only items enqueued at a position after this")] = 0,
     limit: Annotated[int, Parameter(ge=1, le=10000)] = 1000,
-    as_of: Annotated[str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")] = None,
+    as_of: Annotated[
+        str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+    ] = None,
 ) -> Response[bytes]:
     """``{"items": [...]}`` in enqueue order; each item carries ``history``: every
     transition from the ledger with the session, actor and host that made it, when, and
@@ -30,5 +32,7 @@ async def list_queue(
             who.workspace, as_of, lambda c: queries.list_queue(c, who.workspace, project, status, after, limit)
         )
         return json({"items": then, "as_of": moment})
-    items = await runtime(request).store.query(lambda c: queries.list_queue(c, who.workspace, project, status, after, limit))
+    items = await runtime(request).store.query(
+        lambda c: queries.list_queue(c, who.workspace, project, status, after, limit)
+    )
     return json({"items": items})

@@ -18,12 +18,16 @@ async def list_agents(
     request: Request[Any, Any, Any],
     live: Annotated[bool | None, Parameter(description="only live (true) or only not live (false)")] = None,
     limit: Annotated[int, Parameter(ge=1, le=10000)] = 1000,
-    as_of: Annotated[str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")] = None,
+    as_of: Annotated[
+        str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+    ] = None,
 ) -> Response[bytes]:
     """``{"agents": [...]}`` of the caller's workspace, newest first (``as_of``: then, with ``as_of: {position, at}``)."""
     who = await caller(request)
     if as_of is not None:
-        rows, moment = await runtime(request).history.read(who.workspace, as_of, lambda c: query_agents(c, who.workspace, live, limit))
+        rows, moment = await runtime(request).history.read(
+            who.workspace, as_of, lambda c: query_agents(c, who.workspace, live, limit)
+        )
         return json({"agents": rows, "as_of": moment})
     return json({"agents": await runtime(request).store.query(lambda c: query_agents(c, who.workspace, live, limit))})
 

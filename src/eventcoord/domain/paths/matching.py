@@ -78,9 +78,7 @@ def matches(pattern: str, path: str) -> bool:
                 return min(positions) < len(names)
             positions = set(range(min(positions), len(names) + 1))
         else:
-            positions = {
-                j + 1 for j in positions if j < len(names) and _segment_matches(segment, names[j])
-            }
+            positions = {j + 1 for j in positions if j < len(names) and _segment_matches(segment, names[j])}
         if not positions:
             return False
     return len(names) in positions

@@ -101,12 +101,8 @@ def _compile(pattern: str) -> _Nfa:
                     stack.append(t)
         closures.append(seen)
     return _Nfa(
-        chars=tuple(
-            tuple(dict.fromkeys(e for r in closures[s] for e in b.chars[r])) for s in range(size)
-        ),
-        seps=tuple(
-            tuple(dict.fromkeys(t for r in closures[s] for t in b.seps[r])) for s in range(size)
-        ),
+        chars=tuple(tuple(dict.fromkeys(e for r in closures[s] for e in b.chars[r])) for s in range(size)),
+        seps=tuple(tuple(dict.fromkeys(t for r in closures[s] for t in b.seps[r])) for s in range(size)),
         accepting=tuple(any(r in accepting for r in closures[s]) for s in range(size)),
     )
 
@@ -199,9 +195,7 @@ def overlaps(a: str, b: str) -> bool:
         if pb.literal is not None:
             return pb.literal.startswith(pa.literal_dir)
         if pb.literal_dir is not None:
-            return pa.literal_dir.startswith(pb.literal_dir) or pb.literal_dir.startswith(
-                pa.literal_dir
-            )
+            return pa.literal_dir.startswith(pb.literal_dir) or pb.literal_dir.startswith(pa.literal_dir)
     # Every match of a pattern starts with its literal prefix, so a common match needs
     # one prefix to extend the other.
     if not (pa.prefix.startswith(pb.prefix) or pb.prefix.startswith(pa.prefix)):

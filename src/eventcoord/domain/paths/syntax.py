@@ -192,9 +192,7 @@ def _parse_segment(seg: str) -> tuple[Segment, int]:
         if c == "\\":
             if i + 1 == n:
                 # Also catches "\/": "/" always separates, so there is nothing to escape.
-                raise PathError(
-                    "trailing_escape", f"'\\' must be followed by a character in {seg!r}"
-                )
+                raise PathError("trailing_escape", f"'\\' must be followed by a character in {seg!r}")
             tokens.append(Lit(seg[i + 1]))
             i += 2
         elif c == "*":

@@ -40,7 +40,13 @@ def decide_enqueue_work(state: EnqueueState, cmd: EnqueueWork, ctx: Context) -> 
     d = Decision(events=list(recover(state.reads.stale_work(None), None).events))
     item_id = ctx.make_id("w")
     enqueued = WorkEnqueued(
-        item_id=item_id, project=cmd.project, issue=cmd.issue, priority=cmd.priority, payload=cmd.payload, blocked_by=blockers, paths=paths
+        item_id=item_id,
+        project=cmd.project,
+        issue=cmd.issue,
+        priority=cmd.priority,
+        payload=cmd.payload,
+        blocked_by=blockers,
+        paths=paths,
     )
     d.add(streams.work(item_id), enqueued)
     d.result = {"item_id": item_id}

@@ -55,8 +55,17 @@ def requeued(item: ItemState, reason: str) -> tuple[WorkRequeued, ItemState]:
     """The re-queue event and the item as it stands afterwards."""
     event = WorkRequeued(item_id=item.item_id, session_id=item.session_id, reason=reason)
     after = ItemState(
-        item.item_id, item.project, item.issue, item.priority, "queued", None, None,
-        item.blocked_by, item.paths, item.payload, item.enqueued_position,
+        item.item_id,
+        item.project,
+        item.issue,
+        item.priority,
+        "queued",
+        None,
+        None,
+        item.blocked_by,
+        item.paths,
+        item.payload,
+        item.enqueued_position,
     )
     return event, after
 
@@ -75,6 +84,12 @@ def recover(stale: StaleWork, caller: str | None) -> Recovery:
         lease = stale.leases.get(item.issue)
         if lease is not None and lease.session_id == item.session_id:
             released[item.issue] = len(events)
-            expired = LeaseReleased(issue=item.issue, session_id=lease.session_id, reason="expired", fencing_token=lease.fencing_token, by_session_id=caller)
+            expired = LeaseReleased(
+                issue=item.issue,
+                session_id=lease.session_id,
+                reason="expired",
+                fencing_token=lease.fencing_token,
+                by_session_id=caller,
+            )
             events.append((streams.issue(item.issue), expired))
     return Recovery(events, items, released)

@@ -54,7 +54,9 @@ def claimed(item: ItemState, me: SessionState, fencing_token: int | None) -> Wor
     )
 
 
-def item_view(item: ItemState, payload: Any, status: str, session_id: str | None, fencing_token: int | None) -> dict[str, Any]:
+def item_view(
+    item: ItemState, payload: Any, status: str, session_id: str | None, fencing_token: int | None
+) -> dict[str, Any]:
     """The item as ``claim_next_work`` answers it."""
     return {
         "item_id": item.item_id,
@@ -95,7 +97,12 @@ def _select(
         if item.issue is None:
             return item, None
         grant = grant_for_work(
-            reads.issue(item.issue), me, item.project, wip_limit, partial(reads.live_leases, item.issue), ctx,
+            reads.issue(item.issue),
+            me,
+            item.project,
+            wip_limit,
+            partial(reads.live_leases, item.issue),
+            ctx,
             recovered=item.issue in recovered,
         )
         if grant is not None:
@@ -107,7 +114,9 @@ def decide_claim_next_work(state: ClaimNextState, cmd: ClaimNextWork, ctx: Conte
     """Pull the next eligible item (recovering stale work first), or answer ``item: null``."""
     me = require_live(state.session, cmd.session_id, ctx)
     recovery = recover(state.reads.stale_work(me.session_id), me.session_id)
-    candidates = heapq.merge(sorted(recovery.items.values(), key=lambda i: i.order), state.reads.queued(), key=lambda i: i.order)
+    candidates = heapq.merge(
+        sorted(recovery.items.values(), key=lambda i: i.order), state.reads.queued(), key=lambda i: i.order
+    )
     chosen = _select(candidates, state.reads, me, state.wip_limit, ctx, recovery.released.keys())
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
     if chosen is None:

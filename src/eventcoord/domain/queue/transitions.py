@@ -65,7 +65,9 @@ def decide_finish_work(state: TransitionState, cmd: FinishWork, ctx: Context) ->
     d = Decision(events=list(recovery.events), session_id=sid, actor_key=me.actor_key if me else None)
     if item.status == "queued" and cmd.outcome == "cancelled":
         if not admin:
-            raise errors.forbidden("only an admin may cancel a queued work item", {"item_id": item.item_id, "status": item.status})
+            raise errors.forbidden(
+                "only an admin may cancel a queued work item", {"item_id": item.item_id, "status": item.status}
+            )
     elif item.status == "running" or (item.status == "claimed" and cmd.outcome == "cancelled"):
         _check_holder(item, sid, admin)
     else:
