@@ -3,7 +3,7 @@
 
     python3 dev.py serve [eventcoord serve options]   run the service (SQLite + embedded NATS)
     python3 dev.py test  [pytest options]             run the test suite
-    python3 dev.py lint                               ruff and mypy, as CI runs them
+    python3 dev.py lint                               ruff (check and format --check) and mypy, as CI runs them
 
 The first run creates ``.venv`` and installs the project with its test dependencies;
 later runs reinstall only when pyproject.toml changed.
@@ -52,8 +52,10 @@ def main(argv: list[str]) -> int:
         os.execv(str(BIN / "eventcoord"), [str(BIN / "eventcoord"), "serve", *rest])
     if command == "test":
         return subprocess.call([str(BIN / "python"), "-m", "pytest", *rest])
-    ruff = subprocess.call([str(BIN / "ruff"), "check", "src", "projections", "tests", "bench", "migrations"])
-    return ruff or typecheck()
+    trees = ["src", "projections", "tests", "bench", "migrations", "dev.py"]
+    ruff = subprocess.call([str(BIN / "ruff"), "check", *trees])
+    formatted = subprocess.call([str(BIN / "ruff"), "format", "--check", *trees])
+    return ruff or formatted or typecheck()
 
 
 def typecheck() -> int:

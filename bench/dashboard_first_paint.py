@@ -177,7 +177,8 @@ async def copy_sqlite_into_postgres(sqlite_path: str, pg_url: str) -> None:
     tables = [
         r[0]
         for r in lite.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'alembic_version'"
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != "
+            "'alembic_version'"
         )
     ]
     pg = await asyncpg.connect(pg_url.replace("postgresql+asyncpg://", "postgresql://"))
@@ -215,16 +216,20 @@ async def copy_sqlite_into_postgres(sqlite_path: str, pg_url: str) -> None:
 MEASURE = """() => {
   const nav = performance.getEntriesByType('navigation')[0];
   const mark = (n) => (performance.getEntriesByName(n)[0] || {}).startTime;
-  const api = performance.getEntriesByType('resource').filter((e) => e.name.includes('/v1/') && !e.name.includes('/stream'));
+  const api = performance.getEntriesByType('resource').filter((e) => e.name.includes('/v1/') && \
+!e.name.includes('/stream'));
   const slow = api.reduce((a, b) => (b.duration > (a ? a.duration : -1) ? b : a), null);
   return {
     fcp: mark('first-contentful-paint'), ready: mark('dashboard-ready'), painted: mark('dashboard-painted'),
     reads: api.length, bytes: api.reduce((s, e) => s + (e.encodedBodySize || 0), 0),
     slowest: slow ? [slow.name.replace(location.origin, ''), slow.duration, slow.encodedBodySize] : null,
-    render: performance.getEntriesByType('measure').filter((e) => e.name.startsWith('render:')).reduce((s, e) => s + e.duration, 0),
-    renders: performance.getEntriesByType('measure').filter((e) => e.name.startsWith('render:')).map((e) => [e.name, Math.round(e.duration)]),
+    render: performance.getEntriesByType('measure').filter((e) => e.name.startsWith('render:'))\
+.reduce((s, e) => s + e.duration, 0),
+    renders: performance.getEntriesByType('measure').filter((e) => e.name.startsWith('render:'))\
+.map((e) => [e.name, Math.round(e.duration)]),
     dom: document.querySelectorAll('*').length, nav: nav ? nav.duration : null,
-    timeline: performance.getEntriesByType('resource').map((e) => [e.name.replace(location.origin, ''), Math.round(e.startTime), Math.round(e.responseEnd), e.encodedBodySize]),
+    timeline: performance.getEntriesByType('resource').map((e) => [e.name.replace(location.origin, ''), \
+Math.round(e.startTime), Math.round(e.responseEnd), e.encodedBodySize]),
   };
 }"""
 
@@ -352,8 +357,10 @@ def main() -> None:
         for i, m in enumerate(results, 1):
             s = m["slowest"]
             print(
-                f"  load {i}: fcp {m['fcp']:.0f} ms, ready {m['ready']:.0f} ms, painted {m['painted']:.0f} ms, rendering {m['render']:.0f} ms; "
-                f"{m['reads']} reads, {m['bytes'] / 1024:.0f} KiB; slowest {s[0]} {s[1]:.0f} ms ({s[2] / 1024:.0f} KiB); "
+                f"  load {i}: fcp {m['fcp']:.0f} ms, ready {m['ready']:.0f} ms, painted {m['painted']:.0f} ms, "
+                f"rendering {m['render']:.0f} ms; "
+                f"{m['reads']} reads, {m['bytes'] / 1024:.0f} KiB; slowest {s[0]} {s[1]:.0f} ms "
+                f"({s[2] / 1024:.0f} KiB); "
                 f"{m['agents_rows']} agent rows, {m['tree_rows']} tree rows, {m['dom']} elements"
             )
             if args.verbose:
@@ -363,7 +370,8 @@ def main() -> None:
         med = {k: statistics.median(m[k] for m in results) for k in ("fcp", "ready", "painted")}
         print(
             f"median ({backend}, {args.agents:,} agents, {args.claims:,} claims): first contentful paint "
-            f"{med['fcp']:.0f} ms, data painted {med['painted']:.0f} ms (max {max(m['painted'] for m in results):.0f} ms)"
+            f"{med['fcp']:.0f} ms, data painted {med['painted']:.0f} ms "
+            f"(max {max(m['painted'] for m in results):.0f} ms)"
         )
     finally:
         server.terminate()

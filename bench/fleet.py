@@ -249,9 +249,12 @@ async def run_step(
 
 def fmt_step(r: dict[str, Any]) -> str:
     return (
-        f"  fleet {r['fleet']:>6,} ({r['simulated_agents']} agents x{r['compress']:g}: heartbeat {r['heartbeat_s']} s, claim every {r['claim_every_s']} s)"
-        f"  {r['commands_per_s']:>7.1f}/s of {r['offered_per_s']:.1f} offered  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms"
-        f"  server {r['server_cpu_us_per_command']} us CPU/command, {r['server_cores']} cores (rest of machine {r['rest_of_machine_cores']})"
+        f"  fleet {r['fleet']:>6,} ({r['simulated_agents']} agents x{r['compress']:g}: heartbeat {r['heartbeat_s']} "
+        f"s, claim every {r['claim_every_s']} s)"
+        f"  {r['commands_per_s']:>7.1f}/s of {r['offered_per_s']:.1f} offered  p50 {r['p50_ms']:.2f} ms  p99 "
+        f"{r['p99_ms']:.2f} ms"
+        f"  server {r['server_cpu_us_per_command']} us CPU/command, {r['server_cores']} cores (rest of machine "
+        f"{r['rest_of_machine_cores']})"
     )
 
 
@@ -299,7 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     fleets = args.fleet or [250, 500, 1000, 2000, 3000, 4000, 6000, 8000, 10000, 12000, 16000, 20000]
     backend = "postgresql" if args.db else "sqlite"
     print(
-        f"backend={backend}; one agent = {COMMANDS_PER_AGENT_MINUTE} commands/min at heartbeat {args.heartbeat:g} s, claim every {args.claim_every:g} s",
+        f"backend={backend}; one agent = {COMMANDS_PER_AGENT_MINUTE} commands/min at heartbeat {args.heartbeat:g} s, "
+        f"claim every {args.claim_every:g} s",
         flush=True,
     )
     results: list[dict[str, Any]] = []
@@ -325,7 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 break
     if best is not None:
         print(
-            f"\n{backend}: one server handles a fleet of {best['fleet']:,} agents (heartbeat every {args.heartbeat:g} s, an issue every "
+            f"\n{backend}: one server handles a fleet of {best['fleet']:,} agents (heartbeat every {args.heartbeat:g} "
+            "s, an issue every "
             f"{args.claim_every:g} s) at p99 {best['p99_ms']} ms ≤ {args.p99_ms:g} ms: {best['commands_per_s']}/s, "
             f"{best['server_cpu_us_per_command']} us server CPU per command"
         )

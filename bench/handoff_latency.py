@@ -121,7 +121,8 @@ async def main() -> None:
             q = statistics.quantiles(latencies, n=100)
             print(f"backend={'postgresql' if args.db else 'sqlite'} waiters={args.waiters} hand-offs={len(latencies)}")
             print(
-                f"release sent -> grant at NATS subscriber: p50 {q[49]:.2f} ms  p90 {q[89]:.2f} ms  p99 {q[98]:.2f} ms  max {max(latencies):.2f} ms"
+                f"release sent -> grant at NATS subscriber: p50 {q[49]:.2f} ms  p90 {q[89]:.2f} ms  p99 {q[98]:.2f} "
+                f"ms  max {max(latencies):.2f} ms"
             )
         finally:
             server.terminate()

@@ -212,7 +212,8 @@ def fill(
             db.execute(
                 "WITH RECURSIVE n(h) AS (SELECT 1 UNION ALL SELECT h + 1 FROM n WHERE h < :hot)"
                 " INSERT INTO main.events (position, workspace, stream, version, type, data, metadata, recorded_us)"
-                " SELECT :base + ids.c * :hot + n.h, t.workspace, replace(t.stream, :tpl, ids.sid), :cycle + n.h, t.type,"
+                " SELECT :base + ids.c * :hot + n.h, t.workspace, replace(t.stream, :tpl, ids.sid),"
+                " :cycle + n.h, t.type,"
                 " replace(t.data, :tpl, ids.sid), replace(t.metadata, :tpl, ids.sid), t.recorded_us"
                 " FROM ids CROSS JOIN n CROSS JOIN temp.tpl_events AS t WHERE t.position = :hb AND ids.c = :c",
                 {**tpl, "base": position, "hot": per_session_hot, "cycle": stream_version, "hb": hb[0], "c": c},
@@ -220,12 +221,14 @@ def fill(
             db.execute("COMMIT")
         db.execute("BEGIN")
         db.execute(
-            "UPDATE main.stream_heads SET version = version + :hot WHERE stream IN (SELECT 'session:' || sid FROM ids WHERE c < :m)",
+            "UPDATE main.stream_heads SET version = version + :hot WHERE stream IN (SELECT 'session:' || sid FROM ids "
+            "WHERE c < :m)",
             {"hot": per_session_hot, "m": sessions},
         )
         if "sessions" in read_models:
             db.execute(
-                "UPDATE main.sessions SET heartbeats = heartbeats + :hot WHERE session_id IN (SELECT sid FROM ids WHERE c < :m)",
+                "UPDATE main.sessions SET heartbeats = heartbeats + :hot WHERE session_id IN (SELECT sid FROM ids "
+                "WHERE c < :m)",
                 {"hot": per_session_hot, "m": sessions},
             )
         db.execute("COMMIT")
@@ -746,7 +749,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 info = fill(data, make_template(data, args.cycle), sessions=args.sessions, total_events=total, hot=hot)
                 info_file.write_text(json.dumps(info))
             print(
-                f"  {info['events']:,} events, {info['sessions_total']:,} sessions, longest stream {info['longest_stream']:,}, "
+                f"  {info['events']:,} events, {info['sessions_total']:,} sessions, longest stream "
+                f"{info['longest_stream']:,}, "
                 f"{info['db_bytes'] / 2**20:,.0f} MiB, filled in {info['fill_seconds']} s",
                 flush=True,
             )
@@ -764,14 +768,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f, g = results["fresh"][name], results["filled"][name]
             ratios[f"http_{name}_rps"] = g["rps"] / f["rps"]
             print(
-                f"  HTTP {name:<10} ({f['connections']:>2} conn): req/s {f['rps']:>6} -> {g['rps']:>6} (x{ratios[f'http_{name}_rps']:.2f})"
+                f"  HTTP {name:<10} ({f['connections']:>2} conn): req/s {f['rps']:>6} -> {g['rps']:>6} "
+                f"(x{ratios[f'http_{name}_rps']:.2f})"
                 f"   p50 {f['p50_ms']:.2f} -> {g['p50_ms']:.2f} ms   p99 {f['p99_ms']:.2f} -> {g['p99_ms']:.2f} ms"
             )
         for cmd, f in results["fresh"]["in_process"].items():
             g = results["filled"]["in_process"][cmd]
             ratios[f"in_process {cmd} p50"] = g["p50_us"] / f["p50_us"]
             print(
-                f"  in-process {cmd:<33} p50 {f['p50_us']:>6.0f} -> {g['p50_us']:>6.0f} us (x{ratios[f'in_process {cmd} p50']:.2f})   p99 {f['p99_us']:>6.0f} -> {g['p99_us']:>6.0f} us"
+                f"  in-process {cmd:<33} p50 {f['p50_us']:>6.0f} -> {g['p50_us']:>6.0f} us "
+                f"(x{ratios[f'in_process {cmd} p50']:.2f})   p99 {f['p99_us']:>6.0f} -> {g['p99_us']:>6.0f} us"
             )
         results["ratios"] = ratios
         if args.json:

@@ -125,7 +125,8 @@ async def main() -> None:
         applied = await store.transact(projections.rebuild, retry=False)
         rb = time.perf_counter() - s
         print(
-            f"raw read: {rows / raw:,.0f} rows/s; rebuild: {applied / rb:,.0f} events/s ({applied} events in {rb:.1f} s)"
+            f"raw read: {rows / raw:,.0f} rows/s; rebuild: {applied / rb:,.0f} events/s "
+            f"({applied} events in {rb:.1f} s)"
         )
         history.close()
         await store.close()

@@ -102,7 +102,8 @@ async def main() -> None:
     for backend, per in results.items():
         day = per * FLEET_EVENTS_PER_DAY
         print(
-            f"{backend}: {per:.0f} bytes/event (heartbeats); 10,000 agents every 30 s = {FLEET_EVENTS_PER_DAY:,} events/day = {day / 1e9:.2f} GB/day"
+            f"{backend}: {per:.0f} bytes/event (heartbeats); 10,000 agents every 30 s = {FLEET_EVENTS_PER_DAY:,} "
+            f"events/day = {day / 1e9:.2f} GB/day"
         )
 
 

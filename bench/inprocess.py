@@ -149,7 +149,8 @@ def main() -> int:
     for name, rs in runs.items():
         if rs:
             print(
-                f"median {name:<10} {statistics.median(r['per_s'] for r in rs):8.0f} commands/s   {statistics.median(r['cpu_us'] for r in rs):6.0f} us CPU"
+                f"median {name:<10} {statistics.median(r['per_s'] for r in rs):8.0f} commands/s   "
+                f"{statistics.median(r['cpu_us'] for r in rs):6.0f} us CPU"
             )
     return 0
 

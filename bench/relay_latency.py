@@ -5,7 +5,8 @@ store (SQLite in a temp dir, or a fresh PostgreSQL database with ``--db``) and a
 ``nats-server``; the relay publishes them and a subscriber (``eventcoord.client.subscribe``, in
 this process) receives them. "Accepted" is the moment ``store.append`` returned (the
 commit), right before the command pipeline would call ``relay.notify()``. Prints p50/p90/
-p99/max per relay window size (and, first, the relay's catch-up throughput on a backlog); ``--window 1`` publishes one message and awaits its PubAck
+p99/max per relay window size (and, first, the relay's catch-up throughput on a backlog); \
+``--window 1`` publishes one message and awaits its PubAck
 before the next, larger windows pipeline publishes and take the acks in order.
 
     .venv/bin/python bench/relay_latency.py                          # SQLite, windows 1 and 256
@@ -207,7 +208,8 @@ async def main() -> None:
         t = await catch_up(args.backlog, window, args.db)
         results.append(t)
         print(
-            f"catch-up   window={window:<4} {t['backlog']} events in {t['seconds']:.2f}s = {t['events_per_s']}/s published",
+            f"catch-up   window={window:<4} {t['backlog']} events in {t['seconds']:.2f}s "
+            f"= {t['events_per_s']}/s published",
             flush=True,
         )
     for window in args.window:

@@ -98,8 +98,10 @@ async def main() -> None:
             script.write_text(
                 f"local sessions = {{{ids}}}\nlocal i = 0\n"
                 "request = function()\n  i = i + 1\n"
-                '  local body = \'{"type":"heartbeat_agent","session_id":"\' .. sessions[(i % #sessions) + 1] .. \'"}\'\n'
-                f"  return wrk.format('POST', '/v1/commands', {{['Authorization'] = 'Bearer {TOKEN}', ['Content-Type'] = 'application/json'}}, body)\n"
+                '  local body = \'{"type":"heartbeat_agent","session_id":"\' .. sessions[(i % #sessions) + 1] .. '
+                "'\"}'\n"
+                f"  return wrk.format('POST', '/v1/commands', {{['Authorization'] = 'Bearer {TOKEN}', "
+                f"['Content-Type'] = 'application/json'}}, body)\n"
                 "end\n"
                 f"delay = function() return {64000 / args.rate:.3f} end\n"
             )
@@ -132,10 +134,12 @@ async def main() -> None:
             lat = sorted(received)
             q = statistics.quantiles(lat, n=100)
             print(
-                f"backend={'postgresql' if args.db else 'sqlite'} target={args.rate:.0f}/s achieved={sent / args.seconds:.0f}/s commands={sent} received={len(received)}"
+                f"backend={'postgresql' if args.db else 'sqlite'} target={args.rate:.0f}/s "
+                f"achieved={sent / args.seconds:.0f}/s commands={sent} received={len(received)}"
             )
             print(
-                f"committed -> received: p50 {q[49]:.2f} ms  p90 {q[89]:.2f} ms  p99 {q[98]:.2f} ms  max {lat[-1]:.2f} ms"
+                f"committed -> received: p50 {q[49]:.2f} ms  p90 {q[89]:.2f} ms  p99 {q[98]:.2f} ms  max "
+                f"{lat[-1]:.2f} ms"
             )
         finally:
             server.terminate()

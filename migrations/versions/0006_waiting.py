@@ -69,8 +69,10 @@ def upgrade() -> None:
         batch_op.create_index("ix_named_lease_slots_session", ["session_id"], unique=False)
     # The holders of existing leases become their slots.
     op.execute(
-        "INSERT INTO named_lease_slots (workspace, name, session_id, actor_key, fencing_token, ttl_seconds, expires_us, acquired_us) "
-        "SELECT workspace, name, session_id, actor_key, fencing_token, ttl_seconds, COALESCE(expires_us, 0), COALESCE(acquired_us, 0) "
+        "INSERT INTO named_lease_slots (workspace, name, session_id, actor_key, fencing_token, ttl_seconds, "
+        "expires_us, acquired_us) "
+        "SELECT workspace, name, session_id, actor_key, fencing_token, ttl_seconds, COALESCE(expires_us, 0), "
+        "COALESCE(acquired_us, 0) "
         "FROM named_leases WHERE session_id IS NOT NULL"
     )
 

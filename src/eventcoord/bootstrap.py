@@ -18,7 +18,7 @@ from eventcoord.history.asof import History
 from eventcoord.history.worker import SnapshotWorker
 from eventcoord.outbox.setup import Outbox, start_outbox
 from eventcoord.service import Service
-from eventcoord.store import log, open_store
+from eventcoord.store import dbclock, open_store
 from eventcoord.store.base import EventStore
 from eventcoord.store.schema import settings as settings_table
 
@@ -52,7 +52,7 @@ async def start(settings: Settings) -> Runtime:
     await store.migrate()
 
     def prepare(conn: Connection) -> None:
-        now_us, _ = log.clock(conn)
+        now_us, _ = dbclock.read(conn)
         ensure_workspace(conn, "default", now_us)
         if settings.ttl_seconds is not None:
             conn.execute(
@@ -60,7 +60,7 @@ async def start(settings: Settings) -> Runtime:
                 .where(settings_table.c.key == "ttl_seconds")
                 .values(value=str(settings.ttl_seconds))
             )
-        log.forget_ttl(conn)
+        dbclock.forget_ttl(conn)
 
     try:
         await store.transact(prepare)

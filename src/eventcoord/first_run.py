@@ -16,7 +16,7 @@ from sqlalchemy import Connection, select
 
 from eventcoord.auth import hash_token, new_token, store_token
 from eventcoord.config import Settings
-from eventcoord.store import log, open_store
+from eventcoord.store import dbclock, open_store
 from eventcoord.store.schema import tokens
 
 TOKEN_FILE = "admin-token"
@@ -63,7 +63,7 @@ async def ensure_admin_token(settings: Settings) -> Path | None:
             ).first()
             if has_default is not None:
                 return "skip"
-            store_token(conn, candidate, "default", "admin", log.clock(conn)[0])
+            store_token(conn, candidate, "default", "admin", dbclock.read(conn)[0])
             return "minted"
 
         if not existing:

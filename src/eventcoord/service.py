@@ -24,7 +24,7 @@ from eventcoord.commands import AnyCommand
 from eventcoord.context import Caller, Context, Decision
 from eventcoord.errors import DomainError, ErrorCode
 from eventcoord.handlers import HANDLERS
-from eventcoord.store import log
+from eventcoord.store import answers, dbclock, log
 from eventcoord.store.base import EventStore
 from eventcoord.store.log import NewEvent
 
@@ -109,14 +109,14 @@ class Service:
 
         def run(conn: Connection) -> log.Pending[Outcome]:
             if cmd.command_id:
-                row = log.recall_answer(conn, caller.workspace, cmd.command_id)
+                row = answers.recall(conn, caller.workspace, cmd.command_id)
                 if row is not None:
                     body_hash, _, answer = row
                     if body_hash != digest:
                         raise errors.idempotency_mismatch(cmd.command_id)
                     replayed = _replay(answer)
                     return log.Pending(lambda real: replayed)
-            now_us, ttl = log.clock(conn)
+            now_us, ttl = dbclock.read(conn)
             ctx = Context(caller, now_us, ttl, cmd.command_id, correlation_id)
             decision = handler(conn, ctx, cmd)
             return _commit(conn, ctx, cmd, decision, digest)
@@ -174,5 +174,5 @@ def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision,
             return _store(kept).decode()
 
         status = decision.error.status if decision.error is not None else 200
-        log.remember_answer(conn, ctx.workspace, cmd.command_id, digest, status, ctx.now_us, stored)
+        answers.remember(conn, ctx.workspace, cmd.command_id, digest, status, ctx.now_us, stored)
     return log.Pending(outcome)

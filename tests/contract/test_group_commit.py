@@ -27,7 +27,7 @@ from eventcoord.events import AgentHeartbeat
 from eventcoord.metrics import REGISTRY
 from eventcoord.projections.tables import READ_MODEL_TABLES
 from eventcoord.service import Outcome, Service
-from eventcoord.store import log, open_store
+from eventcoord.store import dbclock, log, open_store
 from eventcoord.store.batch import PROVISIONAL_BASE
 from eventcoord.store.log import NewEvent
 from eventcoord.store.schema import guards
@@ -55,7 +55,7 @@ def appender(tag: str, refuse: bool = False) -> Any:
     """A transaction that appends one event to stream ``t:<tag>``; optionally refuses after."""
 
     def run(conn: Connection) -> log.Pending[int]:
-        now_us, _ = log.clock(conn)
+        now_us, _ = dbclock.read(conn)
         [recorded] = log.append(
             conn, [NewEvent(f"t:{tag}", AgentHeartbeat(session_id=tag), EventMetadata(workspace="ws"))], now_us
         )
@@ -310,7 +310,7 @@ async def test_a_batch_waits_for_the_counter_as_long_as_another_replica_holds_it
         pinned = asyncio.Event()
 
         def hold_the_counter(conn: Connection) -> log.Pending[int]:
-            now_us, _ = log.clock(conn)
+            now_us, _ = dbclock.read(conn)
             # An expected version takes the counter's lock while deciding; then dawdle.
             [r] = log.append(
                 conn,

@@ -10,6 +10,7 @@ from sqlalchemy import text
 
 from eventcoord.errors import ConcurrencyError
 from eventcoord.events import AgentHeartbeat, AgentRegistered
+from eventcoord.store import dbclock
 
 
 def hb(sid: str = "s") -> AgentHeartbeat:
@@ -129,19 +130,19 @@ async def test_the_ttl_is_cached_per_database_connection(store: Any, tmp_path: A
     """Each database answers its own TTL, re-read after this process wrote it."""
     from sqlalchemy import Connection, update
 
-    from eventcoord.store import log, open_store
+    from eventcoord.store import open_store
     from eventcoord.store.schema import settings
 
     def set_ttl(seconds: int) -> Any:
         def run(conn: Connection) -> None:
-            log.clock(conn)  # cache the old value on this connection first
+            dbclock.read(conn)  # cache the old value on this connection first
             conn.execute(update(settings).where(settings.c.key == "ttl_seconds").values(value=str(seconds)))
-            log.forget_ttl(conn)
+            dbclock.forget_ttl(conn)
 
         return run
 
     def ttl(conn: Connection) -> int:
-        return log.clock(conn)[1]
+        return dbclock.read(conn)[1]
 
     other = open_store(f"sqlite+aiosqlite:///{tmp_path}/other.db")
     await other.start()

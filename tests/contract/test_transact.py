@@ -20,7 +20,7 @@ from eventcoord import errors
 from eventcoord.codec import EventMetadata
 from eventcoord.errors import DomainError
 from eventcoord.events import AgentHeartbeat
-from eventcoord.store import log
+from eventcoord.store import dbclock, log
 from eventcoord.store.log import NewEvent
 from eventcoord.store.schema import settings
 
@@ -29,7 +29,7 @@ def write(stream: str) -> Callable[[Connection], log.Pending[int]]:
     """Append one event to ``stream``; ``transact`` answers its committed position."""
 
     def run(conn: Connection) -> log.Pending[int]:
-        now_us, _ = log.clock(conn)
+        now_us, _ = dbclock.read(conn)
         [recorded] = log.append(
             conn, [NewEvent(stream, AgentHeartbeat(session_id=stream), EventMetadata(workspace="ws"))], now_us
         )

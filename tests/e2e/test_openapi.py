@@ -91,7 +91,8 @@ def test_schemathesis_finds_no_server_error(server: ServerProcess) -> None:
                 seen += 1
                 if response.status_code >= 500:
                     errors.append(
-                        f"{case.method} {case.formatted_path} {case.query} {str(case.body)[:200]} -> {response.status_code} {response.text[:200]}"
+                        f"{case.method} {case.formatted_path} {case.query} {str(case.body)[:200]} -> "
+                        f"{response.status_code} {response.text[:200]}"
                     )
 
             try:

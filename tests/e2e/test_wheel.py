@@ -50,7 +50,8 @@ def test_the_wheel_ships_one_import_path_for_projections_and_migrations(venv_bin
         "import eventcoord, eventcoord.projections.tables, eventcoord.migrations, importlib.resources as r;"
         "print(eventcoord.__file__);"
         "print(eventcoord.projections.__file__);"
-        "print(sorted(p.name for p in r.files('eventcoord.migrations').joinpath('versions').iterdir() if p.name.endswith('.py')))",
+        "print(sorted(p.name for p in r.files('eventcoord.migrations').joinpath('versions').iterdir()"
+        " if p.name.endswith('.py')))",
         cwd=tmp_path,
     ).splitlines()
     site = venv_bin.parent / "lib"

@@ -1,4 +1,7 @@
-"""decide_claim_issue, in the order SPEC §5 checks: liveness, own lease, human hold, holder, force, cap, grant and reclaim."""
+"""decide_claim_issue, in the order SPEC §5 checks.
+
+Liveness, own lease, human hold, holder, force, cap, grant and reclaim.
+"""
 
 from __future__ import annotations
 

@@ -107,7 +107,10 @@ def test_projections_have_one_import_path() -> None:
     assert Path(eventcoord.projections.__file__).parent == PROJECTIONS
     assert not (PACKAGE / "projections").exists()
     # From the checkout's root, where a top-level ``projections`` would be importable.
-    probe = "import sys, eventcoord.api.app, eventcoord.cli; print(sorted(m for m in sys.modules if m.split('.')[0] == 'projections'))"
+    probe = (
+        "import sys, eventcoord.api.app, eventcoord.cli; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'projections'))"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -17,8 +17,9 @@ from eventcoord.domain import waits
 from eventcoord.domain.admission import ProjectRules
 from eventcoord.domain.deadlock import WaitGraph, find_cycle
 from eventcoord.domain.handoff import IssueLine, hand_off_issue
+from eventcoord.domain.refusals import issue_held
 from eventcoord.domain.sessions import Claimant
-from eventcoord.errors import DomainError, issue_held
+from eventcoord.errors import DomainError
 from eventcoord.events import LeaseGranted, WaitStarted
 
 SESSIONS = [f"s-{i}" for i in range(6)]

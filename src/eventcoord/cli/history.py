@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import IO, Any, TypeVar
 
 from eventcoord.cli.server import _common, _settings
+from eventcoord.store import dbclock
 
 T = TypeVar("T")
 
@@ -153,7 +154,10 @@ def cmd_archive(args: argparse.Namespace) -> int:
         if not start < before <= head + 1:
             return f"--before must be in {start + 1}..{head + 1} (the log holds {start}..{head})"
         if relayed is not None and before - 1 > relayed and not args.unpublished:
-            return f"events up to {relayed} are published to NATS; archiving up to {before - 1} would drop unpublished ones (--unpublished to do it anyway)"
+            return (
+                f"events up to {relayed} are published to NATS; archiving up to {before - 1} would drop unpublished "
+                "ones (--unpublished to do it anyway)"
+            )
         if await take_snapshot(store, before - 1) != before - 1:
             return f"could not snapshot position {before - 1}"
         path = os.path.abspath(args.out)
@@ -163,7 +167,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
             )
         )
         deleted = await store.transact(
-            lambda c: transfer.drop_prefix(c, before, path, count, log.clock(c)[0]), retry=False
+            lambda c: transfer.drop_prefix(c, before, path, count, dbclock.read(c)[0]), retry=False
         )
         print(f"archived {count} events (positions {start}..{before - 1}) to {path}; {deleted} removed from the log")
         return None

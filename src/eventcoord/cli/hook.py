@@ -60,7 +60,8 @@ def _record_option(p: argparse.ArgumentParser) -> None:
         for key, value in zip(KEYS, (values["session_id"], result["issue"], result["fencing_token"]), strict=True):
             git("config", key, str(value))
         print(
-            f"recorded in git config: {KEYS[0]}={values['session_id']} {KEYS[1]}={result['issue']} {KEYS[2]}={result['fencing_token']}",
+            f"recorded in git config: {KEYS[0]}={values['session_id']} {KEYS[1]}={result['issue']} "
+            f"{KEYS[2]}={result['fencing_token']}",
             file=sys.stderr,
         )
         return EXIT_OK

@@ -1,4 +1,7 @@
-"""Subcommands that run or manage the service itself: serve, migrate, token create/list/revoke, tail (rebuild: cli.history)."""
+"""Subcommands that run or manage the service itself.
+
+serve, migrate, token create/list/revoke, tail (rebuild: cli.history).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from eventcoord.config import Settings, from_env
+from eventcoord.store import dbclock
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -101,7 +105,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
     from eventcoord.auth import hash_token, new_token, store_token, token_id_of
     from eventcoord.sanitize import is_workspace
-    from eventcoord.store import log, open_store
+    from eventcoord.store import open_store
 
     if not is_workspace(args.workspace):
         print(f"invalid workspace name {args.workspace!r}: use [A-Za-z0-9_-]{{1,64}}", file=sys.stderr)
@@ -113,7 +117,7 @@ def cmd_token(args: argparse.Namespace) -> int:
         await store.start()
         await store.migrate()
         try:
-            await store.transact(lambda c: store_token(c, token, args.workspace, args.role, log.clock(c)[0]))
+            await store.transact(lambda c: store_token(c, token, args.workspace, args.role, dbclock.read(c)[0]))
         finally:
             await store.close()
 
@@ -169,9 +173,8 @@ def cmd_token_list(args: argparse.Namespace) -> int:
 def cmd_token_revoke(args: argparse.Namespace) -> int:
     """Revoke a token by its id: refused on every replica within a second."""
     from eventcoord.auth import revoke_stored_token
-    from eventcoord.store import log
 
-    if not _on_store(args, lambda c: revoke_stored_token(c, args.token_id, log.clock(c)[0])):
+    if not _on_store(args, lambda c: revoke_stored_token(c, args.token_id, dbclock.read(c)[0])):
         print(f"NOT_FOUND no token {args.token_id!r}", file=sys.stderr)
         return 1
     print(f"revoked {args.token_id}")
@@ -222,7 +225,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--snapshot-every",
         dest="snapshot_every",
         type=int,
-        help="snapshot the read models every N events for as_of reads (EVENTCOORD_SNAPSHOT_EVERY; default 10000, 0 = off)",
+        help="snapshot the read models every N events for as_of reads "
+        "(EVENTCOORD_SNAPSHOT_EVERY; default 10000, 0 = off)",
     )
     serve.set_defaults(fn=cmd_serve)
     migrate = sub.add_parser("migrate", help="apply database migrations")

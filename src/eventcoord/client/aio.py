@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 import httpx
 import msgspec
 
-from eventcoord.client._generated import AsyncOperations
 from eventcoord.client.errors import Unreachable
+from eventcoord.client.generated import AsyncOperations
 from eventcoord.client.locate import locate
 from eventcoord.client.operations import BY_NAME, COMMANDS_PATH, read_request
 from eventcoord.client.reply import JSON_BODY, WIRE_EVENT, Reply, auth_headers, encode

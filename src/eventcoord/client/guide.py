@@ -81,7 +81,8 @@ REFUSAL: dict[str, str] = {
     "AGENT_WIP_CAP_REACHED": "you hold as many issues of this project as you may: finish or release one first",
     "FILES_CLAIMED": "another issue holds overlapping paths (details.conflicts name them): do not edit those "
     "paths; pick other work, coordinate by post_message, or wait",
-    "NOT_HOLDER": "you do not hold this (item or lease), or are not in that waiting line (cancel_wait): do not act on it",
+    "NOT_HOLDER": "you do not hold this (item or lease), or are not in that waiting line (cancel_wait): "
+    "do not act on it",
     "NOT_FRESH_HOLDER": "you are no longer the holder (superseded or reclaimed): stop, do not push or publish; "
     "read get_issue_state and the issue's messages",
     "INVALID_TRANSITION": "the item is not in a state that allows this step: read list_queue for its status",

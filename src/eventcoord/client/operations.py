@@ -1,6 +1,6 @@
 """The table of contents of every client: each command and read, its struct, result and route.
 
-One source of truth. The typed client's methods (``_generated.py``), the CLI's subcommands
+One source of truth. The typed client's methods (``generated/``), the CLI's subcommands
 and the MCP server's tools are all derived from ``OPERATIONS``; a command added to
 ``eventcoord.commands`` appears in all three.
 """

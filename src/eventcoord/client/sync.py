@@ -15,8 +15,8 @@ from urllib.parse import urlencode, urlsplit
 
 import msgspec
 
-from eventcoord.client._generated import Operations
 from eventcoord.client.errors import Unreachable
+from eventcoord.client.generated import Operations
 from eventcoord.client.locate import locate
 from eventcoord.client.operations import BY_NAME, COMMANDS_PATH, read_request
 from eventcoord.client.reply import JSON_BODY, WIRE_EVENT, Reply, auth_headers, encode

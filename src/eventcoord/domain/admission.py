@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from eventcoord import errors
 from eventcoord.codec import format_time
 from eventcoord.context import Context, Decision
-from eventcoord.domain import streams
+from eventcoord.domain import refusals, streams
 from eventcoord.events import WipCapDenied
 
 DEFAULT_WIP_LIMIT = 3
@@ -45,7 +45,7 @@ def lock_delay_until(rules: ProjectRules, ended: DelayFrom | None, session_id: s
 
 def delayed(issue: str, holder: dict[str, object] | None, until_us: int) -> errors.DomainError:
     """ISSUE_HELD with ``details.reason: lock_delay`` and ``until``."""
-    e = errors.issue_held(issue, holder)
+    e = refusals.issue_held(issue, holder)
     return errors.DomainError(
         e.code,
         f"issue {issue!r} is in its lock delay until {format_time(until_us)}",
@@ -79,7 +79,7 @@ def check_caps(
                 live_count=live_count,
             ),
         )
-        d.error = errors.wip_cap_reached(project, rules.wip_limit, live_count)
+        d.error = refusals.wip_cap_reached(project, rules.wip_limit, live_count)
         return False
     limit = rules.agent_wip_limit
     if limit is not None and agent_held >= limit:
@@ -95,7 +95,7 @@ def check_caps(
                 scope="agent",
             ),
         )
-        d.error = errors.agent_wip_cap_reached(project, limit, agent_held)
+        d.error = refusals.agent_wip_cap_reached(project, limit, agent_held)
         return False
     return True
 

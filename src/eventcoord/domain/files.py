@@ -13,7 +13,7 @@ from typing import Any
 from eventcoord import errors
 from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context, Decision
-from eventcoord.domain import streams
+from eventcoord.domain import refusals, streams
 from eventcoord.domain.messages import agent_channel, issue_channel, post
 from eventcoord.domain.paths import PathError, normalise_path, overlaps
 from eventcoord.domain.sessions import Claimant, SessionState, acting, claimant
@@ -161,7 +161,7 @@ def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) ->
         # (not even the expiry of stale holders: a refused claim changes nothing).
         for path, h in contended:
             d.add(streams.files(cmd.issue), conflict(path, h))
-        d.error = errors.files_claimed([conflict_details(path, h) for path, h in contended])
+        d.error = refusals.files_claimed([conflict_details(path, h) for path, h in contended])
         if cmd.wait and state.join is not None and state.session is not None:
             started = WaitStarted(
                 kind="files",
@@ -238,14 +238,16 @@ def _notify_displaced(
         d,
         issue_channel(claiming_issue),
         me,
-        f"Claimed with force for issue {claiming_issue} by {_who(me)}, displacing issue {issue} held by {holder}: {overlaps_text}",
+        f"Claimed with force for issue {claiming_issue} by {_who(me)}, displacing issue {issue} held by {holder}: "
+        f"{overlaps_text}",
     )
     if sid is not None:
         post(
             d,
             agent_channel(sid),
             me,
-            f"Your file claim for issue {issue} was overridden by {_who(me)}, which claimed with force for issue {claiming_issue}: {overlaps_text}",
+            f"Your file claim for issue {issue} was overridden by {_who(me)}, which claimed with force for issue "
+            f"{claiming_issue}: {overlaps_text}",
         )
 
 

@@ -15,7 +15,7 @@ from msgspec import UNSET
 from eventcoord import errors
 from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
 from eventcoord.context import Context, Decision, StreamEvent
-from eventcoord.domain import streams, waits
+from eventcoord.domain import refusals, streams, waits
 from eventcoord.domain.admission import (
     DEFAULT_WIP_LIMIT,
     DelayFrom,
@@ -302,9 +302,9 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
     line = list(state.line)
     if es.state in ("human_held", "held") and not forced:
         refusal = (
-            errors.human_held(cmd.issue, es.holder)
+            refusals.human_held(cmd.issue, es.holder)
             if es.state == "human_held"
-            else errors.issue_held(cmd.issue, es.holder)
+            else refusals.issue_held(cmd.issue, es.holder)
         )
         return _wait(d, state, cmd, me, line, (es.holder or {}).get("session_id"), refusal, ctx)
     reclaimable = lease is not None and es.state == "reclaimable"
@@ -325,7 +325,7 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
             d.events += trial.events
             rest = [x for x in line if x.session_id != w.session_id and waits.waiter_live(x, ctx)]
             holder = holder_view(w.session, w.session_id, w.actor_key, True)
-            return _wait(d, state, cmd, me, rest, w.session_id, errors.issue_held(cmd.issue, holder), ctx)
+            return _wait(d, state, cmd, me, rest, w.session_id, refusals.issue_held(cmd.issue, holder), ctx)
         d.events += [(stream, e) for stream, e in trial.events if not isinstance(e, LeaseReleased)]
     if not forced:
         until = lock_delay_until(state.project_rules, delay_from(view, ctx), me.session_id)
@@ -407,7 +407,7 @@ def decide_release_issue(state: ReleaseState, cmd: ReleaseIssue, ctx: Context) -
     me = require_not_ended(state.caller, cmd.session_id)
     lease = state.lease
     if lease is None or lease.session_id != me.session_id:
-        raise errors.not_issue_holder(cmd.issue, cmd.session_id, lease.session_id if lease else None)
+        raise refusals.not_issue_holder(cmd.issue, cmd.session_id, lease.session_id if lease else None)
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
     d.events.append(_release(lease, cmd.reason))
     d.result = {"issue": cmd.issue, "reason": cmd.reason, "fencing_token": lease.fencing_token}
@@ -425,7 +425,7 @@ def decide_verify_hold(state: VerifyState, cmd: VerifyHold, ctx: Context) -> Dec
     lease = view.lease
     mine = lease is not None and lease.session_id == me.session_id
     if cmd.fencing_token is not None and not (mine and lease is not None and lease.fencing_token == cmd.fencing_token):
-        raise errors.token_not_current(cmd.issue, cmd.fencing_token, lease.fencing_token if lease else None)
+        raise refusals.token_not_current(cmd.issue, cmd.fencing_token, lease.fencing_token if lease else None)
     if not me.stable:
         return Decision(
             result={
@@ -440,5 +440,5 @@ def decide_verify_hold(state: VerifyState, cmd: VerifyHold, ctx: Context) -> Dec
         es.state == "held" and es.reason == "assignment_fresh_other"
     )
     if durable_conflict:
-        raise errors.durably_held(cmd.issue, es.state, es.reason, es.holder)
+        raise refusals.durably_held(cmd.issue, es.state, es.reason, es.holder)
     return Decision(result={"ok": True, "enforced": True, "effective_state": es.state, "reason": es.reason})

@@ -23,7 +23,7 @@ from eventcoord import errors
 from eventcoord.codec import format_time
 from eventcoord.commands import AcquireLease, ReleaseLease, RenewLease
 from eventcoord.context import Context, Decision
-from eventcoord.domain import streams
+from eventcoord.domain import refusals, streams
 from eventcoord.domain.handoff import LeaseLine, hand_off_lease
 from eventcoord.domain.sessions import Claimant, SessionState, require_live, require_not_ended
 from eventcoord.domain.waits import Waiter
@@ -91,7 +91,7 @@ def _lease_result(name: str, token: int, ttl_seconds: int, expires_us: int, rene
 
 
 def _not_holder(name: str, me: SessionState, lease: NamedLeaseState | None) -> errors.DomainError:
-    return errors.not_lease_holder(name, me.session_id, lease.session_id if lease else None)
+    return refusals.not_lease_holder(name, me.session_id, lease.session_id if lease else None)
 
 
 def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: Context) -> Decision:
@@ -136,7 +136,7 @@ def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: 
         live += [Slot(w.session_id, w.actor_key, 0, 0, ctx.now_us + 1) for w in served]
     if free <= 0:
         first = live[0]
-        refusal = errors.lease_held(name, first.session_id, first.actor_key, format_time(first.expires_us))
+        refusal = refusals.lease_held(name, first.session_id, first.actor_key, format_time(first.expires_us))
         if capacity > 1:
             refusal.details["capacity"] = capacity
         if cmd.wait and state.join is not None:

@@ -15,7 +15,7 @@ from typing import Any
 from eventcoord import errors
 from eventcoord.commands import CancelWait
 from eventcoord.context import Context, Decision
-from eventcoord.domain import streams
+from eventcoord.domain import refusals, streams
 from eventcoord.domain.deadlock import WaitGraph, find_cycle
 from eventcoord.domain.sessions import SessionState, require_not_ended
 from eventcoord.events import DeadlockRefused, WaitAbandoned, WaitKind, WaitStarted
@@ -125,7 +125,7 @@ def join(
     live = drop_stale(d, state.line, ctx, me.session_id)
     cur = state.current
     if cur is not None and (cur.kind, cur.key) != (started.kind, started.key) and not _same_files_wait(cur, started):
-        raise errors.already_waiting(cur.kind, cur.key, 0)
+        raise refusals.already_waiting(cur.kind, cur.key, 0)
     if cur is None:
         cycle = find_cycle(state.graph or WaitGraph(), me.session_id, started.kind, started.key, state.holders)
         if cycle is not None:
@@ -144,7 +144,7 @@ def join(
                     ),
                 ),
             ]
-            d.error = errors.deadlock(cycle)
+            d.error = refusals.deadlock(cycle)
             return d
         d.events.append(
             (
@@ -166,7 +166,7 @@ def decide_cancel_wait(state: CancelState, cmd: CancelWait, ctx: Context) -> Dec
     me = require_not_ended(state.session, cmd.session_id)
     kind, key = cancel_target(cmd)
     if state.wait is None:
-        raise errors.not_waiting(kind, key)
+        raise refusals.not_waiting(kind, key)
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
     d.events.append(abandoned(state.wait, "cancelled", me.session_id))
     d.result = {"kind": state.wait.kind, "key": state.wait.key, "cancelled": True}

@@ -25,7 +25,7 @@ from eventcoord import errors
 from eventcoord.codec import format_time, parse_time
 from eventcoord.history import logreads, snapshots
 from eventcoord.history.scratch import Scratch, build
-from eventcoord.store import log
+from eventcoord.store import dbclock, log
 from eventcoord.store.base import EventStore
 from eventcoord.store.log import RecordedEvent
 
@@ -88,7 +88,7 @@ def gather(
     if archive is not None and base < archive.before - 1:
         raise errors.archived(position, archive.before, archive.file)
     chunks = snapshots.load_chunks(conn, snap, workspace) if snap is not None else {}
-    return chunks, logreads.read_range(conn, base, position, workspace), log.ttl_seconds(conn)
+    return chunks, logreads.read_range(conn, base, position, workspace), dbclock.ttl_seconds(conn)
 
 
 class History:

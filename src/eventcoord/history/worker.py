@@ -17,7 +17,7 @@ from sqlalchemy import Connection
 from eventcoord.history import logreads, snapshots
 from eventcoord.history.asof import gather
 from eventcoord.history.scratch import build
-from eventcoord.store import log
+from eventcoord.store import dbclock, log
 from eventcoord.store.base import EventStore
 
 _log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ async def take_snapshot(store: EventStore, position: int | None = None) -> int:
         manifest, data = await asyncio.to_thread(scratch.read, snapshots.dump)
     finally:
         scratch.close()
-    await store.transact(lambda c: snapshots.write(c, at, at_us, log.clock(c)[0], manifest, data))
+    await store.transact(lambda c: snapshots.write(c, at, at_us, dbclock.read(c)[0], manifest, data))
     return at
 
 

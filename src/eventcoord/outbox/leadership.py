@@ -15,7 +15,7 @@ from collections.abc import Callable
 from sqlalchemy import Connection, insert, select, update
 
 from eventcoord.store.base import EventStore
-from eventcoord.store.log import clock
+from eventcoord.store.dbclock import read as clock
 from eventcoord.store.schema import relay_state
 
 log = logging.getLogger("eventcoord.outbox.relay")

@@ -17,7 +17,7 @@ from sqlalchemy import Connection
 
 from eventcoord.codec import EventMetadata, WireEvent
 from eventcoord.events import Event
-from eventcoord.store import log
+from eventcoord.store import dbclock, log
 from eventcoord.store.log import Expected, NewEvent, Pending, RecordedEvent
 
 T = TypeVar("T")
@@ -88,7 +88,7 @@ class EventStore(ABC):
         items = [NewEvent(stream, e, meta) for e in new]
 
         def run(conn: Connection) -> Pending[list[RecordedEvent]]:
-            now_us, _ = log.clock(conn)
+            now_us, _ = dbclock.read(conn)
             recorded = log.append(conn, items, now_us, {stream: expected_version})
             return Pending(
                 lambda real: [

@@ -10,7 +10,6 @@ mentions positions is a :class:`Pending` result, finished once the real ones are
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -32,9 +31,9 @@ from eventcoord.codec import (
 from eventcoord.errors import ConcurrencyError
 from eventcoord.events import Event
 from eventcoord.store import batch
-from eventcoord.store.batch import Requeue, identity
+from eventcoord.store.batch import Requeue
 from eventcoord.store.prepared import Prepared
-from eventcoord.store.schema import events, idempotency, settings, store_head, stream_heads
+from eventcoord.store.schema import events, store_head, stream_heads
 
 T = TypeVar("T")
 #: Maps a position a transaction saw to the one it committed with (see :class:`Pending`).
@@ -111,47 +110,6 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
 #: Expected stream version: ``None`` appends at whatever the head is (the caller holds the
 #: guard that serialises it), an int demands exactly that version (optimistic concurrency).
 Expected = int | None
-
-
-#: How long a process trusts the TTL it read from ``settings`` (replicas pick up a
-#: change made by another replica's ``serve --ttl-seconds`` within this many seconds).
-TTL_REFRESH_SECONDS = 2.0
-#: Where the TTL is cached: on the database connection it was read through
-#: (``Connection.info``), so it lives and dies with that connection to that database.
-_TTL_KEY = "eventcoord.ttl"
-
-_READ_TTL = Prepared(lambda d: select(settings.c.value).where(settings.c.key == "ttl_seconds"))
-_PG_NOW = "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint"
-
-
-def clock(conn: Connection) -> tuple[int, int]:
-    """The database's clock in microseconds and the liveness TTL in seconds (SPEC §5)."""
-    b = batch.current(conn)
-    if b is not None:  # read once per batch, with the TTL, in the batch's first statement
-        return b.now_us, b.ttl
-    if conn.dialect.name == "postgresql":
-        now_us = int(conn.exec_driver_sql(_PG_NOW).scalar_one())
-    else:
-        # SQLite lives in one file on one host: its clock is this host's clock.
-        now_us = time.time_ns() // 1000
-    return now_us, ttl_seconds(conn)
-
-
-def ttl_seconds(conn: Connection) -> int:
-    """The liveness TTL kept in the database, re-read at most every couple of seconds."""
-    info = conn.info
-    hit: tuple[int, float] | None = info.get(_TTL_KEY)
-    now = time.monotonic()
-    if hit is not None and hit[1] > now:
-        return hit[0]
-    ttl = int(_READ_TTL.scalar(conn, {}))
-    info[_TTL_KEY] = (ttl, now + TTL_REFRESH_SECONDS)
-    return ttl
-
-
-def forget_ttl(conn: Connection) -> None:
-    """Drop the TTL cached on ``conn`` (after writing a new one through it)."""
-    conn.info.pop(_TTL_KEY, None)
 
 
 def append(
@@ -313,56 +271,6 @@ def head(conn: Connection) -> int:
 
 
 _HEAD = Prepared(lambda d: select(store_head.c.position).where(store_head.c.id == 1))
-_RECALL = Prepared(
-    lambda d: select(idempotency.c.body_hash, idempotency.c.status, idempotency.c.answer).where(
-        (idempotency.c.workspace == bindparam("ws")) & (idempotency.c.command_id == bindparam("cid"))
-    )
-)
-_REMEMBER = Prepared(
-    lambda d: idempotency.insert().values(
-        workspace=bindparam("ws"),
-        command_id=bindparam("cid"),
-        body_hash=bindparam("hash"),
-        status=bindparam("status"),
-        answer=bindparam("answer"),
-        recorded_us=bindparam("now"),
-    )
-)
-
-
-def recall_answer(conn: Connection, workspace: str, command_id: str) -> tuple[str, int, str] | None:
-    """The stored answer of a command id: (body hash, HTTP status, answer JSON), or None.
-
-    Raises :class:`~eventcoord.store.batch.Requeue` when an earlier command of the same
-    batch recorded it and its answer is only written at commit.
-    """
-    row = _RECALL.first(conn, {"ws": workspace, "cid": command_id})
-    if row is None:
-        return None
-    if row[2] == "":
-        raise Requeue(f"command {command_id!r} is being answered in this batch")
-    return str(row[0]), int(row[1]), str(row[2])
-
-
-def remember_answer(
-    conn: Connection,
-    workspace: str,
-    command_id: str,
-    body_hash: str,
-    status: int,
-    now_us: int,
-    answer: Callable[[Resolve], str],
-) -> None:
-    """Store the answer a command id replays; ``answer`` builds it from final positions.
-
-    The row is inserted now (a concurrent duplicate loses its race here, not at commit);
-    inside a PostgreSQL batch its answer is written when the batch's positions are fixed.
-    """
-    b = batch.current(conn)
-    params = {"ws": workspace, "cid": command_id, "hash": body_hash, "status": status, "now": now_us}
-    _REMEMBER.run(conn, {**params, "answer": answer(identity) if b is None else ""})
-    if b is not None:
-        b.answers.append((workspace, command_id, answer))
 
 
 def _log_visible(conn: Connection) -> None:

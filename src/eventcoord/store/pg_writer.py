@@ -153,7 +153,8 @@ def end_statement() -> str:
         "w AS (SELECT n, ws, st, row_number() OVER (PARTITION BY ws, st ORDER BY n) AS k, "
         "count(*) OVER (PARTITION BY ws, st) AS c FROM u WHERE v IS NULL)",
         "s AS (INSERT INTO stream_heads (workspace, stream, version) SELECT w.ws, w.st, w.c FROM h, w WHERE w.k = 1 "
-        "ORDER BY w.ws, w.st ON CONFLICT (workspace, stream) DO UPDATE SET version = stream_heads.version + excluded.version "
+        "ORDER BY w.ws, w.st ON CONFLICT (workspace, stream) DO UPDATE SET version = stream_heads.version + "
+        "excluded.version "
         "RETURNING workspace, stream, version)",
         "e AS (INSERT INTO events (position, workspace, stream, version, type, data, metadata, recorded_us) "
         "SELECT h.base + u.n, u.ws, u.st, coalesce(u.v, s.version - w.c + w.k), u.t, u.d, u.m, u.r "

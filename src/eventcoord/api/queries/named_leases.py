@@ -8,7 +8,7 @@ from sqlalchemy import Connection, select
 
 from eventcoord.codec import format_time
 from eventcoord.projections.tables import named_lease_slots, named_leases
-from eventcoord.store import log
+from eventcoord.store import dbclock
 
 
 def list_named_leases(conn: Connection, workspace: str) -> list[dict[str, Any]]:
@@ -16,7 +16,7 @@ def list_named_leases(conn: Connection, workspace: str) -> list[dict[str, Any]]:
 
     A name with ``capacity`` above 1 answers one row per held slot (SPEC §9), in token order.
     """
-    now_us, _ = log.clock(conn)
+    now_us, _ = dbclock.read(conn)
     slots: dict[str, list[Any]] = {}
     for r in conn.execute(
         select(named_lease_slots)

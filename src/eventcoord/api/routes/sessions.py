@@ -22,7 +22,10 @@ async def list_agents(
         str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
     ] = None,
 ) -> Response[bytes]:
-    """``{"agents": [...]}`` of the caller's workspace, newest first (``as_of``: then, with ``as_of: {position, at}``)."""
+    """``{"agents": [...]}`` of the caller's workspace, newest first.
+
+    With ``as_of``: as they were then, with ``as_of: {position, at}``.
+    """
     who = await caller(request)
     if as_of is not None:
         rows, moment = await runtime(request).history.read(

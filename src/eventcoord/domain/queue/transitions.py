@@ -5,7 +5,7 @@ from __future__ import annotations
 from eventcoord import errors
 from eventcoord.commands import FinishWork, StartWork
 from eventcoord.context import Context, Decision, StreamEvent
-from eventcoord.domain import streams
+from eventcoord.domain import refusals, streams
 from eventcoord.domain.handoff import hand_off_issue
 from eventcoord.domain.queue.recovery import Recovery, recover
 from eventcoord.domain.queue.state import ACTIVE, ItemState, TransitionState, WorkReads
@@ -16,7 +16,7 @@ from eventcoord.events import LeaseReleased, ReleaseReason, WorkFinished, WorkSt
 def _check_holder(item: ItemState, session_id: str | None, admin: bool) -> None:
     if admin or (session_id is not None and item.session_id == session_id):
         return
-    raise errors.not_item_holder(item.item_id, session_id, item.session_id)
+    raise refusals.not_item_holder(item.item_id, session_id, item.session_id)
 
 
 def _current(state: TransitionState, caller: str | None) -> tuple[ItemState, Recovery, WorkReads]:
@@ -36,7 +36,7 @@ def decide_start_work(state: TransitionState, cmd: StartWork, ctx: Context) -> D
     item, recovery, _ = _current(state, me.session_id)
     d = Decision(events=list(recovery.events), session_id=me.session_id, actor_key=me.actor_key)
     if item.status != "claimed":
-        raise errors.invalid_transition(item.item_id, item.status, "running")
+        raise refusals.invalid_transition(item.item_id, item.status, "running")
     _check_holder(item, me.session_id, ctx.caller.role == "admin")
     d.add(streams.work(item.item_id), WorkStarted(item_id=item.item_id, session_id=me.session_id))
     d.result = {"item_id": item.item_id, "status": "running"}
@@ -71,7 +71,7 @@ def decide_finish_work(state: TransitionState, cmd: FinishWork, ctx: Context) ->
     elif item.status == "running" or (item.status == "claimed" and cmd.outcome == "cancelled"):
         _check_holder(item, sid, admin)
     else:
-        raise errors.invalid_transition(item.item_id, item.status, cmd.outcome)
+        raise refusals.invalid_transition(item.item_id, item.status, cmd.outcome)
     d.add(streams.work(item.item_id), WorkFinished(item_id=item.item_id, session_id=sid, outcome=cmd.outcome))
     d.result = {"item_id": item.item_id, "status": cmd.outcome}
     if item.issue is not None and item.status in ACTIVE and item.session_id is not None:
