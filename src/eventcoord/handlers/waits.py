@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from eventcoord.commands import CancelWait
 from eventcoord.context import Context, Decision
@@ -19,10 +19,11 @@ from eventcoord.domain import waits as domain
 from eventcoord.domain.deadlock import WaitGraph
 from eventcoord.domain.files import ClaimRow, holder_is_live, normalise_paths
 from eventcoord.domain.paths import overlaps
-from eventcoord.handlers.common import load_session, load_sessions
+from eventcoord.handlers.common import WS, load_session, load_sessions
 from eventcoord.handlers.files import lock_workspace, overlap_candidates
 from eventcoord.liveness import live_clause
 from eventcoord.projections.tables import leases, named_lease_slots, sessions, waits
+from eventcoord.store.prepared import Prepared
 
 _COLUMNS = (
     waits.c.position,
@@ -40,28 +41,55 @@ _COLUMNS = (
 )
 
 
-def _waiters(conn: Connection, ctx: Context, rows: Iterable[Any]) -> list[domain.Waiter]:
+#: Indexes into a row of ``_COLUMNS``.
+_POS, _KIND, _KEY, _SID, _ACTOR, _SINCE, _PROJECT, _ISSUE, _PATHS, _EXCL, _TTL, _CAP = range(12)
+_ONE_LINE = Prepared(
+    lambda d: (
+        select(*_COLUMNS)
+        .where((waits.c.workspace == WS) & (waits.c.kind == bindparam("kind")) & (waits.c.key == bindparam("key")))
+        .order_by(waits.c.position)
+    )
+)
+_FILES_LINES = Prepared(
+    lambda d: (
+        select(*_COLUMNS)
+        .where((waits.c.workspace == WS) & (waits.c.kind == "files"))
+        .order_by(waits.c.position, waits.c.idx)
+    )
+)
+_WAIT_OF = Prepared(
+    lambda d: (
+        select(*_COLUMNS)
+        .where((waits.c.session_id == bindparam("sid")) & (waits.c.workspace == WS))
+        .order_by(waits.c.position)
+    )
+)
+
+
+def _waiters(conn: Connection, ctx: Context, rows: Iterable[Sequence[Any]]) -> list[domain.Waiter]:
     """Rows → waiters, one per wait (a files wait has a row per path), in position order."""
-    by_position: dict[int, Any] = {}
+    by_position: dict[int, Sequence[Any]] = {}
     for r in rows:
-        by_position.setdefault(r.position, r)
-    found = sorted(by_position.values(), key=lambda r: r.position)
-    people = load_sessions(conn, ctx, {r.session_id for r in found})
+        by_position.setdefault(r[_POS], r)
+    if not by_position:  # the common case on the hot path: nobody waits
+        return []
+    found = sorted(by_position.values(), key=lambda r: int(r[_POS]))
+    people = load_sessions(conn, ctx, {r[_SID] for r in found})
     return [
         domain.Waiter(
-            position=r.position,
-            kind=r.kind,
-            key=r.key if r.kind != "files" else (msgspec.json.decode(r.paths) or [r.key])[0],
-            session_id=r.session_id,
-            actor_key=r.actor_key,
-            since_us=r.since_us,
-            session=people.get(r.session_id),
-            project=r.project,
-            issue=r.issue,
-            paths=tuple(msgspec.json.decode(r.paths)),
-            exclusive=r.exclusive,
-            ttl_seconds=r.ttl_seconds,
-            capacity=r.capacity,
+            position=r[_POS],
+            kind=r[_KIND],
+            key=r[_KEY] if r[_KIND] != "files" else (msgspec.json.decode(r[_PATHS]) or [r[_KEY]])[0],
+            session_id=r[_SID],
+            actor_key=r[_ACTOR],
+            since_us=r[_SINCE],
+            session=people.get(r[_SID]),
+            project=r[_PROJECT],
+            issue=r[_ISSUE],
+            paths=tuple(msgspec.json.decode(r[_PATHS])),
+            exclusive=bool(r[_EXCL]),
+            ttl_seconds=r[_TTL],
+            capacity=r[_CAP],
         )
         for r in found
     ]
@@ -69,33 +97,18 @@ def _waiters(conn: Connection, ctx: Context, rows: Iterable[Any]) -> list[domain
 
 def load_line(conn: Connection, ctx: Context, kind: str, key: str) -> list[domain.Waiter]:
     """The line of an issue or a named lease, in FIFO order."""
-    rows = conn.execute(
-        select(*_COLUMNS)
-        .where((waits.c.workspace == ctx.workspace) & (waits.c.kind == kind) & (waits.c.key == key))
-        .order_by(waits.c.position)
-    )
-    return _waiters(conn, ctx, rows)
+    return _waiters(conn, ctx, _ONE_LINE.rows(conn, {"ws": ctx.workspace, "kind": kind, "key": key}))
 
 
 def load_files_line(conn: Connection, ctx: Context, paths: Sequence[str]) -> list[domain.Waiter]:
     """The files waits any of whose paths overlaps one of ``paths``, in FIFO order."""
-    rows = conn.execute(
-        select(*_COLUMNS)
-        .where((waits.c.workspace == ctx.workspace) & (waits.c.kind == "files"))
-        .order_by(waits.c.position, waits.c.idx)
-    )
-    line = _waiters(conn, ctx, rows)
+    line = _waiters(conn, ctx, _FILES_LINES.rows(conn, {"ws": ctx.workspace}))
     return [w for w in line if any(overlaps(p, q) for p in w.paths for q in paths)]
 
 
 def load_wait_of(conn: Connection, ctx: Context, session_id: str) -> domain.Waiter | None:
     """The one wait a session is in, if any."""
-    rows = conn.execute(
-        select(*_COLUMNS)
-        .where((waits.c.session_id == session_id) & (waits.c.workspace == ctx.workspace))
-        .order_by(waits.c.position)
-    )
-    found = _waiters(conn, ctx, rows)
+    found = _waiters(conn, ctx, _WAIT_OF.rows(conn, {"ws": ctx.workspace, "sid": session_id}))
     return found[0] if found else None
 
 
@@ -105,7 +118,7 @@ def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
     rows = conn.execute(
         select(*_COLUMNS).where(waits.c.workspace == ctx.workspace).order_by(waits.c.position, waits.c.idx)
     )
-    all_waits = [w for w in _waiters(conn, ctx, rows) if domain.waiter_live(w, ctx)]
+    all_waits = [w for w in _waiters(conn, ctx, [tuple(r) for r in rows]) if domain.waiter_live(w, ctx)]
     issue_keys = sorted({w.key for w in all_waits if w.kind == "issue"})
     lease_keys = sorted({w.key for w in all_waits if w.kind == "lease"})
     issue_holders: dict[str, list[str]] = {}
