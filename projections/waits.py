@@ -7,7 +7,7 @@ waiter's own grant of that resource (handed off or claimed directly) remove it.
 from __future__ import annotations
 
 import msgspec
-from sqlalchemy import Connection, delete
+from sqlalchemy import Connection, bindparam, delete
 
 from eventcoord.events import (
     FilesClaimed,
@@ -17,6 +17,7 @@ from eventcoord.events import (
     WaitStarted,
 )
 from eventcoord.store.log import RecordedEvent
+from eventcoord.store.prepared import Prepared
 
 from .base import Appliers
 from .tables import waits
@@ -51,11 +52,33 @@ def started(conn: Connection, r: RecordedEvent) -> None:
     )
 
 
+# A grant removes the grantee's wait for that resource: on every LeaseGranted, FilesClaimed
+# and NamedLeaseAcquired, so prebuilt (``ix_waits_session`` finds the session's few rows).
+_LEAVE_LINE = Prepared(
+    lambda d: delete(waits).where(
+        (waits.c.session_id == bindparam("sid"))
+        & (waits.c.workspace == bindparam("ws"))
+        & (waits.c.kind == bindparam("kind"))
+        & (waits.c.key == bindparam("key"))
+    )
+)
+_LEAVE_FILES = Prepared(
+    lambda d: delete(waits).where(
+        (waits.c.session_id == bindparam("sid"))
+        & (waits.c.workspace == bindparam("ws"))
+        & (waits.c.kind == "files")
+        & (waits.c.issue == bindparam("key"))
+    )
+)
+
+
 def _leave(conn: Connection, workspace: str, kind: str, session_id: str, key: str) -> None:
     """Remove a session's wait in one line (files: the wait of the issue ``key``)."""
-    where = (waits.c.workspace == workspace) & (waits.c.kind == kind) & (waits.c.session_id == session_id)
-    where = where & ((waits.c.issue == key) if kind == "files" else (waits.c.key == key))
-    conn.execute(delete(waits).where(where))
+    params = {"ws": workspace, "sid": session_id, "key": key}
+    if kind == "files":
+        _LEAVE_FILES.run(conn, params)
+    else:
+        _LEAVE_LINE.run(conn, {**params, "kind": kind})
 
 
 def abandoned(conn: Connection, r: RecordedEvent) -> None:
