@@ -1,4 +1,4 @@
-"""Issue leases: effective state, claim (WIP cap, stale reclaim, force), release, verify_hold.
+"""Issue leases: claim (WIP cap, stale reclaim, force, waiting), release, verify_hold.
 
 Also the project configuration the WIP cap reads, and the grant a work-queue pull takes.
 Pure functions over the state a handler loaded; the orders of checks are SPEC §5's.
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from msgspec import UNSET
 
@@ -25,6 +24,14 @@ from eventcoord.domain.admission import (
     lock_delay_until,
 )
 from eventcoord.domain.handoff import IssueLine, hand_off_issue
+from eventcoord.domain.issue_view import (
+    EffectiveState,
+    IssueState,
+    IssueView,
+    LeaseState,
+    effective_state,
+    holder_view,
+)
 from eventcoord.domain.sessions import Claimant, SessionState, require_live, require_not_ended
 from eventcoord.events import (
     LeaseGranted,
@@ -33,53 +40,18 @@ from eventcoord.events import (
     ReleaseReason,
     WaitStarted,
 )
-from eventcoord.sanitize import ACTOR_CAP, clean_line
 
-__all__ = ["DEFAULT_WIP_LIMIT"]
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseState:
-    """The unreleased lease of an issue."""
-
-    issue: str
-    project: str
-    session_id: str
-    actor_key: str
-    fencing_token: int
-
-
-@dataclass(frozen=True, slots=True)
-class IssueState:
-    """What the issue registry knows: its project, last token and pending handoff note."""
-
-    issue: str
-    project: str
-    last_fencing_token: int
-    handoff_note: str | None
-    handoff_session_id: str | None
-    delay_from_us: int | None = None  # the last involuntary end of a lease (lock delay)
-    delay_session_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class IssueView:
-    """Everything effective state needs about one issue, as seen at decision time."""
-
-    issue: str
-    registry: IssueState | None
-    lease: LeaseState | None
-    holder: SessionState | None
-    declarers: tuple[SessionState, ...]  # live sessions declaring working_on this issue
-
-
-@dataclass(frozen=True, slots=True)
-class EffectiveState:
-    """The join of assignment and liveness for one caller (SPEC §1 table)."""
-
-    state: str
-    reason: str
-    holder: dict[str, Any] | None
+# What a decision knows of one issue is defined in issue_view.py; the issue tier's callers
+# import it from here with the decisions.
+__all__ = [
+    "DEFAULT_WIP_LIMIT",
+    "EffectiveState",
+    "IssueState",
+    "IssueView",
+    "LeaseState",
+    "effective_state",
+    "holder_view",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,45 +99,6 @@ class Grant:
 
     fencing_token: int
     events: list[StreamEvent] = field(default_factory=list)
-
-
-def holder_view(session: SessionState | None, session_id: str, actor_key: str, live: bool) -> dict[str, Any]:
-    """The holder object, every untrusted field sanitised here, at construction."""
-    return {
-        "session_id": clean_line(session_id, 128),
-        "actor_key": clean_line(session.actor_key if session else actor_key, ACTOR_CAP * 4),
-        "kind": clean_line(session.kind if session else "agent", 16),
-        "live": live,
-    }
-
-
-def effective_state(
-    view: IssueView, caller_session_id: str | None, ctx: Context, *, caller_declares: bool | None = None
-) -> EffectiveState:
-    """Effective state in SPEC §5 order; declarers never block declarers.
-
-    ``caller_declares``: the caller itself declares ``working_on`` this issue (inferred
-    from ``view.declarers`` when not given).
-    """
-    lease, holder = view.lease, view.holder
-    if lease is not None:
-        live = holder is not None and ctx.is_live(holder.last_seen_us, holder.ended_us)
-        hv = holder_view(holder, lease.session_id, lease.actor_key, live)
-        if lease.session_id == caller_session_id:
-            return EffectiveState("self_is_holder", "assignment_self", hv)
-        if holder is not None and holder.kind == "human":
-            return EffectiveState("human_held", "human_assignment", hv)
-        if live:
-            return EffectiveState("held", "assignment_fresh_other", hv)
-        return EffectiveState("reclaimable", "assignment_holder_stale", hv)
-    if caller_declares is None:
-        caller_declares = any(d.session_id == caller_session_id for d in view.declarers)
-    for d in () if caller_declares else view.declarers:
-        if d.session_id != caller_session_id:
-            return EffectiveState(
-                "held", "liveness_claim_present_assignment_lagging", holder_view(d, d.session_id, d.actor_key, True)
-            )
-    return EffectiveState("free", "no_assignment_no_liveness", None)
 
 
 def decide_configure_project(state: None, cmd: ConfigureProject, ctx: Context) -> Decision:
