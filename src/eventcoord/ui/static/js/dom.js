@@ -52,9 +52,22 @@ export function agoSpan(iso) {
   return h('span', { class: 'ago', dataset: { ts: iso || '' }, title: iso || '' }, '');
 }
 
-/** Refresh every agoSpan against `nowMs` (the present, or the moment time travel shows). */
+/** A span whose "in …" text (time left until `iso`, or "expired") the page's clock keeps current. */
+export function untilSpan(iso) {
+  return h('span', { class: 'until', dataset: { ts: iso || '' }, title: iso || '' }, '');
+}
+
+/** "in 25s" while `iso` is ahead of `nowMs`, "expired" once it is not. */
+export function left(iso, nowMs) {
+  if (!iso) return '—';
+  const ms = Date.parse(iso) - nowMs;
+  return ms > 0 ? `in ${ago(new Date(nowMs - ms).toISOString(), nowMs)}` : 'expired';
+}
+
+/** Refresh every agoSpan and untilSpan against `nowMs` (the present, or the moment time travel shows). */
 export function tickClocks(nowMs, root = document) {
   for (const el of root.querySelectorAll('.ago')) el.textContent = ago(el.dataset.ts, nowMs);
+  for (const el of root.querySelectorAll('.until')) el.textContent = left(el.dataset.ts, nowMs);
 }
 
 export function clock(iso) {

@@ -12,7 +12,9 @@ import { conflictsView } from './views/conflicts.js';
 import { heatmapView } from './views/heatmap.js';
 import { leasesView } from './views/leases.js';
 import { messagesView } from './views/messages.js';
+import { namedLeasesView } from './views/named-leases.js';
 import { queueView } from './views/queue.js';
+import { waitsView } from './views/waits.js';
 
 const REFRESH_MS = 400;
 const RESYNC_MS = 15000; // liveness ages without events: re-read everything now and then
@@ -102,10 +104,8 @@ async function refreshView(v) {
     v.data = data;
     paint(v, c);
     v.api.setError(null);
-    if (v.name === 'leases') {
-      const agents = views.find((x) => x.name === 'agents');
-      if (agents.data) paint(agents, c);
-    }
+    // Views drawing what this one shares (ctx.shared) repaint with it, without a read.
+    for (const other of views) if (other.dependsOn && other.dependsOn.includes(v.name) && other.data !== undefined) paint(other, c);
   } catch (err) {
     if (err instanceof api.Unauthorized) return signOut('The token was refused. Enter a valid token.');
     // The server unreachable (no answer at all): the stream notices too, the banner says
@@ -255,7 +255,8 @@ async function signIn(event) {
 }
 
 function boot() {
-  views = [agentsView(app), leasesView(app), heatmapView(app), conflictsView(app), claimsView(app), queueView(app), messagesView(app)];
+  views = [agentsView(app), leasesView(app), heatmapView(app), conflictsView(app), claimsView(app), queueView(app),
+    messagesView(app), waitsView(app), namedLeasesView(app)];
   fill($('#board'), views.map(mountPanel));
   $('#timeline-slot').replaceWith(line.el);
   document.body.append(drawer.el);

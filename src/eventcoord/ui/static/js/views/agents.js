@@ -28,6 +28,7 @@ export function agentsView(app) {
     name: 'agents',
     title: 'Agents',
     triggers: ['AgentRegistered', 'AgentHeartbeat', 'AgentEnded', 'LeaseGranted', 'LeaseReleased'],
+    dependsOn: ['leases', 'waits'], // the leases each agent holds, the line it waits in
     tools: h('div', { class: 'segmented' }, liveBtn, allBtn),
     footer: more,
     async load(ctx) {
@@ -39,6 +40,7 @@ export function agentsView(app) {
       more.hidden = agents.length < limit || limit >= MAX;
       if (!agents.length) return h('p', { class: 'empty' }, onlyLive ? 'No live agents.' : 'No sessions yet.');
       const leases = ctx.shared.leasesBySession || new Map();
+      const waiting = ctx.asOf === null ? ctx.shared.waitsBySession || new Map() : new Map(); // waits: present only
       return h('table', { class: 'grid' },
         h('thead', {}, h('tr', {},
           h('th', { class: 'c-dot' }, ''), h('th', {}, 'Actor'), h('th', {}, 'Working on'),
@@ -49,6 +51,8 @@ export function agentsView(app) {
           const work = [];
           if (a.working_on) work.push(h('span', { class: 'chip chip-declared', title: 'declared working_on' }, a.working_on));
           for (const l of held) if (l.issue !== a.working_on) work.push(h('span', { class: 'chip chip-lease', title: `lease, fencing token ${l.fencing_token}` }, l.issue));
+          const w = waiting.get(a.session_id);
+          if (w) work.push(h('span', { class: 'chip chip-wait', title: `waiting (${w.kind}), place ${w.place}` }, `waits ${w.key} · ${w.place}`));
           return h('tr', { class: `agent agent-${state}`, dataset: { session: a.session_id }, title: 'details', onclick: () => app.showAgent(a.session_id) },
             h('td', { class: 'c-dot' }, dot(state, state)),
             h('td', {}, h('span', { class: 'actor', title: a.actor_key }, a.actor_key),

@@ -85,6 +85,7 @@ export function claimsView(app) {
     render(data, ctx, panel) {
       data.prefixes.forEach((p, i) => { if (p) open.set(p, data.pages[i]); });
       const root = data.pages[0];
+      ctx.shared.fileClaims = root.file_claims; // the waits view's holders of path lines
       panel.setCount(`${countLabel(root.file_claims.length, LIMIT)} claimed`);
       if (!root.file_claims.length) return h('p', { class: 'empty' }, 'No file is claimed.');
       return h('ul', { class: 'tree' }, renderLevel(root, '', 0));

@@ -19,6 +19,7 @@ export function leasesView(app) {
     title: 'Leases',
     triggers: ['LeaseGranted', 'LeaseReleased', 'AgentEnded', 'AgentHeartbeat', 'AgentRegistered'],
     footer: more,
+    dependsOn: ['waits'], // each lease's waiting line
     async load(ctx) {
       return ctx.get('/v1/leases', { limit }, { pit: true });
     },
@@ -30,10 +31,12 @@ export function leasesView(app) {
         bySession.get(l.session_id).push(l);
       }
       ctx.shared.leasesBySession = bySession;
+      ctx.shared.leasesByIssue = new Map(leases.map((l) => [l.issue, l])); // the waits view's holders
       const stale = leases.filter((l) => effectiveState(l) === 'reclaimable').length;
       panel.setCount(`${countLabel(leases.length, limit)} held${stale ? ` · ${stale} reclaimable` : ''}`);
       more.hidden = leases.length < limit || limit >= MAX;
       if (!leases.length) return h('p', { class: 'empty' }, 'No issue is leased.');
+      const lines = ctx.asOf === null ? ctx.shared.waitsByLine || new Map() : new Map(); // waits: present only
       return h('table', { class: 'grid' },
         h('thead', {}, h('tr', {},
           h('th', {}, 'Issue'), h('th', {}, 'State'), h('th', { class: 'num' }, 'Fencing'),
@@ -42,7 +45,8 @@ export function leasesView(app) {
           const state = effectiveState(l);
           return h('tr', { class: `lease lease-${state}`, dataset: { issue: l.issue } },
             h('td', {}, h('span', { class: 'issue' }, l.issue), h('span', { class: 'project' }, l.project)),
-            h('td', {}, badge(state, state)),
+            h('td', {}, badge(state, state), lines.has(`issue:${l.issue}`)
+              ? h('span', { class: 'badge badge-waiting', title: 'sessions waiting in line for it' }, `${lines.get(`issue:${l.issue}`).length} waiting`) : null),
             h('td', { class: 'num mono token', title: 'fencing token' }, `#${l.fencing_token}`),
             h('td', {}, l.actor_key ? h('span', { class: 'actor', title: l.session_id }, l.actor_key) : shortId(l.session_id)),
             h('td', { class: 'num' }, agoSpan(l.granted_at)));
