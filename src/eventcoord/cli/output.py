@@ -34,7 +34,9 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "get_code_heatmap": ("prefix", "count"),
     "list_queue": ("item_id", "project", "issue", "priority", "status", "session_id", "fencing_token", "attempts"),
-    "list_named_leases": ("name", "session_id", "actor_key", "fencing_token", "expires_at", "held"),
+    "list_named_leases": ("name", "capacity", "session_id", "actor_key", "fencing_token", "expires_at", "held"),
+    # One row per waiter, by line then place; ``issue`` is the files wait's issue (else "-").
+    "list_waits": ("kind", "key", "place", "session_id", "actor_key", "issue", "since"),
     "read_messages": ("position", "channel", "actor_key", "body", "recorded_at"),
     "read_events": ("position", "type", "stream", "recorded_at", "data"),
 }

@@ -57,9 +57,13 @@ SUMMARY: dict[str, str] = {
     "list_conflicts": "The conflict log: every contended path, refused or forced.",
     "get_code_heatmap": "Where work (mode claims) or collisions (mode contention) concentrate, per path prefix.",
     "list_queue": "The work queue with each item's history.",
-    "list_named_leases": "The named leases and who holds them.",
-    "list_waits": "The waiting lines: who waits for which issue, path or lease, at which place (1 = next). "
-    "Check it before wait: true; a long line means pick other work.",
+    "list_named_leases": "The named leases, one row per held slot: who holds it (session_id, actor_key), its "
+    "fencing_token, expires_at, whether it is held now, and the name's capacity (how many slots it has).",
+    "list_waits": "The waiting lines (FIFO): who waits for which issue, path pattern or named lease, at which "
+    "place (1 = next) and since when. Read it before passing wait: true, and to see your place while waiting. "
+    "Wait when the thing is what you must do next and few are ahead of you; pick other work when the line is "
+    "long, when something else is free, or when you hold what someone in the line needs. Waiting ties up "
+    "nothing, but you wait in one line at a time: cancel_wait when you take other work.",
     "read_messages": "Read a channel's messages in order (after: a position cursor). Read your own "
     "agent:<session_id> channel for notices such as a file claim taken from you.",
     "read_events": "Read the event log in position order (after: the last position you saw).",
@@ -75,18 +79,21 @@ REFUSAL: dict[str, str] = {
     "SESSION_NOT_LIVE": "your session ended or went stale: register_agent again (or heartbeat_agent if it is "
     "only stale), then retry",
     "ISSUE_HELD": "another live session holds or is working on this issue (details name it): pick another "
-    "issue, or wait and retry later",
-    "HUMAN_HELD": "a person holds this issue: do not take it; pick another issue or ask them",
+    "issue, or claim again with wait: true to join its line. With details.waiting you are in the line already "
+    "(place 1 = next): it is granted to you when it frees and you are told on agent:<session_id>",
+    "HUMAN_HELD": "a person holds this issue: do not take it; pick another issue or ask them (with "
+    "details.waiting you are in its line and get it when they release it)",
     "WIP_CAP_REACHED": "the project has its maximum of issues in progress: finish or release one of yours, or wait",
     "AGENT_WIP_CAP_REACHED": "you hold as many issues of this project as you may: finish or release one first",
     "FILES_CLAIMED": "another issue holds overlapping paths (details.conflicts name them): do not edit those "
-    "paths; pick other work, coordinate by post_message, or wait",
-    "NOT_HOLDER": "you do not hold this (item or lease), or are not in that waiting line (cancel_wait): "
-    "do not act on it",
+    "paths; pick other work, coordinate by post_message, or claim with wait: true (details.waiting: your place)",
+    "NOT_HOLDER": "you do not hold this (item or lease), or are not in that waiting line (cancel_wait): do not "
+    "act on it",
     "NOT_FRESH_HOLDER": "you are no longer the holder (superseded or reclaimed): stop, do not push or publish; "
     "read get_issue_state and the issue's messages",
     "INVALID_TRANSITION": "the item is not in a state that allows this step: read list_queue for its status",
-    "LEASE_HELD": "another session holds this named lease: do not act as leader; retry after it expires",
+    "LEASE_HELD": "another session holds this named lease (every slot of it): do not act as leader; retry after "
+    "it expires, or acquire with wait: true to be handed the next free slot (details.waiting: your place)",
     "DEADLOCK": "waiting would close a cycle (details.cycle names who waits for what): do not wait; release "
     "something you hold that the others need, or pick other work",
     "ALREADY_WAITING": "you already wait in another line (one at a time): cancel_wait it first, or keep waiting",

@@ -366,6 +366,8 @@ class EventsPage(Result, frozen=True, kw_only=True):
 
 
 class NamedLease(Result, frozen=True, kw_only=True):
+    """One named lease, or one held slot of a name with ``capacity`` above 1 (SPEC §9)."""
+
     name: str
     session_id: str | None = None
     actor_key: str | None = None
@@ -373,6 +375,8 @@ class NamedLease(Result, frozen=True, kw_only=True):
     expires_at: str | None = None
     held: bool | None = None
     capacity: int = 1
+    ttl_seconds: int | None = None
+    acquired_at: str | None = None
 
 
 class NamedLeasesPage(Result, frozen=True, kw_only=True):

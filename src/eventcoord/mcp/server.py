@@ -37,9 +37,9 @@ ends it when you disconnect); get_issue_state or list_leases to choose work; cla
 working on an issue (keep its fencing_token); claim_files before editing paths; read_messages on
 agent:<your session_id> for notices; when what you need is held, either pick other work or pass
 wait: true to join its FIFO line (you are granted it when it frees and told on agent:<session_id>;
-cancel_wait if you change your mind; a DEADLOCK refusal means do not wait); verify_hold \
-with your fencing_token right before you push
-or publish, and stop if it is refused; release_issue (reason completed) when done; end_agent with
+list_waits shows the lines and your place; cancel_wait if you change your mind; a DEADLOCK refusal
+means do not wait); verify_hold with your fencing_token right before you push or publish, and stop
+if it is refused; release_issue (reason completed) when done; end_agent with
 a handoff_note when you stop. Every refusal carries a code; the tool descriptions say what to do."""
 
 

@@ -32,7 +32,8 @@ class Files(Base):
         agent:<session_id>.
         Refusals:
         - FILES_CLAIMED: another issue holds overlapping paths (details.conflicts name them): do not
-          edit those paths; pick other work, coordinate by post_message, or wait
+          edit those paths; pick other work, coordinate by post_message, or claim with wait: true
+          (details.waiting: your place)
         - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
           wait; release something you hold that the others need, or pick other work
         - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
@@ -165,7 +166,8 @@ class AsyncFiles(AsyncBase):
         agent:<session_id>.
         Refusals:
         - FILES_CLAIMED: another issue holds overlapping paths (details.conflicts name them): do not
-          edit those paths; pick other work, coordinate by post_message, or wait
+          edit those paths; pick other work, coordinate by post_message, or claim with wait: true
+          (details.waiting: your place)
         - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
           wait; release something you hold that the others need, or pick other work
         - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,

@@ -58,8 +58,11 @@ class Issues(Base):
         line is short; otherwise pick other work (the issue stays held, waiting blocks nobody else).
         Refusals:
         - ISSUE_HELD: another live session holds or is working on this issue (details name it): pick
-          another issue, or wait and retry later
+          another issue, or claim again with wait: true to join its line. With details.waiting you
+          are in the line already (place 1 = next): it is granted to you when it frees and you are
+          told on agent:<session_id>
         - HUMAN_HELD: a person holds this issue: do not take it; pick another issue or ask them
+          (with details.waiting you are in its line and get it when they release it)
         - WIP_CAP_REACHED: the project has its maximum of issues in progress: finish or release one
           of yours, or wait
         - AGENT_WIP_CAP_REACHED: you hold as many issues of this project as you may: finish or
@@ -221,8 +224,11 @@ class AsyncIssues(AsyncBase):
         line is short; otherwise pick other work (the issue stays held, waiting blocks nobody else).
         Refusals:
         - ISSUE_HELD: another live session holds or is working on this issue (details name it): pick
-          another issue, or wait and retry later
+          another issue, or claim again with wait: true to join its line. With details.waiting you
+          are in the line already (place 1 = next): it is granted to you when it frees and you are
+          told on agent:<session_id>
         - HUMAN_HELD: a person holds this issue: do not take it; pick another issue or ask them
+          (with details.waiting you are in its line and get it when they release it)
         - WIP_CAP_REACHED: the project has its maximum of issues in progress: finish or release one
           of yours, or wait
         - AGENT_WIP_CAP_REACHED: you hold as many issues of this project as you may: finish or

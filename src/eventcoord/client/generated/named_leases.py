@@ -28,8 +28,9 @@ class NamedLeases(Base):
         each with its own fencing_token. wait: true queues you for the next free slot; you are told
         on agent:<session_id> when it is yours.
         Refusals:
-        - LEASE_HELD: another session holds this named lease: do not act as leader; retry after it
-          expires
+        - LEASE_HELD: another session holds this named lease (every slot of it): do not act as
+          leader; retry after it expires, or acquire with wait: true to be handed the next free slot
+          (details.waiting: your place)
         - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
           wait; release something you hold that the others need, or pick other work
         - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
@@ -98,7 +99,10 @@ class NamedLeases(Base):
     def list_named_leases(
         self,
     ) -> results.NamedLeasesPage:
-        """The named leases and who holds them."""
+        """The named leases, one row per held slot: who holds it (session_id, actor_key), its
+        fencing_token, expires_at, whether it is held now, and the name's capacity (how many slots
+        it has).
+        """
         return self._read(
             "list_named_leases",
             reads.ListNamedLeases(),
@@ -124,8 +128,9 @@ class AsyncNamedLeases(AsyncBase):
         each with its own fencing_token. wait: true queues you for the next free slot; you are told
         on agent:<session_id> when it is yours.
         Refusals:
-        - LEASE_HELD: another session holds this named lease: do not act as leader; retry after it
-          expires
+        - LEASE_HELD: another session holds this named lease (every slot of it): do not act as
+          leader; retry after it expires, or acquire with wait: true to be handed the next free slot
+          (details.waiting: your place)
         - DEADLOCK: waiting would close a cycle (details.cycle names who waits for what): do not
           wait; release something you hold that the others need, or pick other work
         - ALREADY_WAITING: you already wait in another line (one at a time): cancel_wait it first,
@@ -194,7 +199,10 @@ class AsyncNamedLeases(AsyncBase):
     async def list_named_leases(
         self,
     ) -> results.NamedLeasesPage:
-        """The named leases and who holds them."""
+        """The named leases, one row per held slot: who holds it (session_id, actor_key), its
+        fencing_token, expires_at, whether it is held now, and the name's capacity (how many slots
+        it has).
+        """
         return await self._read(
             "list_named_leases",
             reads.ListNamedLeases(),

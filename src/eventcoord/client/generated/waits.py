@@ -45,8 +45,12 @@ class Waits(Base):
     def list_waits(
         self,
     ) -> results.WaitsPage:
-        """The waiting lines: who waits for which issue, path or lease, at which place (1 = next).
-        Check it before wait: true; a long line means pick other work.
+        """The waiting lines (FIFO): who waits for which issue, path pattern or named lease, at which
+        place (1 = next) and since when. Read it before passing wait: true, and to see your place
+        while waiting. Wait when the thing is what you must do next and few are ahead of you; pick
+        other work when the line is long, when something else is free, or when you hold what someone
+        in the line needs. Waiting ties up nothing, but you wait in one line at a time: cancel_wait
+        when you take other work.
         """
         return self._read(
             "list_waits",
@@ -90,8 +94,12 @@ class AsyncWaits(AsyncBase):
     async def list_waits(
         self,
     ) -> results.WaitsPage:
-        """The waiting lines: who waits for which issue, path or lease, at which place (1 = next).
-        Check it before wait: true; a long line means pick other work.
+        """The waiting lines (FIFO): who waits for which issue, path pattern or named lease, at which
+        place (1 = next) and since when. Read it before passing wait: true, and to see your place
+        while waiting. Wait when the thing is what you must do next and few are ahead of you; pick
+        other work when the line is long, when something else is free, or when you hold what someone
+        in the line needs. Waiting ties up nothing, but you wait in one line at a time: cancel_wait
+        when you take other work.
         """
         return await self._read(
             "list_waits",
