@@ -41,7 +41,8 @@ def test_every_command_and_read_is_a_subcommand() -> None:
         options = {o for a in sub._actions for o in a.option_strings}
         for field in struct.__struct_fields__:
             assert f"--{field.replace('_', '-')}" in options, (tag, field)
-    for read in ("agents", "leases", "state", "file-claims", "conflicts", "heatmap", "queue", "messages", "events"):
+    reads = ("agents", "leases", "state", "file-claims", "conflicts", "heatmap", "queue", "messages", "events")
+    for read in (*reads, "named-leases", "waits"):
         assert read in choices
 
 
@@ -129,6 +130,54 @@ async def test_a_session_claims_and_reads_with_tables_json_and_exit_codes(
     # Validation refused by the service: 1, naming the field.
     bad = ec("claim-files", "--session-id", alice, "--issue", "P-1", "--paths", "/etc/passwd", env=env)
     assert bad.returncode == 1 and bad.stderr.startswith("VALIDATION")
+
+
+async def test_waiting_lines_and_capacity_slots_from_the_command_line(
+    env: dict[str, str], api: Api, server: ServerProcess
+) -> None:
+    """SPEC §9 from the shell: --wait, the waits table and --json, cancel-wait, --capacity, project limits."""
+    limits = ("--wip-limit", "4", "--lock-delay-seconds", "0", "--agent-wip-limit", "2")
+    configured = ec("configure-project", "--project", "W", *limits, env=env)
+    assert configured.returncode == 0, configured.stderr
+    holder, first, second = (
+        ec("register-agent", "--actor", actor, "--print", "session_id", env=env).stdout.strip()
+        for actor in ("holder", "first", "second")
+    )
+    assert ec("claim-issue", "--session-id", holder, "--project", "W", "--issue", "W-1", env=env).returncode == 0
+    for place, sid in enumerate((first, second), start=1):
+        waiting = ec("claim-issue", "--session-id", sid, "--project", "W", "--issue", "W-1", "--wait", env=env)
+        # Joining a line is still a refusal (exit 1, the code first); the details say the place.
+        assert waiting.returncode == 1 and waiting.stderr.split()[0] == "ISSUE_HELD"
+        assert f'"place":{place}' in waiting.stderr
+
+    table = ec("waits", env=env)
+    assert table.returncode == 0, table.stderr
+    header, *rows = [line.split() for line in table.stdout.splitlines() if line.strip() and "───" not in line]
+    assert header == ["kind", "key", "place", "session_id", "actor_key", "issue", "since"]
+    assert [r[:5] for r in rows] == [["issue", "W-1", "1", first, "first"], ["issue", "W-1", "2", second, "second"]]
+    raw = ec("waits", "--json", env=env)
+    assert (
+        raw.stdout.strip()
+        == httpx.get(server.base_url + "/v1/waits", headers={"authorization": f"Bearer {BOOTSTRAP}"}).text
+    )
+    cancelled = ec("cancel-wait", "--session-id", first, "--issue", "W-1", "--json", env=env)
+    assert json.loads(cancelled.stdout)["result"]["key"] == "W-1"
+    assert [w["session_id"] for w in json.loads(ec("waits", "--json", env=env).stdout)["waits"]] == [second]
+    assert ec("cancel-wait", "--session-id", first, "--issue", "W-1", env=env).stderr.split()[0] == "NOT_HOLDER"
+
+    # Capacity: two slots, each with its own token, shown per slot by named-leases.
+    for sid in (holder, first):
+        got = ec(
+            "acquire-lease", "--session-id", sid, "--name", "gpu", "--ttl-seconds", "60", "--capacity", "2", env=env
+        )
+        assert got.returncode == 0, got.stderr
+    slots = ec("named-leases", env=env)
+    head = next(line for line in slots.stdout.splitlines() if line.strip())
+    assert slots.returncode == 0 and head.split()[:2] == ["name", "capacity"]
+    assert [line.split()[:2] for line in slots.stdout.splitlines() if line.split()[:1] == ["gpu"]] == [["gpu", "2"]] * 2
+    leases = (await api.get("/v1/named-leases"))["leases"]
+    assert sorted((x["session_id"], x["fencing_token"]) for x in leases) == sorted([(holder, 1), (first, 2)])
+    assert ec("waits", "--url", server.base_url, env=env).returncode == 0
 
 
 def test_the_server_is_found_from_flags_environment_or_the_local_data_folder(

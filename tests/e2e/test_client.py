@@ -69,6 +69,44 @@ def test_every_command_and_read_through_the_sync_client(server: ServerProcess) -
         assert ended.released_claims == ["src/"]
 
 
+def test_waiting_lines_capacity_and_project_limits_through_the_sync_client(server: ServerProcess) -> None:
+    """SPEC §9 through typed methods: wait, list_waits, cancel_wait, capacity slots, configure_project."""
+    with Client(server.base_url, BOOTSTRAP) as ec:
+        holder, first, second = (ec.register_agent(actor=a).session_id for a in ("holder", "first", "second"))
+        ec.configure_project(project="W", wip_limit=5, lock_delay_seconds=0, agent_wip_limit=2)
+        ec.claim_issue(session_id=holder, project="W", issue="W-1")
+        for place, sid in enumerate((first, second), start=1):
+            with pytest.raises(Contended) as waiting:
+                ec.claim_issue(session_id=sid, project="W", issue="W-1", wait=True)
+            assert waiting.value.code == "ISSUE_HELD" and waiting.value.details["waiting"]["place"] == place
+        lines = ec.list_waits().waits
+        assert all(isinstance(w, results.Wait) for w in lines)
+        assert [(w.kind, w.key, w.session_id, w.actor_key, w.place) for w in lines] == [
+            ("issue", "W-1", first, "first", 1),
+            ("issue", "W-1", second, "second", 2),
+        ]
+        left = ec.cancel_wait(session_id=second, issue="W-1")
+        assert isinstance(left, results.CancelWaitResult) and (left.kind, left.key) == ("issue", "W-1")
+        ec.release_issue(session_id=holder, issue="W-1")
+        assert ec.list_waits().waits == []
+        [lease] = ec.list_leases(project="W").leases
+        assert (lease.session_id, lease.fencing_token) == (first, 2)  # handed to the first waiter
+
+        # A named lease of capacity 2: two holders with their own tokens, a third waits.
+        slots = [ec.acquire_lease(session_id=s, name="gpu", ttl_seconds=60, capacity=2) for s in (holder, first)]
+        assert [s.fencing_token for s in slots] == [1, 2]
+        with pytest.raises(Contended) as full:
+            ec.acquire_lease(session_id=second, name="gpu", ttl_seconds=60, capacity=2, wait=True)
+        assert full.value.code == "LEASE_HELD" and full.value.details["waiting"]["place"] == 1
+        rows = [r for r in ec.list_named_leases().leases if r.name == "gpu"]
+        assert [(r.session_id, r.fencing_token, r.capacity, r.held) for r in rows] == [
+            (holder, 1, 2, True),
+            (first, 2, 2, True),
+        ]
+        assert all(r.expires_at and r.acquired_at and r.ttl_seconds == 60 for r in rows)
+        assert [(w.kind, w.key, w.session_id) for w in ec.list_waits().waits] == [("lease", "gpu", second)]
+
+
 async def test_refusals_raise_by_code_family_through_the_async_client(server: ServerProcess) -> None:
     async with AsyncClient(server.base_url, BOOTSTRAP) as ec:
         a = (await ec.register_agent(actor="a")).session_id

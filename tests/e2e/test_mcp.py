@@ -127,8 +127,22 @@ async def test_tools_are_the_commands_and_the_reads(connect_nowhere: Connect) ->
         "list_queue",
         "read_messages",
         "read_events",
+        "list_named_leases",
+        "list_waits",
     }
     assert set(COMMAND_TYPES) | reads <= set(listed)
+    # The waiting tools tell an agent when to wait and when to pick other work.
+    waits = listed["list_waits"].description or ""
+    assert "wait: true" in waits and "pick other work" in waits and "cancel_wait" in waits
+    assert listed["list_waits"].annotations and listed["list_waits"].annotations.read_only_hint is True
+    claim_help = listed["claim_issue"].description or ""
+    assert "wait: true" in claim_help and "pick other work" in claim_help
+    assert (
+        "wait: true" in (listed["acquire_lease"].description or "")
+        and "capacity" in (listed["acquire_lease"].input_schema["properties"])
+    )
+    assert "DEADLOCK" in (listed["claim_files"].description or "")
+    assert {"lock_delay_seconds", "agent_wip_limit"} <= set(listed["configure_project"].input_schema["properties"])
     claim = listed["claim_issue"]
     assert set(claim.input_schema["properties"]) == {"session_id", "project", "issue", "force", "wait", "command_id"}
     assert claim.input_schema["required"] == ["project", "issue"]  # session_id: remembered
@@ -182,6 +196,39 @@ async def test_two_agents_race_for_one_issue_and_meet_refusals_and_conflicts(con
         ] == "colour"
         await refused(a, "no_such_tool", "VALIDATION")
         assert (await call(a, "list_file_claims"))["file_claims"][0]["path"] == "src/"
+
+
+async def test_an_agent_waits_in_line_reads_it_cancels_and_takes_a_capacity_slot(connect: Connect, api: Api) -> None:
+    async with connect() as a, connect() as b:
+        me_a = await call(a, "register_agent", actor="holder")
+        me_b = await call(b, "register_agent", actor="waiter")
+        await call(a, "claim_issue", project="P", issue="P-9")
+        # wait: true answers the refusal as a tool error whose details give the place in line.
+        waiting = await refused(b, "claim_issue", "ISSUE_HELD", project="P", issue="P-9", wait=True)
+        assert waiting["details"]["waiting"] == {"place": 1, "waiters": 1}
+        lines = (await call(a, "list_waits"))["waits"]
+        assert [(w["kind"], w["key"], w["session_id"], w["place"]) for w in lines] == [
+            ("issue", "P-9", me_b["session_id"], 1)
+        ]
+        assert (await call(b, "cancel_wait", issue="P-9"))["key"] == "P-9"  # the remembered session
+        assert (await call(a, "list_waits"))["waits"] == []
+        await refused(b, "cancel_wait", "NOT_HOLDER", issue="P-9")
+
+        # Capacity: both take a slot of "ci" with their own tokens; a second name with no room is waited for.
+        tokens = [
+            (await call(x, "acquire_lease", name="ci", ttl_seconds=60, capacity=2))["fencing_token"] for x in (a, b)
+        ]
+        assert tokens == [1, 2]
+        named = (await call(a, "list_named_leases"))["leases"]
+        assert sorted((r["session_id"], r["capacity"]) for r in named) == sorted(
+            [(me_a["session_id"], 2), (me_b["session_id"], 2)]
+        )
+        await call(a, "acquire_lease", name="leader", ttl_seconds=60)
+        held = await refused(b, "acquire_lease", "LEASE_HELD", name="leader", ttl_seconds=60, wait=True)
+        assert held["details"]["waiting"]["place"] == 1
+        await call(a, "release_lease", name="leader")
+        leader = [r for r in (await api.get("/v1/named-leases"))["leases"] if r["name"] == "leader"]
+        assert [r["session_id"] for r in leader] == [me_b["session_id"]]  # handed to the waiter
 
 
 async def test_answers_without_the_server_validation_and_unreachable(connect_nowhere: Connect) -> None:
