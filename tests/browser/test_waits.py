@@ -106,6 +106,11 @@ def test_a_capacity_two_lease_shows_both_slots_and_its_waiter(
     tokens = [api.ok({**acquire, "session_id": s})["result"]["fencing_token"] for s in (a, b)]
     api.refused({**acquire, "session_id": c, "wait": True}, "LEASE_HELD")
     api.ok({"type": "acquire_lease", "session_id": a, "name": "dispatcher", "ttl_seconds": 300})
+    # A files line beside it: the holder's directory claim covers the waited-for file.
+    owner, editor = api.register("owner"), api.register("editor")
+    api.ok({"type": "claim_files", "session_id": owner, "issue": "API-1", "paths": ["src/api/"]})
+    files_wait = {"type": "claim_files", "session_id": editor, "issue": "API-2", "paths": ["src/api/models.py"]}
+    api.refused({**files_wait, "wait": True}, "FILES_CLAIMED")
     sign_in(page, srv.base_url, api.reader_token())
 
     gpu = page.locator("#panel-named-leases li.named-lease[data-name='gpu']")
@@ -121,6 +126,10 @@ def test_a_capacity_two_lease_shows_both_slots_and_its_waiter(
     line = page.locator("#panel-waits li.wait-line[data-kind='lease'][data-key='gpu']")
     expect(line.locator("li.waiter")).to_have_count(1)
     assert sessions(page, "#panel-waits li.wait-line[data-key='gpu'] .holder") == [a, b]
+    path_line = page.locator("#panel-waits li.wait-line[data-kind='files'][data-key='src/api/models.py']")
+    expect(path_line.locator("li.waiter")).to_contain_text(["editor"])
+    expect(path_line.locator("li.waiter .issue")).to_have_text(["API-2"])
+    expect(path_line.locator(f".holder[data-session='{owner}']")).to_contain_text("src/api/")
     snapshot(page, request, "slots")
 
     # A holder lets go: its slot is handed to the waiter, live.
