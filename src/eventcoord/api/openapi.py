@@ -32,6 +32,7 @@ READ_OPERATIONS = {
     "codeHeatmap": "get_code_heatmap",
     "listQueue": "list_queue",
     "listNamedLeases": "list_named_leases",
+    "listWaits": "list_waits",
     "listMessages": "read_messages",
     "listEvents": "read_events",
 }
