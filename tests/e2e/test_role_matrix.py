@@ -58,6 +58,7 @@ def commands(sid: str, role: str, spare_token_id: str) -> dict[str, dict[str, An
         "acquire_lease": {"type": "acquire_lease", "session_id": sid, "name": f"lease-{role}"},
         "renew_lease": {"type": "renew_lease", "session_id": sid, "name": f"lease-{role}"},
         "release_lease": {"type": "release_lease", "session_id": sid, "name": f"lease-{role}"},
+        "cancel_wait": {"type": "cancel_wait", "session_id": sid, "issue": f"W-{role}"},
         "end_agent": {"type": "end_agent", "session_id": sid},
     }
 
@@ -73,6 +74,7 @@ def reads(sid: str) -> list[str]:
         "/v1/heatmap",
         "/v1/queue",
         "/v1/named-leases",
+        "/v1/waits",
         "/v1/messages?channel=issue:I-admin",
         "/v1/events",
     ]
