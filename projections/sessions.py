@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from msgspec import UNSET
-from sqlalchemy import Connection, bindparam, update
+from sqlalchemy import Boolean, Connection, bindparam, cast, literal_column, null, update
+from sqlalchemy.types import NullType
 
 from eventcoord.events import DENIALS, AgentEnded, AgentHeartbeat, AgentRegistered
 from eventcoord.store.log import RecordedEvent
@@ -12,27 +13,42 @@ from eventcoord.store.prepared import Prepared
 from .base import Appliers
 from .tables import sessions
 
+_REGISTER = Prepared(
+    lambda d: sessions.insert().values(
+        {
+            **{
+                c.name: bindparam(c.name)
+                for c in sessions.columns
+                if c.name not in ("stable", "ended_us", "heartbeats")
+            },
+            # A boolean the drivers take as is (no SQLAlchemy bind processing), as in files.py.
+            "stable": cast(bindparam("stable", type_=NullType()), Boolean),
+            "ended_us": null(),
+            "heartbeats": literal_column("0"),
+        }
+    )
+)
+
 
 def registered(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, AgentRegistered)
-    conn.execute(
-        sessions.insert().values(
-            session_id=e.session_id,
-            workspace=r.metadata.workspace,
-            actor_key=e.actor_key,
-            identity_source=e.identity_source,
-            stable=e.stable,
-            kind=e.kind,
-            host=e.host,
-            runtime=e.runtime,
-            registered_us=r.recorded_us,
-            last_seen_us=r.recorded_us,
-            ended_us=None,
-            working_on=e.working_on,
-            heartbeats=0,
-            token_id=e.token_id,
-        )
+    _REGISTER.run(
+        conn,
+        {
+            "session_id": e.session_id,
+            "workspace": r.metadata.workspace,
+            "actor_key": e.actor_key,
+            "identity_source": e.identity_source,
+            "stable": e.stable,
+            "kind": e.kind,
+            "host": e.host,
+            "runtime": e.runtime,
+            "registered_us": r.recorded_us,
+            "last_seen_us": r.recorded_us,
+            "working_on": e.working_on,
+            "token_id": e.token_id,
+        },
     )
 
 
