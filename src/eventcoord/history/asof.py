@@ -79,15 +79,19 @@ def resolve(conn: Connection, workspace: str, raw: str) -> tuple[int, int | None
 
 
 def gather(
-    conn: Connection, workspace: str | None, position: int
+    conn: Connection, workspace: str | None, position: int, *, history: bool = True
 ) -> tuple[dict[str, list[bytes]], list[RecordedEvent], int]:
-    """What a scratch at ``position`` needs: the nearest snapshot's chunks, the events after it, the TTL."""
+    """What a scratch at ``position`` needs: the nearest snapshot's chunks, the events after it, the TTL.
+
+    ``history=False``: without the snapshot's history rows (``snapshots.CLOSED``), for reads
+    of live state only.
+    """
     snap = snapshots.nearest(conn, position) if position > 0 else None
     archive = snapshots.archive_boundary(conn)
     base = snap.position if snap is not None else 0
     if archive is not None and base < archive.before - 1:
         raise errors.archived(position, archive.before, archive.file)
-    chunks = snapshots.load_chunks(conn, snap, workspace) if snap is not None else {}
+    chunks = snapshots.load_chunks(conn, snap, workspace, history=history) if snap is not None else {}
     return chunks, logreads.read_range(conn, base, position, workspace), dbclock.ttl_seconds(conn)
 
 
@@ -96,12 +100,16 @@ class History:
 
     def __init__(self, store: EventStore) -> None:
         self.store = store
-        self._cache: OrderedDict[tuple[str, int], Scratch] = OrderedDict()
-        self._building: dict[tuple[str, int], asyncio.Future[Scratch]] = {}
+        self._cache: OrderedDict[tuple[str, int, bool], Scratch] = OrderedDict()
+        self._building: dict[tuple[str, int, bool], asyncio.Future[Scratch]] = {}
 
-    async def scratch(self, workspace: str, position: int, at_us: int | None) -> Scratch:
-        """The read models of ``workspace`` at ``position`` (built once, kept a while)."""
-        key = (workspace, position)
+    async def scratch(self, workspace: str, position: int, at_us: int | None, *, history: bool = True) -> Scratch:
+        """The read models of ``workspace`` at ``position`` (built once, kept a while).
+
+        ``history=False`` leaves out history rows (released leases and claims, finished
+        items, the append-only logs; see ``snapshots.CLOSED``) that the snapshot keeps apart.
+        """
+        key = (workspace, position, history)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
@@ -112,7 +120,7 @@ class History:
         future: asyncio.Future[Scratch] = asyncio.get_running_loop().create_future()
         self._building[key] = future
         try:
-            chunks, events, ttl = await self.store.query(lambda c: gather(c, workspace, position))
+            chunks, events, ttl = await self.store.query(lambda c: gather(c, workspace, position, history=history))
             s = await asyncio.to_thread(build, position, at_us, ttl, workspace, chunks, events)
         except BaseException as e:
             future.set_exception(e)
@@ -127,10 +135,17 @@ class History:
             old.close()
         return s
 
-    async def read(self, workspace: str, raw: str, fn: Callable[[Connection], T]) -> tuple[T, Moment]:
-        """Run the read ``fn`` as of ``raw`` (SPEC §8); the answer and its moment."""
+    async def read(
+        self, workspace: str, raw: str, fn: Callable[[Connection], T], *, history: bool = True
+    ) -> tuple[T, Moment]:
+        """Run the read ``fn`` as of ``raw`` (SPEC §8); the answer and its moment.
+
+        ``history=False`` for a read that sees only live rows (unreleased leases and claims,
+        sessions, unfinished items): its scratch loads no history rows, so its cost does not
+        grow with the log.
+        """
         position, at_us = await self.store.query(lambda c: resolve(c, workspace, raw))
-        s = await self.scratch(workspace, position, at_us)
+        s = await self.scratch(workspace, position, at_us, history=history)
         result = await asyncio.to_thread(s.read, fn)
         return result, Moment(position, format_time(at_us) if at_us is not None else None)
 

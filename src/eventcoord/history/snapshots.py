@@ -7,6 +7,14 @@ hashes to 0 mod :data:`BOUNDARY` ends its chunk), so a change touches only the c
 rows it changed: a new snapshot copies those and shares every other chunk with the previous
 ones (copy on write). Snapshots are derived from the log (built in a scratch database by
 replay, never read from the live tables), so they are consistent by construction.
+
+Rows that are history (a released lease or claim, a finished work item, the append-only
+conflict log, messages and work ledger: no applier changes them again, and no read of live
+state shows them) are kept apart, under ``<table>/history``. The read models grow with the
+log mostly by such rows, so a point-in-time read of live state (agents, leases, claims, an
+issue) loads a snapshot without them (``load_chunks(history=False)``): its cost follows the
+live state, not the length of the log. Snapshots written before this split hold every row
+under the table's own name and are loaded whole.
 """
 
 from __future__ import annotations
@@ -17,10 +25,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, Table, bindparam, select
+from sqlalchemy import ColumnElement, Connection, Table, bindparam, not_, select, true
 from sqlalchemy.dialects import postgresql, sqlite
 
-from eventcoord.projections.tables import READ_MODEL_TABLES
+from eventcoord.projections.tables import READ_MODEL_TABLES, file_claims, leases, work_items
 from eventcoord.store.schema import archives, snapshot_chunks, snapshots
 
 #: A chunk ends after a row whose key hashes to 0 modulo this (about this many rows a chunk).
@@ -31,6 +39,21 @@ MAX_ROWS = 1024
 TABLES: dict[str, Table] = {t.name: t for t in READ_MODEL_TABLES}
 
 Manifest = dict[str, dict[str, list[str]]]
+
+#: The manifest key of a table's history rows: ``leases/history``.
+HISTORY = "/history"
+#: Finished work items: no transition leaves these (domain/queue/transitions.py).
+FINISHED = ("done", "failed", "oom_killed", "cancelled")
+#: Per table, the rows that are history: final (no applier updates or deletes them) and
+#: invisible to the reads of live state. Every row of an append-only table is history.
+CLOSED: dict[str, ColumnElement[bool]] = {
+    "leases": leases.c.released_us.is_not(None),
+    "file_claims": file_claims.c.released_us.is_not(None),
+    "work_items": work_items.c.status.in_(FINISHED),
+    "conflicts": true(),
+    "messages": true(),
+    "work_ledger": true(),
+}
 
 
 class Snapshot(msgspec.Struct, frozen=True):
@@ -57,23 +80,38 @@ def _chunks(table: Table, rows: Iterable[Sequence[Any]]) -> Iterator[list[list[A
         yield current
 
 
+def _store_chunks(table: Table, rows: Iterable[Sequence[Any]], chunks: dict[str, bytes]) -> list[str]:
+    hashes = []
+    for chunk in _chunks(table, rows):
+        raw = msgspec.json.encode(chunk)
+        digest = hashlib.sha256(raw).hexdigest()
+        chunks.setdefault(digest, zlib.compress(raw, 6))
+        hashes.append(digest)
+    return hashes
+
+
 def dump(conn: Connection) -> tuple[Manifest, dict[str, bytes]]:
-    """Every read-model row of ``conn``'s database as a manifest and its chunks (hash → data)."""
+    """Every read-model row of ``conn``'s database as a manifest and its chunks (hash → data).
+
+    A table with history rows (:data:`CLOSED`) has two entries: ``name`` (the live rows) and
+    ``name/history``.
+    """
     manifest: Manifest = {}
     chunks: dict[str, bytes] = {}
     for table in READ_MODEL_TABLES:
-        per_ws: dict[str, list[str]] = {}
-        workspaces = sorted(conn.execute(select(table.c.workspace).distinct()).scalars())
-        for ws in workspaces:
-            rows = conn.execute(select(table).where(table.c.workspace == ws).order_by(*table.primary_key.columns))
-            hashes = []
-            for chunk in _chunks(table, rows):
-                raw = msgspec.json.encode(chunk)
-                digest = hashlib.sha256(raw).hexdigest()
-                chunks.setdefault(digest, zlib.compress(raw, 6))
-                hashes.append(digest)
-            per_ws[ws] = hashes
-        manifest[table.name] = per_ws
+        closed = CLOSED.get(table.name)
+        parts = {table.name: None} if closed is None else {table.name: not_(closed), table.name + HISTORY: closed}
+        for key, where in parts.items():
+            per_ws: dict[str, list[str]] = {}
+            workspaces = sorted(conn.execute(select(table.c.workspace).distinct()).scalars())
+            for ws in workspaces:
+                stmt = select(table).where(table.c.workspace == ws)
+                if where is not None:
+                    stmt = stmt.where(where)
+                hashes = _store_chunks(table, conn.execute(stmt.order_by(*table.primary_key.columns)), chunks)
+                if hashes or where is None:
+                    per_ws[ws] = hashes
+            manifest[key] = per_ws
     return manifest, chunks
 
 
@@ -137,14 +175,25 @@ def latest_position(conn: Connection) -> int:
     return 0 if row is None else int(row[0])
 
 
-def load_chunks(conn: Connection, snap: Snapshot, workspace: str | None) -> dict[str, list[bytes]]:
-    """The stored chunks of a snapshot, by table (only ``workspace``'s, if given)."""
+def load_chunks(
+    conn: Connection, snap: Snapshot, workspace: str | None, *, history: bool = True
+) -> dict[str, list[bytes]]:
+    """The stored chunks of a snapshot, by table (only ``workspace``'s, if given).
+
+    ``history=False`` leaves out the history rows (:data:`CLOSED`) of snapshots that keep
+    them apart: enough for reads of live state, and replay after the snapshot, which never
+    touches such a row.
+    """
     wanted: dict[str, list[str]] = {}
-    for name, per_ws in snap.manifest.items():
+    for key, per_ws in snap.manifest.items():
+        name, _, rest = key.partition("/")
+        if rest and not history:
+            continue
+        hashes = wanted.setdefault(name, [])
         if workspace is None:
-            wanted[name] = [h for ws in sorted(per_ws) for h in per_ws[ws]]
+            hashes.extend(h for ws in sorted(per_ws) for h in per_ws[ws])
         else:
-            wanted[name] = list(per_ws.get(workspace, []))
+            hashes.extend(per_ws.get(workspace, []))
     every = sorted({h for hs in wanted.values() for h in hs})
     data: dict[str, bytes] = {}
     for start in range(0, len(every), 500):

@@ -66,7 +66,7 @@ async def list_file_claims(
     sid = session_id if session_id is not None else session
     if as_of is not None:
         then, moment = await runtime(request).history.read(
-            who.workspace, as_of, lambda c: live_claims(c, who.workspace, issue, sid, pre, limit)
+            who.workspace, as_of, lambda c: live_claims(c, who.workspace, issue, sid, pre, limit), history=False
         )
         return json({"file_claims": then, "as_of": moment})
     rows = await runtime(request).store.query(lambda c: live_claims(c, who.workspace, issue, sid, pre, limit))

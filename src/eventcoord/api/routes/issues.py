@@ -37,7 +37,7 @@ async def issue_state(
         raise errors.invalid("issue", "issue keys match [A-Za-z0-9][A-Za-z0-9._:/#-]{0,127}")
     if as_of is not None:
         state, moment = await runtime(request).history.read(
-            who.workspace, as_of, lambda c: queries.issue_state(c, who, issue, as_)
+            who.workspace, as_of, lambda c: queries.issue_state(c, who, issue, as_), history=False
         )
         return json({**state, "as_of": moment})
     return json(await runtime(request).store.query(lambda c: queries.issue_state(c, who, issue, as_)))
@@ -57,7 +57,10 @@ async def list_leases(
     who = await caller(request)
     if as_of is not None:
         rows, moment = await runtime(request).history.read(
-            who.workspace, as_of, lambda c: queries.list_leases(c, who.workspace, project, session, limit)
+            who.workspace,
+            as_of,
+            lambda c: queries.list_leases(c, who.workspace, project, session, limit),
+            history=False,  # unreleased leases only: no history rows needed
         )
         return json({"leases": rows, "as_of": moment})
     return json(

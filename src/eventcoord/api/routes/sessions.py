@@ -29,7 +29,7 @@ async def list_agents(
     who = await caller(request)
     if as_of is not None:
         rows, moment = await runtime(request).history.read(
-            who.workspace, as_of, lambda c: query_agents(c, who.workspace, live, limit)
+            who.workspace, as_of, lambda c: query_agents(c, who.workspace, live, limit), history=False
         )
         return json({"agents": rows, "as_of": moment})
     return json({"agents": await runtime(request).store.query(lambda c: query_agents(c, who.workspace, live, limit))})
