@@ -24,8 +24,12 @@ from eventcoord.api.queries.sessions import list_agents
 from eventcoord.codec import format_time
 from eventcoord.context import Caller
 from eventcoord.errors import DomainError
+from eventcoord.history import snapshots as snapshots_mod
 from eventcoord.history.asof import History
+from eventcoord.history.logreads import read_range
+from eventcoord.history.scratch import build, rows_of
 from eventcoord.history.worker import SnapshotWorker, take_snapshot
+from eventcoord.store import dbclock
 from eventcoord.store.schema import events, snapshot_chunks, snapshots
 
 WORKSPACES = ("default", "teamB")
@@ -101,8 +105,49 @@ async def test_as_of_every_position_equals_the_live_read_then(store: Any) -> Non
         assert await take_snapshot(store, middle) == middle
         history.close()
         await check_every_moment(history, d.seen)
+        # A second one built on it (its history chunks reused, not rebuilt) holds exactly
+        # the rows a replay from zero gives, and moments after it still match.
+        later = positions[3 * len(positions) // 4]
+        assert await take_snapshot(store, later) == later
+        assert await snapshot_rows(store, later) == await replayed_rows(store, later)
+        manifests = await store.query(
+            lambda c: [snapshots_mod.nearest(c, p).manifest for p in (middle, later)]  # type: ignore[union-attr]
+        )
+        reused = [
+            (k, ws, h)
+            for k, per in manifests[0].items()
+            if k.endswith("/history")
+            for ws, hs in per.items()
+            for h in hs
+        ]
+        assert reused and all(h in manifests[1][k][ws] for k, ws, h in reused)
+        history.close()
+        await check_every_moment(history, d.seen)
     finally:
         history.close()
+
+
+async def snapshot_rows(store: Any, position: int) -> dict[str, list[Any]]:
+    """Every row a stored snapshot holds, by table, sorted."""
+
+    def rows(c: Connection) -> dict[str, list[Any]]:
+        snap = snapshots_mod.nearest(c, position)
+        assert snap is not None and snap.position == position
+        chunks = snapshots_mod.load_chunks(c, snap, None)
+        return {name: sorted(r for d in datas for r in snapshots_mod.decode_chunk(d)) for name, datas in chunks.items()}
+
+    return {k: v for k, v in (await store.query(rows)).items() if v}
+
+
+async def replayed_rows(store: Any, position: int) -> dict[str, list[Any]]:
+    """Every read-model row right after ``position``, replayed from zero in a scratch."""
+    events_, ttl = await store.query(lambda c: (read_range(c, 0, position), dbclock.ttl_seconds(c)))
+    scratch = build(position, None, ttl, None, {}, events_)
+    try:
+        got = scratch.read(rows_of)
+    finally:
+        scratch.close()
+    return {k: sorted(as_json(list(r)) for r in v) for k, v in got.items() if v}
 
 
 async def test_as_of_a_time_is_the_last_position_recorded_at_or_before_it(store: Any) -> None:

@@ -115,6 +115,29 @@ def dump(conn: Connection) -> tuple[Manifest, dict[str, bytes]]:
     return manifest, chunks
 
 
+def keeps_history_apart(manifest: Manifest) -> bool:
+    """Whether a snapshot stores its history rows apart (written since the split)."""
+    return any(key.endswith(HISTORY) for key in manifest)
+
+
+def with_history(manifest: Manifest, previous: Manifest) -> Manifest:
+    """A dump of a scratch loaded without history from ``previous``, completed with its history.
+
+    History rows are final, and a scratch loaded with ``history=False`` holds none of the
+    previous snapshot's: the history rows it holds are exactly those that became final
+    (or were appended) in the replay since. The history of the new snapshot is therefore
+    the previous one's chunks followed by those: nothing of it is read, decoded or hashed
+    again, so a snapshot costs the live state and the events since, not the log's length.
+    """
+    out = {key: dict(per_ws) for key, per_ws in manifest.items()}
+    for key, per_ws in previous.items():
+        if key.endswith(HISTORY):
+            merged = out.setdefault(key, {})
+            for ws, hashes in per_ws.items():
+                merged[ws] = [*hashes, *merged.get(ws, [])]
+    return out
+
+
 def decode_chunk(data: bytes) -> list[list[Any]]:
     """A stored chunk's rows."""
     rows: list[list[Any]] = msgspec.json.decode(zlib.decompress(data))

@@ -2,8 +2,10 @@
 
 The worker polls the head of the log now and then; when it is ``snapshot_every`` or more
 past the newest snapshot, it rebuilds the read models at the head in a scratch database
-(nearest snapshot + replay, in a thread) and stores them (:func:`snapshots.write`: only
-changed chunks are new). Every replica may run one: a snapshot's position is its key.
+(the nearest snapshot's live rows + replay, in a thread) and stores them
+(:func:`snapshots.write`: only changed chunks are new; the history rows' chunks are the
+previous snapshot's plus those of the rows that became final since). Every replica may
+run one: a snapshot's position is its key.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import logging
 
 from sqlalchemy import Connection
 
+from eventcoord import errors
 from eventcoord.history import logreads, snapshots
-from eventcoord.history.asof import gather
 from eventcoord.history.scratch import build
 from eventcoord.store import dbclock, log
 from eventcoord.store.base import EventStore
+from eventcoord.store.log import RecordedEvent
+
+Chunks = dict[str, list[bytes]]
 
 _log = logging.getLogger(__name__)
 
@@ -26,10 +31,30 @@ _log = logging.getLogger(__name__)
 POLL_SECONDS = 2.0
 
 
+def _gather_after(
+    conn: Connection, at: int
+) -> tuple[snapshots.Snapshot | None, bool, Chunks, list[RecordedEvent], int]:
+    """The nearest snapshot, whether to build on it incrementally, its chunks, the events since, the TTL.
+
+    One read, so the snapshot whose history is reused is the one the scratch is loaded from.
+    """
+    snap = snapshots.nearest(conn, at)
+    incremental = snap is not None and snapshots.keeps_history_apart(snap.manifest)
+    archive = snapshots.archive_boundary(conn)
+    base = snap.position if snap is not None else 0
+    if archive is not None and base < archive.before - 1:
+        raise errors.archived(at, archive.before, archive.file)
+    chunks = snapshots.load_chunks(conn, snap, None, history=not incremental) if snap is not None else {}
+    return snap, incremental, chunks, logreads.read_range(conn, base, at), dbclock.ttl_seconds(conn)
+
+
 async def take_snapshot(store: EventStore, position: int | None = None) -> int:
     """Store a snapshot of every read model right after ``position`` (default: the head).
 
-    Returns the position snapshotted (0 when the log is empty: nothing to keep).
+    Built on the nearest snapshot: its live rows loaded into a scratch, the events since
+    replayed, the result dumped, and its history chunks reused as they are
+    (:func:`snapshots.with_history`). Returns the position snapshotted (0 when the log is
+    empty: nothing to keep).
     """
 
     def where(conn: Connection) -> tuple[int, int | None]:
@@ -39,12 +64,14 @@ async def take_snapshot(store: EventStore, position: int | None = None) -> int:
     at, at_us = await store.query(where)
     if at == 0 or at_us is None:
         return 0
-    chunks, events, ttl = await store.query(lambda c: gather(c, None, at))
+    snap, incremental, chunks, events, ttl = await store.query(lambda c: _gather_after(c, at))
     scratch = await asyncio.to_thread(build, at, at_us, ttl, None, chunks, events)
     try:
         manifest, data = await asyncio.to_thread(scratch.read, snapshots.dump)
     finally:
         scratch.close()
+    if incremental and snap is not None:
+        manifest = snapshots.with_history(manifest, snap.manifest)
     await store.transact(lambda c: snapshots.write(c, at, at_us, dbclock.read(c)[0], manifest, data))
     return at
 
