@@ -55,7 +55,9 @@ def list_agents(conn: Connection, workspace: str, live: bool | None, limit: int)
         stmt = stmt.where(live_clause(sessions.c.last_seen_us, sessions.c.ended_us, cutoff))
     elif live is False:
         stmt = stmt.where(not_live_clause(sessions.c.last_seen_us, sessions.c.ended_us, cutoff))
-    rows = conn.execute(stmt.order_by(sessions.c.registered_us.desc()).limit(limit))
+    # session_id breaks ties: sessions registered in one group commit share registered_us,
+    # and a rebuild must answer them in the same order.
+    rows = conn.execute(stmt.order_by(sessions.c.registered_us.desc(), sessions.c.session_id.desc()).limit(limit))
     return [AgentView.of(r, cutoff) for r in rows]
 
 
