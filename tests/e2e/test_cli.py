@@ -151,7 +151,7 @@ async def test_rebuild_while_the_server_serves_loses_nothing(
         stop.set()
         beats = await asyncio.gather(*writers)
         assert done.returncode == 0, done.stderr
-        assert failures == []
+        assert failures == [], failures
         before = (await api.get("/v1/agents"))["agents"]
         assert len(before) == 8 and all(a["live"] for a in before)
         events = await api.events()

@@ -128,7 +128,9 @@ class SqliteEventStore(EventStore):
         if self._reader is not None:
             await self._reader.dispose()
         if self._writer is not None:
-            await asyncio.to_thread(self._checkpoint, "TRUNCATE")
+            # PASSIVE: another process (a serving replica, a CLI) may be using this file; a
+            # TRUNCATE checkpoint here made its writes fail with an immediate SQLITE_BUSY.
+            await asyncio.to_thread(self._checkpoint, "PASSIVE")
             self._writer.dispose()
 
     async def migrate(self) -> None:
