@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, delete
 
+from eventcoord.events import AgentEnded, AgentHeartbeat, AgentRegistered
 from eventcoord.store import log
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.schema import store_head
@@ -39,27 +40,77 @@ for _module in PROJECTIONS:
         _DISPATCH.setdefault(_cls, []).append(_fn)
 
 
+def _run(
+    conn: Connection, recorded: Iterable[RecordedEvent], dispatch: Mapping[type, Sequence[Applier]], life: bool
+) -> None:
+    """Apply ``recorded`` in order through ``dispatch``; ``life``: keep the sessions' liveness too.
+
+    Heartbeats and signs of life are folded per session (``sessions.Liveness``) and written
+    before anything else touches that session's row, and at the end.
+    """
+    folded = sessions.Liveness()
+    for r in recorded:
+        e = r.event
+        if life:
+            if type(e) is AgentHeartbeat:
+                folded.heartbeat(r)
+            elif isinstance(e, (AgentRegistered, AgentEnded)):
+                folded.flush(conn, e.session_id)  # their appliers write the row: what is pending goes first
+            else:
+                folded.sign_of_life(r)
+        for fn in dispatch.get(type(e), ()):
+            fn(conn, r)
+    if life:
+        folded.flush(conn)
+
+
 def apply(conn: Connection, recorded: Iterable[RecordedEvent]) -> None:
     """Apply committed-in-this-transaction events to every inline read model."""
-    for r in recorded:
-        for fn in _DISPATCH.get(type(r.event), ()):
-            fn(conn, r)
-        sessions.sign_of_life(conn, r)
+    _run(conn, recorded, _DISPATCH, True)
 
 
-def _applier_of(name: str) -> Any:
-    module = {m.__name__.rpartition(".")[2]: m for m in PROJECTIONS}[name]
-    dispatch = module.APPLIERS
+#: Tables a projection's appliers read besides their own (the queue's ledger names a
+#: session's actor and host): a replay of that projection needs them, and their owners.
+READS: dict[str, tuple[Table, ...]] = {"queue": (tables.sessions,)}
 
-    def apply_one(conn: Connection, recorded: Iterable[RecordedEvent]) -> None:
-        for r in recorded:
-            fn = dispatch.get(type(r.event))
-            if fn is not None:
-                fn(conn, r)
-            if module is sessions:
-                sessions.sign_of_life(conn, r)
+_MODULES = {m.__name__.rpartition(".")[2]: m for m in PROJECTIONS}
 
-    return apply_one
+
+def needed_for(wanted: Iterable[Table]) -> tuple[frozenset[str], frozenset[Table]]:
+    """What keeps ``wanted`` tables right in a replay: the projections to run, the tables to load.
+
+    Each projection's appliers write only its own tables (:data:`OWNED`) and read only those
+    and its :data:`READS`, so replaying the owners of ``wanted`` (and, transitively, the
+    owners of what they read) from rows of ``wanted`` (and what they read) leaves ``wanted``
+    exactly as a full replay would. Their other tables are written too but not meaningful.
+    """
+    load = set(wanted)
+    names: set[str] = set()
+    while True:
+        more = {name for name, owned in OWNED.items() if name not in names and load.intersection(owned)}
+        if not more:
+            return frozenset(names), frozenset(load)
+        names |= more
+        for name in more:
+            load.update(READS.get(name, ()))
+
+
+def applier_of(names: Iterable[str]) -> Any:
+    """``apply`` restricted to some projections (a key of :data:`OWNED` each)."""
+    chosen = set(names)
+    if chosen == set(OWNED):
+        return apply
+    dispatch: dict[type, list[Applier]] = {}
+    for name in OWNED:
+        if name in chosen:
+            for cls, fn in _MODULES[name].APPLIERS.items():
+                dispatch.setdefault(cls, []).append(fn)
+    life = "sessions" in chosen
+
+    def apply_some(conn: Connection, recorded: Iterable[RecordedEvent]) -> None:
+        _run(conn, recorded, dispatch, life)
+
+    return apply_some
 
 
 def rebuild(
@@ -84,7 +135,7 @@ def rebuild(
     if only is not None and only not in OWNED:
         raise ValueError(f"unknown projection {only!r}; one of {', '.join(OWNED)}")
     targets = READ_MODEL_TABLES if only is None else tuple(t for t in READ_MODEL_TABLES if t in OWNED[only])
-    run = apply if only is None else _applier_of(only)
+    run = apply if only is None else applier_of((only,))
     if conn.dialect.name == "postgresql":
         names = ", ".join(t.name for t in (*READ_MODEL_TABLES, store_head))
         conn.exec_driver_sql(f"LOCK TABLE {names} IN EXCLUSIVE MODE")

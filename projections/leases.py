@@ -85,6 +85,15 @@ def _count_unreleased(dialect: str) -> Executable:
 _COUNT_UNRELEASED = Prepared(_count_unreleased)
 
 
+_ISSUE = (issues.c.workspace == bindparam("ws")) & (issues.c.issue == bindparam("issue"))
+_DELAY_FROM = Prepared(
+    lambda d: update(issues).where(_ISSUE).values(delay_from_us=bindparam("at"), delay_session_id=bindparam("sid"))
+)
+_HANDOFF_NOTE = Prepared(
+    lambda d: update(issues).where(_ISSUE).values(handoff_note=bindparam("note"), handoff_session_id=bindparam("sid"))
+)
+
+
 def lease_granted(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, LeaseGranted)
@@ -117,16 +126,14 @@ def lease_released(conn: Connection, r: RecordedEvent) -> None:
     if e.reason in ("expired", "superseded"):
         # The lock delay counts from here (SPEC §9); a queue re-queue records no ended_at.
         ended = e.ended_at_us if isinstance(e.ended_at_us, int) else r.recorded_us
-        key = (issues.c.workspace == ws) & (issues.c.issue == e.issue)
-        conn.execute(update(issues).where(key).values(delay_from_us=ended, delay_session_id=e.session_id))
+        _DELAY_FROM.run(conn, {"ws": ws, "issue": e.issue, "at": ended, "sid": e.session_id})
 
 
 def handoff_noted(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, HandoffNoted)
     ws = r.metadata.workspace
-    key = (issues.c.workspace == ws) & (issues.c.issue == e.issue)
-    conn.execute(update(issues).where(key).values(handoff_note=e.note, handoff_session_id=e.session_id))
+    _HANDOFF_NOTE.run(conn, {"ws": ws, "issue": e.issue, "note": e.note, "sid": e.session_id})
 
 
 APPLIERS: Appliers = {

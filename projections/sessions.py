@@ -56,7 +56,7 @@ _HEARTBEAT = Prepared(
     lambda d: (
         update(sessions)
         .where(sessions.c.session_id == bindparam("sid"))
-        .values(last_seen_us=bindparam("seen"), heartbeats=sessions.c.heartbeats + 1)
+        .values(last_seen_us=bindparam("seen"), heartbeats=sessions.c.heartbeats + bindparam("n"))
     )
 )
 _HEARTBEAT_DECLARING = Prepared(
@@ -64,7 +64,9 @@ _HEARTBEAT_DECLARING = Prepared(
         update(sessions)
         .where(sessions.c.session_id == bindparam("sid"))
         .values(
-            last_seen_us=bindparam("seen"), heartbeats=sessions.c.heartbeats + 1, working_on=bindparam("working_on")
+            last_seen_us=bindparam("seen"),
+            heartbeats=sessions.c.heartbeats + bindparam("n"),
+            working_on=bindparam("working_on"),
         )
     )
 )
@@ -81,34 +83,105 @@ _SIGN_OF_LIFE = Prepared(
 )
 
 
-def heartbeat(conn: Connection, r: RecordedEvent) -> None:
-    e = r.event
-    assert isinstance(e, AgentHeartbeat)
-    if e.working_on is UNSET:  # absent keeps the declaration, null clears it
-        _HEARTBEAT.run(conn, {"sid": e.session_id, "seen": r.recorded_us})
-    else:
-        _HEARTBEAT_DECLARING.run(conn, {"sid": e.session_id, "seen": r.recorded_us, "working_on": e.working_on})
+class _Pending:
+    """One session's heartbeats and signs of life not yet written, folded.
+
+    A heartbeat sets ``last_seen_us`` (and counts, and may declare ``working_on``); a sign
+    of life raises ``last_seen_us`` if the session has not ended. Applied in order to one
+    row, a run of them equals: the heartbeats counted at once with the last one's time and
+    the last declaration, then one sign of life with the greatest time among those after
+    the last heartbeat (the earlier ones are overwritten by it).
+    """
+
+    __slots__ = ("after", "beats", "declared", "seen", "working_on")
+
+    def __init__(self) -> None:
+        self.beats = 0
+        self.seen = 0
+        self.declared = False
+        self.working_on: str | None = None
+        self.after = 0  # greatest sign of life since the last heartbeat (0: none)
+
+    def write(self, conn: Connection, sid: str) -> None:
+        if self.beats:
+            params = {"sid": sid, "seen": self.seen, "n": self.beats}
+            if self.declared:
+                _HEARTBEAT_DECLARING.run(conn, {**params, "working_on": self.working_on})
+            else:
+                _HEARTBEAT.run(conn, params)
+        if self.after:
+            _SIGN_OF_LIFE.run(conn, {"sid": sid, "seen": self.after})
+
+
+class Liveness:
+    """The ``sessions`` rows' signs of life of one ``apply`` call, folded per session.
+
+    ~85 % of a log is heartbeats, and nearly every other event is a sign of life of its
+    session: one UPDATE each would dominate a replay (and, on PostgreSQL, pile up row
+    versions in a rebuild's one transaction). They only touch their own session's row, and
+    nothing else an applier does reads ``last_seen_us``, ``heartbeats`` or ``working_on``,
+    so they are kept here per session and written by :meth:`flush`: before any other
+    applier touches that session's row (register, end), and at the end of the call. The
+    rows then hold exactly what one UPDATE per event would have left.
+    """
+
+    __slots__ = ("_pending",)
+
+    def __init__(self) -> None:
+        self._pending: dict[str, _Pending] = {}
+
+    def heartbeat(self, r: RecordedEvent) -> None:
+        e = r.event
+        assert isinstance(e, AgentHeartbeat)
+        p = self._pending.get(e.session_id)
+        if p is None:
+            p = self._pending[e.session_id] = _Pending()
+        p.beats += 1
+        p.seen = r.recorded_us
+        p.after = 0
+        if e.working_on is not UNSET:  # absent keeps the declaration, null clears it
+            p.declared = True
+            p.working_on = e.working_on
+
+    def sign_of_life(self, r: RecordedEvent) -> None:
+        """Every event a session's accepted command appends counts as a heartbeat (SPEC §1)."""
+        sid = r.metadata.session_id
+        # Session events set last_seen themselves; denials are not signs of life.
+        if sid is None or isinstance(r.event, _SETS_LAST_SEEN) or r.type in DENIALS:
+            return
+        p = self._pending.get(sid)
+        if p is None:
+            p = self._pending[sid] = _Pending()
+        p.after = max(p.after, r.recorded_us)
+
+    def flush(self, conn: Connection, sid: str | None = None) -> None:
+        """Write what is pending (of one session, or all)."""
+        if sid is None:
+            for key, pending in self._pending.items():
+                pending.write(conn, key)
+            self._pending.clear()
+            return
+        one = self._pending.pop(sid, None)
+        if one is not None:
+            one.write(conn, sid)
+
+
+_END = Prepared(
+    lambda d: (
+        update(sessions)
+        .where(sessions.c.session_id == bindparam("sid"))
+        .values(ended_us=bindparam("at"), last_seen_us=bindparam("at2"), working_on=null())
+    )
+)
 
 
 def ended(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, AgentEnded)
-    conn.execute(
-        update(sessions)
-        .where(sessions.c.session_id == e.session_id)
-        .values(ended_us=r.recorded_us, last_seen_us=r.recorded_us, working_on=None)
-    )
-
-
-def sign_of_life(conn: Connection, r: RecordedEvent) -> None:
-    """Every event a session's accepted command appends counts as a heartbeat (SPEC §1)."""
-    sid = r.metadata.session_id
-    # Session events set last_seen themselves; denials are not signs of life.
-    if sid is None or isinstance(r.event, _SETS_LAST_SEEN) or r.type in DENIALS:
-        return
-    _SIGN_OF_LIFE.run(conn, {"sid": sid, "seen": r.recorded_us})
+    _END.run(conn, {"sid": e.session_id, "at": r.recorded_us, "at2": r.recorded_us})
 
 
 _SETS_LAST_SEEN = (AgentRegistered, AgentHeartbeat, AgentEnded)
 
-APPLIERS: Appliers = {AgentRegistered: registered, AgentHeartbeat: heartbeat, AgentEnded: ended}
+#: Heartbeats are not applied one by one: :class:`Liveness` folds them (``apply`` feeds it).
+APPLIERS: Appliers = {AgentRegistered: registered, AgentEnded: ended}

@@ -15,12 +15,13 @@ from typing import Any
 import msgspec
 import pytest
 from sqlalchemy import Connection, func, select
+from sqlalchemy.exc import DatabaseError
 from tests.contract.test_rebuild import Driver, scripted_day
 
-from eventcoord.api.queries.files import heatmap_buckets, live_claims
-from eventcoord.api.queries.issues import issue_state, list_leases
-from eventcoord.api.queries.queue import list_queue
-from eventcoord.api.queries.sessions import list_agents
+from eventcoord.api.queries.files import HEATMAP_TABLES, LIVE_CLAIMS_TABLES, heatmap_buckets, live_claims
+from eventcoord.api.queries.issues import ISSUE_STATE_TABLES, LIST_LEASES_TABLES, issue_state, list_leases
+from eventcoord.api.queries.queue import LIST_QUEUE_TABLES, list_queue
+from eventcoord.api.queries.sessions import LIST_AGENTS_TABLES, list_agents
 from eventcoord.codec import format_time
 from eventcoord.context import Caller
 from eventcoord.errors import DomainError
@@ -37,16 +38,24 @@ WORKSPACES = ("default", "teamB")
 
 def reads(workspace: str) -> dict[str, Any]:
     """Every SPEC §8 point-in-time read of one workspace, as query functions."""
+    return {name: fn for name, (fn, _) in reads_and_tables(workspace).items()}
+
+
+def reads_and_tables(workspace: str) -> dict[str, tuple[Any, Any]]:
+    """Every SPEC §8 point-in-time read of one workspace, with the tables its route loads for it."""
     who = Caller(workspace, "admin")
     return {
-        "agents": lambda c: list_agents(c, workspace, None, 1000),
-        "leases": lambda c: list_leases(c, workspace, None, None),
-        "file_claims": lambda c: live_claims(c, workspace, None, None, "", 1000),
-        "state P-1": lambda c: issue_state(c, who, "P-1", None),
-        "state P-2": lambda c: issue_state(c, who, "P-2", None),
-        "heatmap": lambda c: heatmap_buckets(c, workspace, "claims", None, None, "", 2, None),
-        "contention": lambda c: heatmap_buckets(c, workspace, "contention", None, None, "", 1, None),
-        "queue": lambda c: list_queue(c, workspace, None, None, 0, 1000),
+        "agents": (lambda c: list_agents(c, workspace, None, 1000), LIST_AGENTS_TABLES),
+        "leases": (lambda c: list_leases(c, workspace, None, None), LIST_LEASES_TABLES),
+        "file_claims": (lambda c: live_claims(c, workspace, None, None, "", 1000), LIVE_CLAIMS_TABLES),
+        "state P-1": (lambda c: issue_state(c, who, "P-1", None), ISSUE_STATE_TABLES),
+        "state P-2": (lambda c: issue_state(c, who, "P-2", None), ISSUE_STATE_TABLES),
+        "heatmap": (lambda c: heatmap_buckets(c, workspace, "claims", None, None, "", 2, None), HEATMAP_TABLES),
+        "contention": (
+            lambda c: heatmap_buckets(c, workspace, "contention", None, None, "", 1, None),
+            HEATMAP_TABLES,
+        ),
+        "queue": (lambda c: list_queue(c, workspace, None, None, 0, 1000), LIST_QUEUE_TABLES),
     }
 
 
@@ -86,8 +95,9 @@ class Recorder(Driver):
 async def check_every_moment(history: History, seen: dict[int, dict[str, Any]]) -> None:
     for position, expected in sorted(seen.items()):
         for ws in WORKSPACES:
-            for name, fn in reads(ws).items():
-                got, moment = await history.read(ws, str(position), fn, history=name not in LIVE)
+            for name, (fn, tables) in reads_and_tables(ws).items():
+                # As the routes read it: a scratch of only the tables the read needs.
+                got, moment = await history.read(ws, str(position), fn, history=name not in LIVE, tables=tables)
                 assert moment.position == position
                 assert as_json(got) == expected[ws][name], f"{name} of {ws} as of {position}"
 
@@ -125,6 +135,30 @@ async def test_as_of_every_position_equals_the_live_read_then(store: Any) -> Non
         await check_every_moment(history, d.seen)
     finally:
         history.close()
+
+
+async def test_a_scratch_of_some_tables_answers_their_reads_and_refuses_others(store: Any) -> None:
+    await scripted_day(Driver(store))
+    head = await store.head()
+    events_, ttl = await store.query(lambda c: (read_range(c, 0, head), dbclock.ttl_seconds(c)))
+    whole = build(head, None, ttl, None, {}, events_)
+    some = build(head, None, ttl, None, {}, events_, [t.name for t in LIST_LEASES_TABLES])
+    try:
+        assert some.tables == {"leases", "sessions"}  # no issues, projects, files, queue …
+        leases_then = some.read(lambda c: list_leases(c, "default", None, None))
+        assert leases_then and leases_then == whole.read(lambda c: list_leases(c, "default", None, None))
+        # The queue is not kept right in it: a read of it fails instead of answering wrongly.
+        with pytest.raises(DatabaseError, match=r"access to work_items\.item_id is prohibited"):
+            some.read(lambda c: list_queue(c, "default", None, None, 0, 1000))
+        # A queue scratch also keeps the sessions its ledger names (projections.READS).
+        assert build(head, None, ttl, None, {}, [], [t.name for t in LIST_QUEUE_TABLES]).tables == {
+            "work_items",
+            "work_ledger",
+            "sessions",
+        }
+    finally:
+        whole.close()
+        some.close()
 
 
 async def snapshot_rows(store: Any, position: int) -> dict[str, list[Any]]:

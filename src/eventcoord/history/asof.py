@@ -15,16 +15,16 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TypeVar
 
 import msgspec
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Table
 
 from eventcoord import errors
 from eventcoord.codec import format_time, parse_time
 from eventcoord.history import logreads, snapshots
-from eventcoord.history.scratch import Scratch, build
+from eventcoord.history.scratch import Scratch, build, plan
 from eventcoord.store import dbclock, log
 from eventcoord.store.base import EventStore
 from eventcoord.store.log import RecordedEvent
@@ -79,20 +79,28 @@ def resolve(conn: Connection, workspace: str, raw: str) -> tuple[int, int | None
 
 
 def gather(
-    conn: Connection, workspace: str | None, position: int, *, history: bool = True
+    conn: Connection,
+    workspace: str | None,
+    position: int,
+    *,
+    history: bool = True,
+    tables: Collection[str] | None = None,
 ) -> tuple[dict[str, list[bytes]], list[RecordedEvent], int]:
     """What a scratch at ``position`` needs: the nearest snapshot's chunks, the events after it, the TTL.
 
     ``history=False``: without the snapshot's history rows (``snapshots.CLOSED``), for reads
-    of live state only.
+    of live state only. ``tables``: only those tables' chunks (a scratch's ``tables``).
     """
     snap = snapshots.nearest(conn, position) if position > 0 else None
     archive = snapshots.archive_boundary(conn)
     base = snap.position if snap is not None else 0
     if archive is not None and base < archive.before - 1:
         raise errors.archived(position, archive.before, archive.file)
-    chunks = snapshots.load_chunks(conn, snap, workspace, history=history) if snap is not None else {}
+    chunks = snapshots.load_chunks(conn, snap, workspace, history=history, tables=tables) if snap is not None else {}
     return chunks, logreads.read_range(conn, base, position, workspace), dbclock.ttl_seconds(conn)
+
+
+_Key = tuple[str, int, bool, frozenset[str]]
 
 
 class History:
@@ -100,19 +108,37 @@ class History:
 
     def __init__(self, store: EventStore) -> None:
         self.store = store
-        self._cache: OrderedDict[tuple[str, int, bool], Scratch] = OrderedDict()
-        self._building: dict[tuple[str, int, bool], asyncio.Future[Scratch]] = {}
+        self._cache: OrderedDict[_Key, Scratch] = OrderedDict()
+        self._building: dict[_Key, asyncio.Future[Scratch]] = {}
 
-    async def scratch(self, workspace: str, position: int, at_us: int | None, *, history: bool = True) -> Scratch:
+    def _cached(self, key: _Key) -> Scratch | None:
+        """A kept scratch that answers ``key``: same moment, with as much history and tables."""
+        workspace, position, history, tables = key
+        for (w, p, h, t), s in self._cache.items():
+            if w == workspace and p == position and h >= history and t >= tables:
+                self._cache.move_to_end((w, p, h, t))
+                return s
+        return None
+
+    async def scratch(
+        self,
+        workspace: str,
+        position: int,
+        at_us: int | None,
+        *,
+        history: bool = True,
+        tables: Collection[str] | None = None,
+    ) -> Scratch:
         """The read models of ``workspace`` at ``position`` (built once, kept a while).
 
         ``history=False`` leaves out history rows (released leases and claims, finished
         items, the append-only logs; see ``snapshots.CLOSED``) that the snapshot keeps apart.
+        ``tables``: only what reads of those tables need (``scratch.plan``); None: all.
         """
-        key = (workspace, position, history)
-        hit = self._cache.get(key)
+        _, load = plan(tables)
+        key = (workspace, position, history, load)
+        hit = self._cached(key)
         if hit is not None:
-            self._cache.move_to_end(key)
             return hit
         pending = self._building.get(key)
         if pending is not None:
@@ -120,8 +146,10 @@ class History:
         future: asyncio.Future[Scratch] = asyncio.get_running_loop().create_future()
         self._building[key] = future
         try:
-            chunks, events, ttl = await self.store.query(lambda c: gather(c, workspace, position, history=history))
-            s = await asyncio.to_thread(build, position, at_us, ttl, workspace, chunks, events)
+            chunks, events, ttl = await self.store.query(
+                lambda c: gather(c, workspace, position, history=history, tables=load)
+            )
+            s = await asyncio.to_thread(build, position, at_us, ttl, workspace, chunks, events, tables)
         except BaseException as e:
             future.set_exception(e)
             future.exception()  # retrieved: no "never retrieved" warning when nobody else waited
@@ -136,16 +164,24 @@ class History:
         return s
 
     async def read(
-        self, workspace: str, raw: str, fn: Callable[[Connection], T], *, history: bool = True
+        self,
+        workspace: str,
+        raw: str,
+        fn: Callable[[Connection], T],
+        *,
+        history: bool = True,
+        tables: Collection[Table] | None = None,
     ) -> tuple[T, Moment]:
         """Run the read ``fn`` as of ``raw`` (SPEC §8); the answer and its moment.
 
         ``history=False`` for a read that sees only live rows (unreleased leases and claims,
         sessions, unfinished items): its scratch loads no history rows, so its cost does not
-        grow with the log.
+        grow with the log. ``tables``: the read-model tables ``fn`` reads; its scratch loads and
+        replays only what keeps those right (a read of any other table then fails).
         """
         position, at_us = await self.store.query(lambda c: resolve(c, workspace, raw))
-        s = await self.scratch(workspace, position, at_us, history=history)
+        names = None if tables is None else frozenset(str(t.name) for t in tables)
+        s = await self.scratch(workspace, position, at_us, history=history, tables=names)
         result = await asyncio.to_thread(s.read, fn)
         return result, Moment(position, format_time(at_us) if at_us is not None else None)
 

@@ -21,9 +21,9 @@ import msgspec
 from sqlalchemy import Connection, Select, select
 
 from eventcoord import errors
-from eventcoord.codec import EventMetadata, WireEvent, decode_event, format_time
+from eventcoord.codec import WireEvent, format_time
 from eventcoord.history.snapshots import archive_boundary
-from eventcoord.store.log import WIRE_COLUMNS, RecordedEvent, read_wire
+from eventcoord.store.log import WIRE_COLUMNS, RecordedEvent, read_wire, recorded_of
 from eventcoord.store.schema import events, store_head, stream_heads
 
 _WIRE = WIRE_COLUMNS  # the wire columns, as the log reads them (store/log.py)
@@ -181,18 +181,6 @@ def read_filtered(conn: Connection, after: int, limit: int, workspace: str | Non
     return [_wire(r) for r in rows(conn, after, limit, workspace, f)]
 
 
-def recorded(r: Any) -> RecordedEvent:
-    """An event row decoded to the domain event (projections)."""
-    return RecordedEvent(
-        position=r.position,
-        stream=r.stream,
-        version=r.version,
-        event=decode_event(r.type, r.data),
-        metadata=msgspec.json.decode(r.metadata, type=EventMetadata),
-        recorded_us=r.recorded_us,
-    )
-
-
 def read_range(
     conn: Connection, after: int, upto: int, workspace: str | None = None, batch: int = 5000
 ) -> list[RecordedEvent]:
@@ -203,7 +191,7 @@ def read_range(
         page: Sequence[Any] = list(conn.execute(stmt.order_by(events.c.position).limit(batch)))
         if not page:
             break
-        out.extend(recorded(r) for r in page)
+        out.extend(recorded_of(r) for r in page)
         after = page[-1].position
     return out
 

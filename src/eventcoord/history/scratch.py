@@ -9,8 +9,9 @@ is judged at that moment. Everything here is synchronous and runs in a worker th
 
 from __future__ import annotations
 
+import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine
@@ -25,19 +26,51 @@ from eventcoord.store.schema import metadata
 T = TypeVar("T")
 
 
-class Scratch:
-    """The read models right after ``position`` (of one workspace, or all), in memory."""
+def plan(tables: Collection[str] | None) -> tuple[frozenset[str] | None, frozenset[str]]:
+    """For a read of ``tables`` (None: all): the projections to replay (None: all) and the tables to load."""
+    if tables is None:
+        return None, frozenset(TABLES)
+    names, load = projections.needed_for(TABLES[t] for t in tables)
+    return names, frozenset(str(t.name) for t in load)
 
-    def __init__(self, position: int, at_us: int | None, ttl: int, workspace: str | None) -> None:
+
+class Scratch:
+    """The read models right after ``position`` (of one workspace, or all), in memory.
+
+    ``tables`` restricts it to what some reads need (:func:`plan`): only those tables are
+    loaded and kept right by the replay (the other tables exist, for the appliers, but
+    mean nothing), and a read that looks at any other table fails instead of answering
+    from it.
+    """
+
+    def __init__(
+        self, position: int, at_us: int | None, ttl: int, workspace: str | None, tables: Collection[str] | None = None
+    ) -> None:
         self.position = position
         self.at_us = at_us
         self.ttl = ttl
         self.workspace = workspace
+        names, self.tables = plan(tables)
+        self._apply: Callable[[Connection, Sequence[RecordedEvent]], None] = (
+            projections.apply if names is None else projections.applier_of(names)
+        )
         self.engine: Engine = create_engine(
             "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
         )
         self._lock = threading.Lock()
+        self._reading = False
         metadata.create_all(self.engine)
+        if names is not None:
+            with self.engine.connect() as conn:
+                raw = conn.connection.driver_connection
+                assert isinstance(raw, sqlite3.Connection)
+                raw.set_authorizer(self._authorize)
+
+    def _authorize(self, action: int, arg1: str | None, *_: object) -> int:
+        # While a read runs, reading a table this scratch does not keep is an error.
+        if self._reading and action == sqlite3.SQLITE_READ and arg1 in TABLES and arg1 not in self.tables:
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
 
     def load(self, chunks: dict[str, list[bytes]]) -> int:
         """Insert a snapshot's rows; returns how many."""
@@ -60,16 +93,18 @@ class Scratch:
         if not events:
             return
         with self._lock, self.engine.begin() as conn:
-            projections.apply(conn, events)
+            self._apply(conn, events)
         self.position = events[-1].position
 
     def read(self, fn: Callable[[Connection], T]) -> T:
         """Run a read query on the scratch, its clock pinned to the position's time."""
         with self._lock, self.engine.connect() as conn:
             conn.info[CLOCK_KEY] = (self.at_us if self.at_us is not None else 0, self.ttl)
+            self._reading = True
             try:
                 return fn(conn)
             finally:
+                self._reading = False
                 conn.info.pop(CLOCK_KEY, None)
 
     def close(self) -> None:
@@ -84,9 +119,10 @@ def build(
     workspace: str | None,
     chunks: dict[str, list[bytes]],
     events: Sequence[RecordedEvent],
+    tables: Collection[str] | None = None,
 ) -> Scratch:
-    """A scratch at ``position``: the snapshot's rows, then ``events`` replayed."""
-    s = Scratch(position, at_us, ttl, workspace)
+    """A scratch at ``position``: the snapshot's rows, then ``events`` replayed (``tables``: see :class:`Scratch`)."""
+    s = Scratch(position, at_us, ttl, workspace, tables)
     s.load(chunks)
     s.replay(events)
     s.position = position

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -199,18 +199,23 @@ def latest_position(conn: Connection) -> int:
 
 
 def load_chunks(
-    conn: Connection, snap: Snapshot, workspace: str | None, *, history: bool = True
+    conn: Connection,
+    snap: Snapshot,
+    workspace: str | None,
+    *,
+    history: bool = True,
+    tables: Collection[str] | None = None,
 ) -> dict[str, list[bytes]]:
     """The stored chunks of a snapshot, by table (only ``workspace``'s, if given).
 
     ``history=False`` leaves out the history rows (:data:`CLOSED`) of snapshots that keep
     them apart: enough for reads of live state, and replay after the snapshot, which never
-    touches such a row.
+    touches such a row. ``tables``: only those tables' chunks.
     """
     wanted: dict[str, list[str]] = {}
     for key, per_ws in snap.manifest.items():
         name, _, rest = key.partition("/")
-        if rest and not history:
+        if (rest and not history) or (tables is not None and name not in tables):
             continue
         hashes = wanted.setdefault(name, [])
         if workspace is None:

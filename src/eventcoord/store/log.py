@@ -23,6 +23,7 @@ from sqlalchemy.util import await_
 from eventcoord.codec import (
     EventMetadata,
     WireEvent,
+    decode_event,
     encode,
     encode_event_data,
     event_type,
@@ -312,26 +313,35 @@ def read_wire(conn: Connection, after: int, limit: int, workspace: str | None = 
     ]
 
 
-def read_recorded(conn: Connection, after: int, limit: int) -> list[RecordedEvent]:
-    """Events with position > ``after`` decoded to domain events (rebuilds, projections)."""
-    from eventcoord.codec import decode_event
+_METADATA = msgspec.json.Decoder(EventMetadata)
 
-    _log_visible(conn)
 
-    stmt = (
-        select(*WIRE_COLUMNS, events.c.workspace)
-        .where(events.c.position > after)
-        .order_by(events.c.position)
-        .limit(limit)
+def recorded_of(row: Sequence[Any]) -> RecordedEvent:
+    """A row of :data:`WIRE_COLUMNS` (in that order) decoded to the domain event."""
+    return RecordedEvent(
+        position=row[0],
+        stream=row[1],
+        version=row[2],
+        event=decode_event(row[3], row[4]),
+        metadata=_METADATA.decode(row[5]),
+        recorded_us=row[6],
     )
-    return [
-        RecordedEvent(
-            position=r.position,
-            stream=r.stream,
-            version=r.version,
-            event=decode_event(r.type, r.data),
-            metadata=msgspec.json.decode(r.metadata, type=EventMetadata),
-            recorded_us=r.recorded_us,
-        )
-        for r in conn.execute(stmt)
-    ]
+
+
+_READ_RECORDED = Prepared(
+    lambda d: (
+        select(*WIRE_COLUMNS)
+        .where(events.c.position > bindparam("after"))
+        .order_by(events.c.position)
+        .limit(bindparam("limit"))
+    )
+)
+
+
+def read_recorded(conn: Connection, after: int, limit: int) -> list[RecordedEvent]:
+    """Events with position > ``after`` decoded to domain events (rebuilds, projections).
+
+    Prebuilt and read as plain rows on the driver: a rebuild reads the whole log this way.
+    """
+    _log_visible(conn)
+    return [recorded_of(r) for r in _READ_RECORDED.rows(conn, {"after": after, "limit": limit})]

@@ -28,6 +28,12 @@ def bucket_of(path: str, depth: int) -> str:
     return "/".join([s for s in path.split("/") if s][:depth])
 
 
+#: The read-model tables :func:`heatmap_buckets` reads (a point-in-time read loads only these).
+HEATMAP_TABLES = (file_claims, conflicts)
+#: The read-model tables :func:`live_claims` reads.
+LIVE_CLAIMS_TABLES = (file_claims, sessions)
+
+
 def heatmap_buckets(
     conn: Connection,
     workspace: str,

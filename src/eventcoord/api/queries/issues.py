@@ -12,7 +12,12 @@ from eventcoord.context import Caller, Context
 from eventcoord.domain.issues import effective_state
 from eventcoord.handlers.issues import load_issue_view
 from eventcoord.liveness import is_live
-from eventcoord.projections.tables import leases, sessions
+from eventcoord.projections.tables import issues, leases, sessions
+
+#: The read-model tables :func:`issue_state` reads (a point-in-time read loads only these).
+ISSUE_STATE_TABLES = (issues, leases, sessions)
+#: The read-model tables :func:`list_leases` reads.
+LIST_LEASES_TABLES = (leases, sessions)
 
 
 def issue_state(conn: Connection, caller: Caller, issue: str, as_session: str | None) -> dict[str, Any]:

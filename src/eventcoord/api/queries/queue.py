@@ -100,6 +100,10 @@ def histories(
     return out
 
 
+#: The read-model tables :func:`list_queue` reads (a point-in-time read loads only these).
+LIST_QUEUE_TABLES = (work_items, work_ledger)
+
+
 def list_queue(
     conn: Connection, workspace: str, project: str | None, status: Status | None, after: int, limit: int
 ) -> list[ItemView]:

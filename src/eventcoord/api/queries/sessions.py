@@ -47,6 +47,10 @@ class AgentView(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
+#: The read-model tables :func:`list_agents` reads (a point-in-time read loads only these).
+LIST_AGENTS_TABLES = (sessions,)
+
+
 def list_agents(conn: Connection, workspace: str, live: bool | None, limit: int) -> list[AgentView]:
     """Sessions of the workspace, newest first; only live or only not-live ones if asked."""
     _, cutoff = read_clock(conn)

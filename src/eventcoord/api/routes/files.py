@@ -13,7 +13,14 @@ from litestar.params import Parameter
 
 from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
-from eventcoord.api.queries.files import HeatmapMode, conflict_log, heatmap_buckets, live_claims
+from eventcoord.api.queries.files import (
+    HEATMAP_TABLES,
+    LIVE_CLAIMS_TABLES,
+    HeatmapMode,
+    conflict_log,
+    heatmap_buckets,
+    live_claims,
+)
 from eventcoord.codec import parse_time
 from eventcoord.domain.paths import PathError, normalise_path
 
@@ -66,7 +73,11 @@ async def list_file_claims(
     sid = session_id if session_id is not None else session
     if as_of is not None:
         then, moment = await runtime(request).history.read(
-            who.workspace, as_of, lambda c: live_claims(c, who.workspace, issue, sid, pre, limit), history=False
+            who.workspace,
+            as_of,
+            lambda c: live_claims(c, who.workspace, issue, sid, pre, limit),
+            history=False,
+            tables=LIVE_CLAIMS_TABLES,
         )
         return json({"file_claims": then, "as_of": moment})
     rows = await runtime(request).store.query(lambda c: live_claims(c, who.workspace, issue, sid, pre, limit))
@@ -124,7 +135,10 @@ async def heatmap(
     m: HeatmapMode = "claims" if mode == "claims" else "contention"
     if as_of is not None:
         then, moment = await runtime(request).history.read(
-            who.workspace, as_of, lambda c: heatmap_buckets(c, who.workspace, m, since_us, until_us, pre, depth, limit)
+            who.workspace,
+            as_of,
+            lambda c: heatmap_buckets(c, who.workspace, m, since_us, until_us, pre, depth, limit),
+            tables=HEATMAP_TABLES,
         )
         return json({"mode": m, "depth": depth, "prefix": pre, "buckets": then, "as_of": moment})
     buckets = await runtime(request).store.query(

@@ -37,7 +37,11 @@ async def issue_state(
         raise errors.invalid("issue", "issue keys match [A-Za-z0-9][A-Za-z0-9._:/#-]{0,127}")
     if as_of is not None:
         state, moment = await runtime(request).history.read(
-            who.workspace, as_of, lambda c: queries.issue_state(c, who, issue, as_), history=False
+            who.workspace,
+            as_of,
+            lambda c: queries.issue_state(c, who, issue, as_),
+            history=False,
+            tables=queries.ISSUE_STATE_TABLES,
         )
         return json({**state, "as_of": moment})
     return json(await runtime(request).store.query(lambda c: queries.issue_state(c, who, issue, as_)))
@@ -61,6 +65,7 @@ async def list_leases(
             as_of,
             lambda c: queries.list_leases(c, who.workspace, project, session, limit),
             history=False,  # unreleased leases only: no history rows needed
+            tables=queries.LIST_LEASES_TABLES,
         )
         return json({"leases": rows, "as_of": moment})
     return json(

@@ -29,7 +29,10 @@ async def list_queue(
     who = await caller(request)
     if as_of is not None:
         then, moment = await runtime(request).history.read(
-            who.workspace, as_of, lambda c: queries.list_queue(c, who.workspace, project, status, after, limit)
+            who.workspace,
+            as_of,
+            lambda c: queries.list_queue(c, who.workspace, project, status, after, limit),
+            tables=queries.LIST_QUEUE_TABLES,
         )
         return json({"items": then, "as_of": moment})
     items = await runtime(request).store.query(

@@ -9,7 +9,7 @@ from litestar.params import Parameter
 
 from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
-from eventcoord.api.queries.sessions import agent_detail
+from eventcoord.api.queries.sessions import LIST_AGENTS_TABLES, agent_detail
 from eventcoord.api.queries.sessions import list_agents as query_agents
 
 
@@ -29,7 +29,11 @@ async def list_agents(
     who = await caller(request)
     if as_of is not None:
         rows, moment = await runtime(request).history.read(
-            who.workspace, as_of, lambda c: query_agents(c, who.workspace, live, limit), history=False
+            who.workspace,
+            as_of,
+            lambda c: query_agents(c, who.workspace, live, limit),
+            history=False,
+            tables=LIST_AGENTS_TABLES,
         )
         return json({"agents": rows, "as_of": moment})
     return json({"agents": await runtime(request).store.query(lambda c: query_agents(c, who.workspace, live, limit))})
