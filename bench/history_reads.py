@@ -45,16 +45,18 @@ from history_fill import derive, fill, grow
 from history_pg import copy_into_postgres, fresh_database
 
 from eventcoord import projections
-from eventcoord.api.queries.files import heatmap_buckets
-from eventcoord.api.queries.issues import list_leases
-from eventcoord.api.queries.queue import list_queue
-from eventcoord.api.queries.sessions import list_agents
+from eventcoord.api.queries.files import HEATMAP_TABLES, LIVE_CLAIMS_TABLES, heatmap_buckets, live_claims
+from eventcoord.api.queries.issues import ISSUE_STATE_TABLES, LIST_LEASES_TABLES, issue_state, list_leases
+from eventcoord.api.queries.queue import LIST_QUEUE_TABLES, list_queue
+from eventcoord.api.queries.sessions import LIST_AGENTS_TABLES, list_agents
+from eventcoord.context import Caller
 from eventcoord.history import snapshots
 from eventcoord.history.asof import History, gather
 from eventcoord.history.logreads import Filters, page, read_range
-from eventcoord.history.scratch import Scratch, build
+from eventcoord.history.scratch import Scratch, build, plan
 from eventcoord.history.snapshots import decode_chunk
 from eventcoord.history.worker import take_snapshot
+from eventcoord.projections.tables import leases
 from eventcoord.store import open_store
 from eventcoord.store.base import EventStore
 from eventcoord.store.schema import events
@@ -105,13 +107,23 @@ async def pages(store: EventStore, head: int, n: int, out: dict[str, Any]) -> No
             print(f"  page {name}, from {where} (after={after}, {len(got)} rows): {ms(xs)}", flush=True)
 
 
-#: The point-in-time reads measured: (name, read, history rows needed), as their routes ask.
-READS: list[tuple[str, Callable[[Any], Any], bool]] = [
-    ("leases (/v1/leases)", lambda c: list_leases(c, WS, None, None), False),
-    ("agents (/v1/agents)", lambda c: list_agents(c, WS, None, 1000), False),
-    ("leases, whole snapshot loaded", lambda c: list_leases(c, WS, None, None), True),
-    ("contention heatmap (/v1/heatmap)", lambda c: heatmap_buckets(c, WS, "contention", None, None, "", 2, None), True),
-    ("queue (/v1/queue)", lambda c: list_queue(c, WS, None, None, 0, 1000), True),
+#: The point-in-time reads measured: (name, read, history rows needed, tables loaded), as
+#: their routes ask; ``ALL`` (every table) is how every read was answered before.
+ALL = None
+READS: list[tuple[str, Callable[[Any], Any], bool, Any]] = [
+    ("leases (/v1/leases)", lambda c: list_leases(c, WS, None, None), False, LIST_LEASES_TABLES),
+    ("agents (/v1/agents)", lambda c: list_agents(c, WS, None, 1000), False, LIST_AGENTS_TABLES),
+    ("file claims (/v1/file-claims)", lambda c: live_claims(c, WS, None, None, "", 1000), False, LIVE_CLAIMS_TABLES),
+    ("issue state (/v1/issues/I/state)", None, False, ISSUE_STATE_TABLES),
+    ("leases, every table's live rows", lambda c: list_leases(c, WS, None, None), False, ALL),
+    ("leases, whole snapshot loaded", lambda c: list_leases(c, WS, None, None), True, ALL),
+    (
+        "contention heatmap (/v1/heatmap)",
+        lambda c: heatmap_buckets(c, WS, "contention", None, None, "", 2, None),
+        True,
+        HEATMAP_TABLES,
+    ),
+    ("queue (/v1/queue)", lambda c: list_queue(c, WS, None, None, 0, 1000), True, LIST_QUEUE_TABLES),
 ]
 
 
@@ -128,23 +140,29 @@ async def as_of(
         f"  as_of {back:,} back: moments {moments[0]:,} … {moments[-1]:,}, "
         f"events replayed after the snapshot {replayed}"
     )
-    for name, fn, hist in READS:
+    # An issue that was held then (the issue-state read asks for one issue).
+    held = await store.query(lambda c: c.execute(select(leases.c.issue).where(leases.c.workspace == WS)).scalar())
+    who = Caller(WS, "admin")
+    for name, fn, hist, tables in READS:
+        if fn is None:
+            fn = lambda c: issue_state(c, who, held, None)  # noqa: E731
         totals = []
         for p in moments if not hist else moments[:history_samples]:
             history.close()  # a fresh moment each time: no cached scratch
             s = time.perf_counter()
-            await history.read(WS, str(p), fn, history=hist)
+            await history.read(WS, str(p), fn, history=hist, tables=tables)
             totals.append(time.perf_counter() - s)
         out[f"as_of {name}"] = statistics.median(totals)
         print(f"  as_of {back:,} back, {name}: {ms(totals)}", flush=True)
     # Where the time goes, for the leases read: what History.scratch does, in its parts.
     parts: dict[str, list[float]] = {"gather": [], "build": [], "read": []}
+    _, load = plan([str(t.name) for t in LIST_LEASES_TABLES])
     for p in moments:
         s = time.perf_counter()
-        chunks, evs, ttl = await store.query(lambda c, p=p: gather(c, WS, p, history=False))
+        chunks, evs, ttl = await store.query(lambda c, p=p: gather(c, WS, p, history=False, tables=load))
         parts["gather"].append(time.perf_counter() - s)
         s = time.perf_counter()
-        scratch = await asyncio.to_thread(build, p, None, ttl, WS, chunks, evs)
+        scratch = await asyncio.to_thread(build, p, None, ttl, WS, chunks, evs, load)
         parts["build"].append(time.perf_counter() - s)
         s = time.perf_counter()
         await asyncio.to_thread(scratch.read, READS[0][1])

@@ -291,6 +291,30 @@ waits = Table(
     Index("ix_waits_session", "session_id"),
 )
 
+#: Indexes that only reads and decisions use: no applier finds a row through them. A
+#: rebuild on SQLite drops them while it replays and builds them again at the end (sorting
+#: once costs less than keeping them up to date through a million events).
+REPLAY_FREE_INDEXES = frozenset(
+    {
+        "ix_sessions_workspace_seen",
+        "ix_sessions_working_on",
+        "ix_leases_project_live",
+        "ix_leases_session_live",
+        "ix_file_claims_live",
+        "ix_file_claims_workspace_time",
+        "ix_file_claims_issue",
+        "ix_file_claims_live_order",
+        "ix_conflicts_workspace_time",
+        "ix_conflicts_workspace_path",
+        "ix_messages_channel",
+        "ix_work_items_queue",
+        "ix_work_items_session",
+        "ix_work_items_enqueued",
+        "ix_work_ledger_item",
+        "ix_work_ledger_session",
+    }
+)
+
 #: Tables a rebuild empties and refills from the log, in dependency-free order.
 READ_MODEL_TABLES = (
     sessions,

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, event, select, update
+from sqlalchemy import Connection, select, update
 
 from eventcoord import projections
 from eventcoord.codec import decode_command
@@ -201,6 +201,24 @@ async def test_rebuild_after_a_scripted_day_equals_the_live_read_models(store: A
     assert len([row for row in live["sessions"] if row[ended_at] is not None]) == 2
 
 
+async def test_rebuild_leaves_every_index_it_found(store: Any) -> None:
+    # On SQLite the indexes no applier uses are dropped while it replays and built at the end.
+    await scripted_day(Driver(store))
+
+    def indexes(conn: Connection) -> set[tuple[str, str]]:
+        if conn.dialect.name == "sqlite":
+            sql = "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+        else:
+            sql = "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema()"
+        return {(str(n), str(d)) for n, d in conn.exec_driver_sql(sql)}
+
+    before = await store.query(indexes)
+    assert {n for n, _ in before} >= projections.tables.REPLAY_FREE_INDEXES
+    await store.transact(projections.rebuild, retry=False)
+    assert await store.query(indexes) == before
+    await assert_rebuild_equals_live(store)
+
+
 async def test_service_keeps_deciding_on_rebuilt_read_models(store: Any) -> None:
     d = Driver(store)
     a = await d.register(actor="a")
@@ -331,7 +349,9 @@ async def test_rebuild_of_an_empty_store_is_empty(store: Any) -> None:
 
 
 @pytest.mark.parametrize("concurrent", ["register", "heartbeat"])
-async def test_a_rebuild_while_commands_commit_still_equals_live(store: Any, db_url: str, concurrent: str) -> None:
+async def test_a_rebuild_while_commands_commit_still_equals_live(
+    store: Any, db_url: str, concurrent: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A command sent during a rebuild (by another server, say) is neither lost nor refused.
 
     A hook pauses the rebuild just before it first reads the log, and meanwhile another
@@ -363,19 +383,20 @@ async def test_a_rebuild_while_commands_commit_still_equals_live(store: Any, db_
     elsewhere = threading.Thread(target=command_elsewhere)
     fired: list[bool] = []
 
-    def pause_before_reading_the_log(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if not fired and "FROM events" in statement:
+    read_recorded = projections.log.read_recorded
+
+    def pause_before_reading_the_log(conn: Connection, after: int, limit: int) -> Any:
+        if not fired:
             fired.append(True)
             elsewhere.start()
             elsewhere.join(timeout=3)  # it may wait for the rebuild to commit: fine
+        return read_recorded(conn, after, limit)
 
     def rebuild(conn: Connection) -> int:
-        event.listen(conn, "before_cursor_execute", pause_before_reading_the_log)
-        try:
-            return projections.rebuild(conn)
-        finally:
-            event.remove(conn, "before_cursor_execute", pause_before_reading_the_log)
+        return projections.rebuild(conn)
 
+    # The rebuild reads the log on the driver (no SQLAlchemy event fires): pause at its read.
+    monkeypatch.setattr(projections.log, "read_recorded", pause_before_reading_the_log)
     try:
         await store.transact(rebuild, retry=False)
     finally:
