@@ -45,7 +45,7 @@ from history_fill import derive, fill, grow
 from history_pg import copy_into_postgres, fresh_database
 
 from eventcoord import projections
-from eventcoord.api.queries.files import HEATMAP_TABLES, LIVE_CLAIMS_TABLES, heatmap_buckets, live_claims
+from eventcoord.api.queries.files import LIVE_CLAIMS_TABLES, heatmap_buckets, live_claims
 from eventcoord.api.queries.issues import ISSUE_STATE_TABLES, LIST_LEASES_TABLES, issue_state, list_leases
 from eventcoord.api.queries.queue import LIST_QUEUE_TABLES, list_queue
 from eventcoord.api.queries.sessions import LIST_AGENTS_TABLES, list_agents
@@ -110,6 +110,8 @@ async def pages(store: EventStore, head: int, n: int, out: dict[str, Any]) -> No
 #: The point-in-time reads measured: (name, read, history rows needed, tables loaded), as
 #: their routes ask; ``ALL`` (every table) is how every read was answered before.
 ALL = None
+#: Answered from the live tables up to the position (``History.read_upto``), as the route does.
+UPTO = "upto"
 READS: list[tuple[str, Callable[[Any], Any], bool, Any]] = [
     ("leases (/v1/leases)", lambda c: list_leases(c, WS, None, None), False, LIST_LEASES_TABLES),
     ("agents (/v1/agents)", lambda c: list_agents(c, WS, None, 1000), False, LIST_AGENTS_TABLES),
@@ -119,9 +121,15 @@ READS: list[tuple[str, Callable[[Any], Any], bool, Any]] = [
     ("leases, whole snapshot loaded", lambda c: list_leases(c, WS, None, None), True, ALL),
     (
         "contention heatmap (/v1/heatmap)",
-        lambda c: heatmap_buckets(c, WS, "contention", None, None, "", 2, None),
+        lambda c, p=None: heatmap_buckets(c, WS, "contention", None, None, "", 2, None, p),
         True,
-        HEATMAP_TABLES,
+        UPTO,
+    ),
+    (
+        "claims heatmap (/v1/heatmap)",
+        lambda c, p=None: heatmap_buckets(c, WS, "claims", None, None, "", 2, None, p),
+        True,
+        UPTO,
     ),
     ("queue (/v1/queue)", lambda c: list_queue(c, WS, None, None, 0, 1000), True, LIST_QUEUE_TABLES),
 ]
@@ -147,10 +155,13 @@ async def as_of(
         if fn is None:
             fn = lambda c: issue_state(c, who, held, None)  # noqa: E731
         totals = []
-        for p in moments if not hist else moments[:history_samples]:
+        for p in moments if not hist or tables == UPTO else moments[:history_samples]:
             history.close()  # a fresh moment each time: no cached scratch
             s = time.perf_counter()
-            await history.read(WS, str(p), fn, history=hist, tables=tables)
+            if tables == UPTO:
+                await history.read_upto(WS, str(p), fn)
+            else:
+                await history.read(WS, str(p), fn, history=hist, tables=tables)
             totals.append(time.perf_counter() - s)
         out[f"as_of {name}"] = statistics.median(totals)
         print(f"  as_of {back:,} back, {name}: {ms(totals)}", flush=True)

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import DatabaseError
 from tests.contract.test_rebuild import Driver, scripted_day
 
-from eventcoord.api.queries.files import HEATMAP_TABLES, LIVE_CLAIMS_TABLES, heatmap_buckets, live_claims
+from eventcoord.api.queries.files import LIVE_CLAIMS_TABLES, heatmap_buckets, live_claims
 from eventcoord.api.queries.issues import ISSUE_STATE_TABLES, LIST_LEASES_TABLES, issue_state, list_leases
 from eventcoord.api.queries.queue import LIST_QUEUE_TABLES, list_queue
 from eventcoord.api.queries.sessions import LIST_AGENTS_TABLES, list_agents
@@ -41,6 +41,10 @@ def reads(workspace: str) -> dict[str, Any]:
     return {name: fn for name, (fn, _) in reads_and_tables(workspace).items()}
 
 
+#: A read answered from the live tables up to the position, not from a scratch.
+UPTO = "upto"
+
+
 def reads_and_tables(workspace: str) -> dict[str, tuple[Any, Any]]:
     """Every SPEC §8 point-in-time read of one workspace, with the tables its route loads for it."""
     who = Caller(workspace, "admin")
@@ -50,10 +54,11 @@ def reads_and_tables(workspace: str) -> dict[str, tuple[Any, Any]]:
         "file_claims": (lambda c: live_claims(c, workspace, None, None, "", 1000), LIVE_CLAIMS_TABLES),
         "state P-1": (lambda c: issue_state(c, who, "P-1", None), ISSUE_STATE_TABLES),
         "state P-2": (lambda c: issue_state(c, who, "P-2", None), ISSUE_STATE_TABLES),
-        "heatmap": (lambda c: heatmap_buckets(c, workspace, "claims", None, None, "", 2, None), HEATMAP_TABLES),
+        # The heatmap reads the live tables up to the position (``History.read_upto``).
+        "heatmap": (lambda c, p=None: heatmap_buckets(c, workspace, "claims", None, None, "", 2, None, p), UPTO),
         "contention": (
-            lambda c: heatmap_buckets(c, workspace, "contention", None, None, "", 1, None),
-            HEATMAP_TABLES,
+            lambda c, p=None: heatmap_buckets(c, workspace, "contention", None, None, "", 1, None, p),
+            UPTO,
         ),
         "queue": (lambda c: list_queue(c, workspace, None, None, 0, 1000), LIST_QUEUE_TABLES),
     }
@@ -96,8 +101,12 @@ async def check_every_moment(history: History, seen: dict[int, dict[str, Any]]) 
     for position, expected in sorted(seen.items()):
         for ws in WORKSPACES:
             for name, (fn, tables) in reads_and_tables(ws).items():
-                # As the routes read it: a scratch of only the tables the read needs.
-                got, moment = await history.read(ws, str(position), fn, history=name not in LIVE, tables=tables)
+                # As the routes read it: a scratch of only the tables the read needs, or the
+                # live tables up to the position.
+                if tables == UPTO:
+                    got, moment = await history.read_upto(ws, str(position), fn)
+                else:
+                    got, moment = await history.read(ws, str(position), fn, history=name not in LIVE, tables=tables)
                 assert moment.position == position
                 assert as_json(got) == expected[ws][name], f"{name} of {ws} as of {position}"
 

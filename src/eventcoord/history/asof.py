@@ -185,6 +185,15 @@ class History:
         result = await asyncio.to_thread(s.read, fn)
         return result, Moment(position, format_time(at_us) if at_us is not None else None)
 
+    async def read_upto(self, workspace: str, raw: str, fn: Callable[[Connection, int], T]) -> tuple[T, Moment]:
+        """Run ``fn(conn, position)`` on the live store, for reads whose rows up to a position
+        are the read model at that position (rows keyed by the event that made them, whose
+        read columns never change: the heatmap's claims and conflicts). No scratch, no replay.
+        """
+        position, at_us = await self.store.query(lambda c: resolve(c, workspace, raw))
+        result = await self.store.query(lambda c: fn(c, position))
+        return result, Moment(position, format_time(at_us) if at_us is not None else None)
+
     def close(self) -> None:
         """Drop every cached scratch."""
         for s in self._cache.values():

@@ -28,8 +28,6 @@ def bucket_of(path: str, depth: int) -> str:
     return "/".join([s for s in path.split("/") if s][:depth])
 
 
-#: The read-model tables :func:`heatmap_buckets` reads (a point-in-time read loads only these).
-HEATMAP_TABLES = (file_claims, conflicts)
 #: The read-model tables :func:`live_claims` reads.
 LIVE_CLAIMS_TABLES = (file_claims, sessions)
 
@@ -43,14 +41,20 @@ def heatmap_buckets(
     prefix: str = "",
     depth: int = 1,
     limit: int | None = None,
+    upto: int | None = None,
 ) -> list[Bucket]:
     """Counts per path prefix in ``[since, until)``, most first (ties by prefix).
 
     The database counts per distinct path inside the indexed time window; the few
-    distinct paths are folded into buckets here.
+    distinct paths are folded into buckets here. ``upto``: as of that position (SPEC §8).
+    Both tables are keyed by the position of the event that made the row, and what they
+    count (path, time) never changes, so their rows up to a position are exactly what the
+    read model held then: no replay.
     """
     table, at = (file_claims, file_claims.c.claimed_us) if mode == "claims" else (conflicts, conflicts.c.occurred_us)
     where = table.c.workspace == workspace
+    if upto is not None:
+        where = where & (table.c.position <= upto)
     if since_us is not None:
         where = where & (at >= since_us)
     if until_us is not None:

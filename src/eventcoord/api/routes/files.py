@@ -14,7 +14,6 @@ from litestar.params import Parameter
 from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
 from eventcoord.api.queries.files import (
-    HEATMAP_TABLES,
     LIVE_CLAIMS_TABLES,
     HeatmapMode,
     conflict_log,
@@ -134,11 +133,10 @@ async def heatmap(
     pre = parse_prefix(prefix)
     m: HeatmapMode = "claims" if mode == "claims" else "contention"
     if as_of is not None:
-        then, moment = await runtime(request).history.read(
+        then, moment = await runtime(request).history.read_upto(
             who.workspace,
             as_of,
-            lambda c: heatmap_buckets(c, who.workspace, m, since_us, until_us, pre, depth, limit),
-            tables=HEATMAP_TABLES,
+            lambda c, p: heatmap_buckets(c, who.workspace, m, since_us, until_us, pre, depth, limit, upto=p),
         )
         return json({"mode": m, "depth": depth, "prefix": pre, "buckets": then, "as_of": moment})
     buckets = await runtime(request).store.query(
