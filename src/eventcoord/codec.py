@@ -107,17 +107,19 @@ def event_type(event: Event) -> str:
     return event.__struct_config__.tag  # type: ignore[return-value]
 
 
-_second_prefix: tuple[int, str] = (-1, "")
+_day_prefix: tuple[int, str] = (-1, "")
 
 
 def format_time(us: int) -> str:
     """Microseconds since the epoch as RFC 3339 UTC (``2026-11-30T05:20:39.123456Z``)."""
-    global _second_prefix
+    global _day_prefix
     seconds, micros = divmod(us, 1_000_000)
-    cached = _second_prefix
-    if cached[0] != seconds:  # strftime once per second, not once per call
-        cached = _second_prefix = (seconds, (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S"))
-    return f"{cached[1]}.{micros:06d}Z"
+    day, second = divmod(seconds, 86_400)
+    cached = _day_prefix
+    if cached[0] != day:  # the calendar once per day, not once per call: a page's times vary
+        cached = _day_prefix = (day, (_EPOCH + timedelta(days=day)).strftime("%Y-%m-%d"))
+    hour, rest = divmod(second, 3600)
+    return f"{cached[1]}T{hour:02d}:{rest // 60:02d}:{rest % 60:02d}.{micros:06d}Z"
 
 
 def parse_time(value: str) -> int:

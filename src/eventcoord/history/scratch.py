@@ -26,6 +26,22 @@ from eventcoord.store.schema import metadata
 T = TypeVar("T")
 
 
+_EMPTY: list[bytes] = []
+
+
+def _empty_schema() -> bytes:
+    """An in-memory database with the whole schema and no rows, as an image (built once)."""
+    if not _EMPTY:
+        engine = create_engine("sqlite://", poolclass=StaticPool)
+        metadata.create_all(engine)
+        with engine.connect() as conn:
+            raw = conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)
+            _EMPTY.append(raw.serialize())
+        engine.dispose()
+    return _EMPTY[0]
+
+
 def plan(tables: Collection[str] | None) -> tuple[frozenset[str] | None, frozenset[str]]:
     """For a read of ``tables`` (None: all): the projections to replay (None: all) and the tables to load."""
     if tables is None:
@@ -59,11 +75,11 @@ class Scratch:
         )
         self._lock = threading.Lock()
         self._reading = False
-        metadata.create_all(self.engine)
-        if names is not None:
-            with self.engine.connect() as conn:
-                raw = conn.connection.driver_connection
-                assert isinstance(raw, sqlite3.Connection)
+        with self.engine.connect() as conn:
+            raw = conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)
+            raw.deserialize(_empty_schema())  # a copy of the image: ~0.2 ms, where create_all costs ~30
+            if names is not None:
                 raw.set_authorizer(self._authorize)
 
     def _authorize(self, action: int, arg1: str | None, *_: object) -> int:
