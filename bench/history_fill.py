@@ -142,6 +142,7 @@ async def fill(
     cycle: int,
     every: int,
     window: tuple[int, int] | None = None,
+    end_sessions: bool = False,
     say: Callable[[str], None] = print,
 ) -> dict[str, float]:
     """Run the fleet until the head reaches ``events``; a snapshot every ``every`` events.
@@ -150,7 +151,9 @@ async def fill(
     inline (the fill waits for each). With ``window = (lo, hi)`` they are taken only while
     the head is in it, from the live read models (:func:`live_snapshot`): an ``as_of``
     reads just the nearest snapshot, so the ones far from the measured moments change
-    nothing but the fill's time. Returns the fill's timings.
+    nothing but the fill's time. ``end_sessions``: at the end every agent ends its session
+    (``end_agent``: its leases and claims released, as a shift that leaves; a log grown from
+    it then holds one shift's live state, not every shift's). Returns the fill's timings.
     """
     fleet = Fleet(store, agents, cycle)
     await fleet.start()
@@ -171,6 +174,9 @@ async def fill(
             last_say = time.perf_counter()
             rate = head / (last_say - t0 - snap_s)
             say(f"  fill: {head:,} events, {rate:,.0f} events/s, {snaps} snapshots ({snap_s:.0f} s)")
+    if end_sessions:
+        await asyncio.gather(*(fleet.send({"type": "end_agent", "session_id": sid}) for sid in fleet.sids))
+        head = await store.head()
     wall = time.perf_counter() - t0
     return {"events": float(head), "wall_s": wall, "snapshot_s": snap_s, "snapshots": snaps, "refused": fleet.refused}
 

@@ -114,7 +114,7 @@ ALL = None
 UPTO = "upto"
 READS: list[tuple[str, Callable[[Any], Any], bool, Any]] = [
     ("leases (/v1/leases)", lambda c: list_leases(c, WS, None, None), False, LIST_LEASES_TABLES),
-    ("agents (/v1/agents)", lambda c: list_agents(c, WS, None, 1000), False, LIST_AGENTS_TABLES),
+    ("agents (/v1/agents)", lambda c: list_agents(c, WS, None, 1000), True, LIST_AGENTS_TABLES),
     ("file claims (/v1/file-claims)", lambda c: live_claims(c, WS, None, None, "", 1000), False, LIVE_CLAIMS_TABLES),
     ("issue state (/v1/issues/I/state)", None, False, ISSUE_STATE_TABLES),
     ("leases, every table's live rows", lambda c: list_leases(c, WS, None, None), False, ALL),
@@ -155,7 +155,9 @@ async def as_of(
         if fn is None:
             fn = lambda c: issue_state(c, who, held, None)  # noqa: E731
         totals = []
-        for p in moments if not hist or tables == UPTO else moments[:history_samples]:
+        # The reads that load every table's history, or the queue's, take seconds: fewer samples.
+        heavy = hist and (tables is ALL or tables is LIST_QUEUE_TABLES)
+        for p in moments[:history_samples] if heavy else moments:
             history.close()  # a fresh moment each time: no cached scratch
             s = time.perf_counter()
             if tables == UPTO:
@@ -164,7 +166,9 @@ async def as_of(
                 await history.read(WS, str(p), fn, history=hist, tables=tables)
             totals.append(time.perf_counter() - s)
         out[f"as_of {name}"] = statistics.median(totals)
-        print(f"  as_of {back:,} back, {name}: {ms(totals)}", flush=True)
+        # Beside it, the same read of the live read models (no as_of): what the answer itself costs.
+        live = await timed(lambda fn=fn: store.query(fn), 5)
+        print(f"  as_of {back:,} back, {name}: {ms(totals)}; the live read: {ms(live)}", flush=True)
     # Where the time goes, for the leases read: what History.scratch does, in its parts.
     parts: dict[str, list[float]] = {"gather": [], "build": [], "read": []}
     _, load = plan([str(t.name) for t in LIST_LEASES_TABLES])
@@ -301,6 +305,11 @@ async def main() -> None:
         help="instead of filling: copy this pipeline-filled store and append --copies renamed shifts of it",
     )
     ap.add_argument("--copies", type=int, default=10)
+    ap.add_argument(
+        "--end-sessions",
+        action="store_true",
+        help="the fill ends every session at the end (a shift that leaves: grown shifts leave no live state behind)",
+    )
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     work = args.work or Path(f"/tmp/hist-{args.events}")
@@ -332,7 +341,13 @@ async def main() -> None:
         try:
             print(f"filling {args.events:,} events ({args.agents} agents, cycle {args.cycle})", flush=True)
             got = await fill(
-                store, args.events, agents=args.agents, cycle=args.cycle, every=args.every, window=args.snap_window
+                store,
+                args.events,
+                agents=args.agents,
+                cycle=args.cycle,
+                every=args.every,
+                window=args.snap_window,
+                end_sessions=args.end_sessions,
             )
         finally:
             await store.close()

@@ -8,8 +8,8 @@ rows it changed: a new snapshot copies those and shares every other chunk with t
 ones (copy on write). Snapshots are derived from the log (built in a scratch database by
 replay, never read from the live tables), so they are consistent by construction.
 
-Rows that are history (a released lease or claim, a finished work item, the append-only
-conflict log, messages and work ledger: no applier changes them again, and no read of live
+Rows that are history (an ended session, a released lease or claim, a finished work item,
+the append-only conflict log, messages and work ledger: no applier changes them again, and no read of live
 state shows them) are kept apart, under ``<table>/history``. The read models grow with the
 log mostly by such rows, so a point-in-time read of live state (agents, leases, claims, an
 issue) loads a snapshot without them (``load_chunks(history=False)``): its cost follows the
@@ -28,7 +28,7 @@ import msgspec
 from sqlalchemy import ColumnElement, Connection, Table, bindparam, not_, select, true
 from sqlalchemy.dialects import postgresql, sqlite
 
-from eventcoord.projections.tables import READ_MODEL_TABLES, file_claims, leases, work_items
+from eventcoord.projections.tables import READ_MODEL_TABLES, file_claims, leases, sessions, work_items
 from eventcoord.store.schema import archives, snapshot_chunks, snapshots
 
 #: A chunk ends after a row whose key hashes to 0 modulo this (about this many rows a chunk).
@@ -47,6 +47,9 @@ FINISHED = ("done", "failed", "oom_killed", "cancelled")
 #: Per table, the rows that are history: final (no applier updates or deletes them) and
 #: invisible to the reads of live state. Every row of an append-only table is history.
 CLOSED: dict[str, ColumnElement[bool]] = {
+    # An ended session is refused every command and ignored by signs of life; it holds
+    # nothing (ending releases all). Sessions churn, so these grow with the log.
+    "sessions": sessions.c.ended_us.is_not(None),
     "leases": leases.c.released_us.is_not(None),
     "file_claims": file_claims.c.released_us.is_not(None),
     "work_items": work_items.c.status.in_(FINISHED),

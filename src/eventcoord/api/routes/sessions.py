@@ -32,7 +32,7 @@ async def list_agents(
             who.workspace,
             as_of,
             lambda c: query_agents(c, who.workspace, live, limit),
-            history=False,
+            history=True,  # ended sessions are history rows, and this read lists them
             tables=LIST_AGENTS_TABLES,
         )
         return json({"agents": rows, "as_of": moment})
