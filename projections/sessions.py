@@ -113,6 +113,24 @@ class _Pending:
             _SIGN_OF_LIFE.run(conn, {"sid": sid, "seen": self.after})
 
 
+def _write_many(conn: Connection, pending: dict[str, _Pending]) -> None:
+    """Every session's pending writes, each statement once with many parameter sets.
+
+    A session's heartbeat goes before its sign of life (all heartbeats, then all signs);
+    sessions are independent rows, so nothing else about the order matters.
+    """
+    plain = [{"sid": sid, "seen": p.seen, "n": p.beats} for sid, p in pending.items() if p.beats and not p.declared]
+    declaring = [
+        {"sid": sid, "seen": p.seen, "n": p.beats, "working_on": p.working_on}
+        for sid, p in pending.items()
+        if p.beats and p.declared
+    ]
+    signs = [{"sid": sid, "seen": p.after} for sid, p in pending.items() if p.after]
+    for stmt, params in ((_HEARTBEAT, plain), (_HEARTBEAT_DECLARING, declaring), (_SIGN_OF_LIFE, signs)):
+        if params:
+            stmt.many(conn, params)
+
+
 class Liveness:
     """The ``sessions`` rows' signs of life of one ``apply`` call, folded per session.
 
@@ -157,8 +175,11 @@ class Liveness:
     def flush(self, conn: Connection, sid: str | None = None) -> None:
         """Write what is pending (of one session, or all)."""
         if sid is None:
-            for key, pending in self._pending.items():
+            if len(self._pending) == 1:
+                [(key, pending)] = self._pending.items()
                 pending.write(conn, key)
+            elif self._pending:
+                _write_many(conn, self._pending)
             self._pending.clear()
             return
         one = self._pending.pop(sid, None)
