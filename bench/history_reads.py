@@ -131,7 +131,13 @@ READS: list[tuple[str, Callable[[Any], Any], bool, Any]] = [
         True,
         UPTO,
     ),
-    ("queue (/v1/queue)", lambda c: list_queue(c, WS, None, None, 0, 1000), True, LIST_QUEUE_TABLES),
+    ("queue (/v1/queue)", lambda c, p=None: list_queue(c, WS, None, None, 0, 1000, p), True, UPTO),
+    (
+        "queue, scratch with its whole history",
+        lambda c: list_queue(c, WS, None, None, 0, 1000),
+        True,
+        LIST_QUEUE_TABLES,
+    ),
 ]
 
 

@@ -54,13 +54,15 @@ def reads_and_tables(workspace: str) -> dict[str, tuple[Any, Any]]:
         "file_claims": (lambda c: live_claims(c, workspace, None, None, "", 1000), LIVE_CLAIMS_TABLES),
         "state P-1": (lambda c: issue_state(c, who, "P-1", None), ISSUE_STATE_TABLES),
         "state P-2": (lambda c: issue_state(c, who, "P-2", None), ISSUE_STATE_TABLES),
-        # The heatmap reads the live tables up to the position (``History.read_upto``).
+        # The heatmap and the queue read the live tables up to the position (``History.read_upto``).
         "heatmap": (lambda c, p=None: heatmap_buckets(c, workspace, "claims", None, None, "", 2, None, p), UPTO),
         "contention": (
             lambda c, p=None: heatmap_buckets(c, workspace, "contention", None, None, "", 1, None, p),
             UPTO,
         ),
-        "queue": (lambda c: list_queue(c, workspace, None, None, 0, 1000), LIST_QUEUE_TABLES),
+        "queue": (lambda c, p=None: list_queue(c, workspace, None, None, 0, 1000, p), UPTO),
+        "queued then": (lambda c, p=None: list_queue(c, workspace, None, "queued", 0, 1000, p), UPTO),
+        "running then": (lambda c, p=None: list_queue(c, workspace, None, "running", 0, 1, p), UPTO),
     }
 
 

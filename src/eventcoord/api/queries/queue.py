@@ -62,32 +62,93 @@ def _entry(r: Row[Any]) -> LedgerEntry:
     )
 
 
-def _item_view(r: Row[Any], history: list[LedgerEntry]) -> ItemView:
-    return ItemView(
-        item_id=r.item_id,
-        project=r.project,
-        issue=r.issue,
-        priority=r.priority,
+class ItemState(msgspec.Struct, kw_only=True):
+    """What of a work item its transitions change (the rest is fixed when it is enqueued)."""
+
+    status: str
+    outcome: str | None
+    session_id: str | None
+    actor_key: str | None
+    host: str | None
+    fencing_token: int | None
+    attempts: int
+    updated_at: str
+
+
+def _state_of(r: Row[Any]) -> ItemState:
+    return ItemState(
         status=r.status,
         outcome=r.outcome,
-        payload=None if r.payload is None else msgspec.Raw(r.payload.encode()),
-        blocked_by=msgspec.Raw(r.blocked_by.encode()),
-        paths=msgspec.Raw(r.paths.encode()),
         session_id=r.session_id,
         actor_key=r.actor_key,
         host=r.host,
         fencing_token=r.fencing_token,
         attempts=r.attempts,
-        enqueued_at=format_time(r.enqueued_us),
         updated_at=format_time(r.updated_us),
+    )
+
+
+def state_from_ledger(enqueued_us: int, history: list[LedgerEntry]) -> ItemState:
+    """An item's state after the transitions of ``history`` (its ledger, in order).
+
+    The ledger records every transition with what it set, as ``projections/queue.py``
+    writes it: a claim its session, actor, host and fencing token (``fencing_token=N``), a
+    finish its outcome; a re-queue clears the holder. So the state at any position is
+    the fold of the entries up to it, which lets a point-in-time read skip the replay.
+    """
+    s = ItemState(
+        status="queued",
+        outcome=None,
+        session_id=None,
+        actor_key=None,
+        host=None,
+        fencing_token=None,
+        attempts=0,
+        updated_at=format_time(enqueued_us),
+    )
+    for e in history:
+        s.updated_at = e.at
+        if e.action == "claimed":
+            s.status, s.session_id, s.actor_key, s.host = "claimed", e.session_id, e.actor_key, e.host
+            s.fencing_token = int(e.detail.removeprefix("fencing_token=")) if e.detail else None
+            s.attempts += 1
+        elif e.action == "started":
+            s.status = "running"
+        elif e.action == "finished":
+            s.outcome = e.detail  # the outcome
+            s.status = e.detail or s.status
+        elif e.action == "requeued":
+            s.status, s.session_id, s.actor_key, s.host, s.fencing_token = "queued", None, None, None, None
+    return s
+
+
+def _item_view(r: Row[Any], history: list[LedgerEntry], state: ItemState | None = None) -> ItemView:
+    s = _state_of(r) if state is None else state
+    return ItemView(
+        item_id=r.item_id,
+        project=r.project,
+        issue=r.issue,
+        priority=r.priority,
+        status=s.status,
+        outcome=s.outcome,
+        payload=None if r.payload is None else msgspec.Raw(r.payload.encode()),
+        blocked_by=msgspec.Raw(r.blocked_by.encode()),
+        paths=msgspec.Raw(r.paths.encode()),
+        session_id=s.session_id,
+        actor_key=s.actor_key,
+        host=s.host,
+        fencing_token=s.fencing_token,
+        attempts=s.attempts,
+        enqueued_at=format_time(r.enqueued_us),
+        updated_at=s.updated_at,
         history=history,
     )
 
 
 def histories(
-    conn: Connection, workspace: str, item_ids: list[str], session_id: str | None = None
+    conn: Connection, workspace: str, item_ids: list[str], session_id: str | None = None, upto: int | None = None
 ) -> dict[str, list[LedgerEntry]]:
-    """The ledger entries of each item (only ``session_id``'s, if given), in position order."""
+    """The ledger entries of each item (only ``session_id``'s, if given; up to ``upto``), in position order."""
     out: dict[str, list[LedgerEntry]] = defaultdict(list)
     for start in range(0, len(item_ids), CHUNK):
         stmt = select(work_ledger).where(
@@ -95,6 +156,8 @@ def histories(
         )
         if session_id is not None:
             stmt = stmt.where(work_ledger.c.session_id == session_id)
+        if upto is not None:
+            stmt = stmt.where(work_ledger.c.position <= upto)
         for r in conn.execute(stmt.order_by(work_ledger.c.position)):
             out[r.item_id].append(_entry(r))
     return out
@@ -105,9 +168,21 @@ LIST_QUEUE_TABLES = (work_items, work_ledger)
 
 
 def list_queue(
-    conn: Connection, workspace: str, project: str | None, status: Status | None, after: int, limit: int
+    conn: Connection,
+    workspace: str,
+    project: str | None,
+    status: Status | None,
+    after: int,
+    limit: int,
+    upto: int | None = None,
 ) -> list[ItemView]:
-    """Items enqueued after position ``after``, in enqueue order, each with its history."""
+    """Items enqueued after position ``after``, in enqueue order, each with its history.
+
+    ``upto``: as of that position (SPEC §8), from the live tables: the items enqueued by
+    then, each in the state its ledger up to then gives (:func:`state_from_ledger`).
+    """
+    if upto is not None:
+        return _queue_upto(conn, workspace, project, status, after, limit, upto)
     stmt = select(work_items).where((work_items.c.workspace == workspace) & (work_items.c.enqueued_position > after))
     if project is not None:
         stmt = stmt.where(work_items.c.project == project)
@@ -125,3 +200,28 @@ def items_by_id(conn: Connection, item_ids: list[str]) -> dict[str, Row[Any]]:
         for start in range(0, len(item_ids), CHUNK)
         for r in conn.execute(select(work_items).where(work_items.c.item_id.in_(item_ids[start : start + CHUNK])))
     }
+
+
+def _queue_upto(
+    conn: Connection, workspace: str, project: str | None, status: Status | None, after: int, limit: int, upto: int
+) -> list[ItemView]:
+    out: list[ItemView] = []
+    where = (work_items.c.workspace == workspace) & (work_items.c.enqueued_position <= upto)
+    if project is not None:
+        where = where & (work_items.c.project == project)
+    # The status then is known only after folding the ledger: walk in enqueue order until full.
+    while len(out) < limit:
+        stmt = select(work_items).where(where & (work_items.c.enqueued_position > after))
+        rows = conn.execute(stmt.order_by(work_items.c.enqueued_position).limit(CHUNK)).all()
+        if not rows:
+            break
+        history = histories(conn, workspace, [r.item_id for r in rows], upto=upto)
+        for r in rows:
+            entries = history.get(r.item_id, [])
+            state = state_from_ledger(r.enqueued_us, entries)
+            if status is None or state.status == status:
+                out.append(_item_view(r, entries, state))
+                if len(out) == limit:
+                    break
+        after = rows[-1].enqueued_position
+    return out

@@ -28,11 +28,10 @@ async def list_queue(
     its detail (fencing token, outcome, or re-queue reason)."""
     who = await caller(request)
     if as_of is not None:
-        then, moment = await runtime(request).history.read(
+        then, moment = await runtime(request).history.read_upto(
             who.workspace,
             as_of,
-            lambda c: queries.list_queue(c, who.workspace, project, status, after, limit),
-            tables=queries.LIST_QUEUE_TABLES,
+            lambda c, p: queries.list_queue(c, who.workspace, project, status, after, limit, upto=p),
         )
         return json({"items": then, "as_of": moment})
     items = await runtime(request).store.query(
