@@ -50,6 +50,7 @@ from eventcoord.api.queries.issues import ISSUE_STATE_TABLES, LIST_LEASES_TABLES
 from eventcoord.api.queries.queue import LIST_QUEUE_TABLES, list_queue
 from eventcoord.api.queries.sessions import LIST_AGENTS_TABLES, list_agents
 from eventcoord.context import Caller
+from eventcoord.domain import streams
 from eventcoord.history import snapshots
 from eventcoord.history.asof import History, gather
 from eventcoord.history.logreads import Filters, page, read_range
@@ -112,11 +113,14 @@ async def pages(store: EventStore, head: int, n: int, out: dict[str, Any]) -> No
 ALL = None
 #: Answered from the live tables up to the position (``History.read_upto``), as the route does.
 UPTO = "upto"
+#: A read about one issue: its rows rebuilt from its stream (``History.read_about``), as the route does.
+ABOUT = "about"
 READS: list[tuple[str, Callable[[Any], Any], bool, Any]] = [
     ("leases (/v1/leases)", lambda c: list_leases(c, WS, None, None), False, LIST_LEASES_TABLES),
     ("agents (/v1/agents)", lambda c: list_agents(c, WS, None, 1000), True, LIST_AGENTS_TABLES),
     ("file claims (/v1/file-claims)", lambda c: live_claims(c, WS, None, None, "", 1000), False, LIVE_CLAIMS_TABLES),
-    ("issue state (/v1/issues/I/state)", None, False, ISSUE_STATE_TABLES),
+    ("issue state (/v1/issues/I/state)", None, False, ABOUT),
+    ("issue state, scratch of every issue", None, False, ISSUE_STATE_TABLES),
     ("leases, every table's live rows", lambda c: list_leases(c, WS, None, None), False, ALL),
     ("leases, whole snapshot loaded", lambda c: list_leases(c, WS, None, None), True, ALL),
     (
@@ -168,6 +172,10 @@ async def as_of(
             s = time.perf_counter()
             if tables == UPTO:
                 await history.read_upto(WS, str(p), fn)
+            elif tables == ABOUT:
+                await history.read_about(
+                    WS, str(p), fn, stream=streams.issue(held), projection="leases", tables=ISSUE_STATE_TABLES
+                )
             else:
                 await history.read(WS, str(p), fn, history=hist, tables=tables)
             totals.append(time.perf_counter() - s)

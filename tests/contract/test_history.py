@@ -24,6 +24,7 @@ from eventcoord.api.queries.queue import LIST_QUEUE_TABLES, list_queue
 from eventcoord.api.queries.sessions import LIST_AGENTS_TABLES, list_agents
 from eventcoord.codec import format_time
 from eventcoord.context import Caller
+from eventcoord.domain import streams
 from eventcoord.errors import DomainError
 from eventcoord.history import snapshots as snapshots_mod
 from eventcoord.history.asof import History
@@ -52,8 +53,9 @@ def reads_and_tables(workspace: str) -> dict[str, tuple[Any, Any]]:
         "agents": (lambda c: list_agents(c, workspace, None, 1000), LIST_AGENTS_TABLES),
         "leases": (lambda c: list_leases(c, workspace, None, None), LIST_LEASES_TABLES),
         "file_claims": (lambda c: live_claims(c, workspace, None, None, "", 1000), LIVE_CLAIMS_TABLES),
-        "state P-1": (lambda c: issue_state(c, who, "P-1", None), ISSUE_STATE_TABLES),
-        "state P-2": (lambda c: issue_state(c, who, "P-2", None), ISSUE_STATE_TABLES),
+        # An issue's state is read about that issue (``History.read_about``: its stream).
+        "state P-1": (lambda c: issue_state(c, who, "P-1", None), ("P-1",)),
+        "state P-2": (lambda c: issue_state(c, who, "P-2", None), ("P-2",)),
         # The heatmap and the queue read the live tables up to the position (``History.read_upto``).
         "heatmap": (lambda c, p=None: heatmap_buckets(c, workspace, "claims", None, None, "", 2, None, p), UPTO),
         "contention": (
@@ -107,6 +109,20 @@ async def check_every_moment(history: History, seen: dict[int, dict[str, Any]]) 
                 # live tables up to the position.
                 if tables == UPTO:
                     got, moment = await history.read_upto(ws, str(position), fn)
+                elif isinstance(tables, tuple) and isinstance(tables[0], str):
+                    [issue] = tables
+                    got, moment = await history.read_about(
+                        ws,
+                        str(position),
+                        fn,
+                        stream=streams.issue(issue),
+                        projection="leases",
+                        tables=ISSUE_STATE_TABLES,
+                    )
+                    # The same from a scratch of every issue: the snapshot's and the replay's.
+                    assert as_json(got) == as_json(
+                        (await history.read(ws, str(position), fn, history=False, tables=ISSUE_STATE_TABLES))[0]
+                    )
                 else:
                     got, moment = await history.read(ws, str(position), fn, history=name not in LIVE, tables=tables)
                 assert moment.position == position

@@ -16,12 +16,12 @@ import asyncio
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Collection
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 from sqlalchemy import Connection, Table
 
-from eventcoord import errors
+from eventcoord import errors, projections
 from eventcoord.codec import format_time, parse_time
 from eventcoord.history import logreads, snapshots
 from eventcoord.history.scratch import Scratch, build, plan
@@ -183,6 +183,50 @@ class History:
         names = None if tables is None else frozenset(str(t.name) for t in tables)
         s = await self.scratch(workspace, position, at_us, history=history, tables=names)
         result = await asyncio.to_thread(s.read, fn)
+        return result, Moment(position, format_time(at_us) if at_us is not None else None)
+
+    async def read_about(
+        self,
+        workspace: str,
+        raw: str,
+        fn: Callable[[Connection], T],
+        *,
+        stream: str,
+        projection: str,
+        tables: Collection[Table],
+    ) -> tuple[T, Moment]:
+        """A read about one thing (``stream``: an issue's), as of ``raw``.
+
+        ``projection``'s tables hold only that thing's rows, rebuilt from its stream up to
+        the moment (not the snapshot's every issue); the other ``tables`` the read needs
+        come from the snapshot and the replay since, live rows only, as in :meth:`read`.
+        After an archive the stream may begin in the archive: then it is :meth:`read`.
+        """
+        position, at_us = await self.store.query(lambda c: resolve(c, workspace, raw))
+        rest = [str(t.name) for t in tables if t not in projections.OWNED[projection]]
+
+        def gather_about(c: Connection) -> Any:
+            if snapshots.archive_boundary(c) is not None:
+                return None
+            return gather(c, workspace, position, history=False, tables=plan(rest)[1]), logreads.stream_upto(
+                c, workspace, stream, position
+            )
+
+        got = await self.store.query(gather_about)
+        if got is None:
+            return await self.read(workspace, raw, fn, history=False, tables=tables)
+        (chunks, events, ttl), own = got
+
+        def build_about() -> Scratch:
+            s = build(position, at_us, ttl, workspace, chunks, events, rest)
+            s.replay_stream(own, projection)
+            return s
+
+        s = await asyncio.to_thread(build_about)
+        try:
+            result = await asyncio.to_thread(s.read, fn)
+        finally:
+            s.close()
         return result, Moment(position, format_time(at_us) if at_us is not None else None)
 
     async def read_upto(self, workspace: str, raw: str, fn: Callable[[Connection, int], T]) -> tuple[T, Moment]:

@@ -196,6 +196,14 @@ def read_range(
     return out
 
 
+def stream_upto(conn: Connection, workspace: str, stream: str, upto: int) -> list[RecordedEvent]:
+    """Every event of one stream up to ``upto``, decoded, in order (its unique index walks it)."""
+    stmt = select(*_WIRE).where(
+        (events.c.workspace == workspace) & (events.c.stream == stream) & (events.c.position <= upto)
+    )
+    return [recorded_of(r) for r in conn.execute(stmt.order_by(events.c.version))]
+
+
 def recorded_us_of(conn: Connection, position: int) -> int | None:
     """When the event at ``position`` was recorded (None when it is not in the log)."""
     v = conn.execute(select(events.c.recorded_us).where(events.c.position == position)).scalar()

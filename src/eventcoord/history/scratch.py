@@ -112,6 +112,17 @@ class Scratch:
             self._apply(conn, events)
         self.position = events[-1].position
 
+    def replay_stream(self, events: Sequence[RecordedEvent], projection: str) -> None:
+        """Rebuild one projection's tables from one thing's stream (all of it, up to the moment).
+
+        The projection's tables then hold only that thing's rows (a projection keys its rows
+        by what its events name, and every event about an issue is on its stream), and reads
+        may look at them.
+        """
+        with self._lock, self.engine.begin() as conn:
+            projections.applier_of((projection,))(conn, events)
+        self.tables = self.tables | {str(t.name) for t in projections.OWNED[projection]}
+
     def read(self, fn: Callable[[Connection], T]) -> T:
         """Run a read query on the scratch, its clock pinned to the position's time."""
         with self._lock, self.engine.connect() as conn:

@@ -10,6 +10,7 @@ from litestar.params import Parameter
 from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
 from eventcoord.api.queries import issues as queries
+from eventcoord.domain import streams
 from eventcoord.sanitize import is_key
 
 
@@ -36,11 +37,12 @@ async def issue_state(
     if not is_key(issue):
         raise errors.invalid("issue", "issue keys match [A-Za-z0-9][A-Za-z0-9._:/#-]{0,127}")
     if as_of is not None:
-        state, moment = await runtime(request).history.read(
+        state, moment = await runtime(request).history.read_about(
             who.workspace,
             as_of,
             lambda c: queries.issue_state(c, who, issue, as_),
-            history=False,
+            stream=streams.issue(issue),
+            projection="leases",
             tables=queries.ISSUE_STATE_TABLES,
         )
         return json({**state, "as_of": moment})
