@@ -197,11 +197,19 @@ def read_range(
 
 
 def stream_upto(conn: Connection, workspace: str, stream: str, upto: int) -> list[RecordedEvent]:
-    """Every event of one stream up to ``upto``, decoded, in order (its unique index walks it)."""
-    stmt = select(*_WIRE).where(
-        (events.c.workspace == workspace) & (events.c.stream == stream) & (events.c.position <= upto)
-    )
-    return [recorded_of(r) for r in conn.execute(stmt.order_by(events.c.version))]
+    """Every event of one stream up to ``upto``, decoded, in order.
+
+    The stream's unique index walks it in version order, which is position order. The
+    bound is applied here, not in SQL: given ``position <= ?`` as a parameter, SQLite's
+    planner walks ``ix_events_workspace_position`` instead (every event up to there).
+    """
+    stmt = select(*_WIRE).where((events.c.workspace == workspace) & (events.c.stream == stream))
+    out: list[RecordedEvent] = []
+    for r in conn.execute(stmt.order_by(events.c.version)):
+        if r[0] > upto:
+            break
+        out.append(recorded_of(r))
+    return out
 
 
 def recorded_us_of(conn: Connection, position: int) -> int | None:
