@@ -325,6 +325,14 @@ async def main() -> None:
         help="the fill ends every session at the end (a shift that leaves: grown shifts leave no live state behind)",
     )
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--snapshot-at",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="P",
+        help="before measuring, store snapshots at these positions (the worker's take_snapshot)",
+    )
     args = ap.parse_args()
     work = args.work or Path(f"/tmp/hist-{args.events}")
     work.mkdir(parents=True, exist_ok=True)
@@ -366,6 +374,16 @@ async def main() -> None:
         finally:
             await store.close()
         print(f"filled: {json.dumps(got)}", flush=True)
+    if args.snapshot_at:
+        store = open_store(url)
+        await store.start()
+        try:
+            for at in args.snapshot_at:
+                s = time.perf_counter()
+                await take_snapshot(store, at)
+                print(f"snapshot at {at:,}: {time.perf_counter() - s:.1f} s", flush=True)
+        finally:
+            await store.close()
     results: dict[str, Any] = {}
     if "sqlite" not in args.skip:
         results["sqlite"] = await measure(url, "SQLite", args)
