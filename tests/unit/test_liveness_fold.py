@@ -76,7 +76,7 @@ def rows(engine: Engine) -> dict[str, list[Any]]:
         }
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.lists(op, max_size=60))
 def test_one_apply_of_many_events_equals_one_apply_per_event(ops: list[tuple[str, str, int]]) -> None:
     recorded = events_of(ops)
