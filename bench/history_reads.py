@@ -46,11 +46,10 @@ from history_pg import copy_into_postgres, fresh_database
 
 from eventcoord import projections
 from eventcoord.api.queries.files import LIVE_CLAIMS_TABLES, heatmap_buckets, live_claims
-from eventcoord.api.queries.issues import ISSUE_STATE_TABLES, LIST_LEASES_TABLES, issue_state, list_leases
+from eventcoord.api.queries.issues import ISSUE_STATE_TABLES, LIST_LEASES_TABLES, about_issue, issue_state, list_leases
 from eventcoord.api.queries.queue import LIST_QUEUE_TABLES, list_queue
 from eventcoord.api.queries.sessions import LIST_AGENTS_TABLES, list_agents
 from eventcoord.context import Caller
-from eventcoord.domain import streams
 from eventcoord.history import snapshots
 from eventcoord.history.asof import History, gather
 from eventcoord.history.logreads import Filters, page, read_range
@@ -173,9 +172,7 @@ async def as_of(
             if tables == UPTO:
                 await history.read_upto(WS, str(p), fn)
             elif tables == ABOUT:
-                await history.read_about(
-                    WS, str(p), fn, stream=streams.issue(held), projection="leases", tables=ISSUE_STATE_TABLES
-                )
+                await history.read_about(WS, str(p), fn, **about_issue(held))
             else:
                 await history.read(WS, str(p), fn, history=hist, tables=tables)
             totals.append(time.perf_counter() - s)

@@ -10,7 +10,7 @@ then a snapshot is stored mid-way and the same holds (the replay starts from it)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import pytest
@@ -19,12 +19,11 @@ from sqlalchemy.exc import DatabaseError
 from tests.contract.test_rebuild import Driver, scripted_day
 
 from eventcoord.api.queries.files import LIVE_CLAIMS_TABLES, heatmap_buckets, live_claims
-from eventcoord.api.queries.issues import ISSUE_STATE_TABLES, LIST_LEASES_TABLES, issue_state, list_leases
+from eventcoord.api.queries.issues import ISSUE_STATE_TABLES, LIST_LEASES_TABLES, about_issue, issue_state, list_leases
 from eventcoord.api.queries.queue import LIST_QUEUE_TABLES, list_queue
 from eventcoord.api.queries.sessions import LIST_AGENTS_TABLES, list_agents
 from eventcoord.codec import format_time
 from eventcoord.context import Caller
-from eventcoord.domain import streams
 from eventcoord.errors import DomainError
 from eventcoord.history import snapshots as snapshots_mod
 from eventcoord.history.asof import History
@@ -46,6 +45,12 @@ def reads(workspace: str) -> dict[str, Any]:
 UPTO = "upto"
 
 
+class About(NamedTuple):
+    """A read about one issue, answered from its stream (``History.read_about``)."""
+
+    issue: str
+
+
 def reads_and_tables(workspace: str) -> dict[str, tuple[Any, Any]]:
     """Every SPEC §8 point-in-time read of one workspace, with the tables its route loads for it."""
     who = Caller(workspace, "admin")
@@ -54,8 +59,8 @@ def reads_and_tables(workspace: str) -> dict[str, tuple[Any, Any]]:
         "leases": (lambda c: list_leases(c, workspace, None, None), LIST_LEASES_TABLES),
         "file_claims": (lambda c: live_claims(c, workspace, None, None, "", 1000), LIVE_CLAIMS_TABLES),
         # An issue's state is read about that issue (``History.read_about``: its stream).
-        "state P-1": (lambda c: issue_state(c, who, "P-1", None), ("P-1",)),
-        "state P-2": (lambda c: issue_state(c, who, "P-2", None), ("P-2",)),
+        "state P-1": (lambda c: issue_state(c, who, "P-1", None), About("P-1")),
+        "state P-2": (lambda c: issue_state(c, who, "P-2", None), About("P-2")),
         # The heatmap and the queue read the live tables up to the position (``History.read_upto``).
         "heatmap": (lambda c, p=None: heatmap_buckets(c, workspace, "claims", None, None, "", 2, None, p), UPTO),
         "contention": (
@@ -109,16 +114,8 @@ async def check_every_moment(history: History, seen: dict[int, dict[str, Any]]) 
                 # live tables up to the position.
                 if tables == UPTO:
                     got, moment = await history.read_upto(ws, str(position), fn)
-                elif isinstance(tables, tuple) and isinstance(tables[0], str):
-                    [issue] = tables
-                    got, moment = await history.read_about(
-                        ws,
-                        str(position),
-                        fn,
-                        stream=streams.issue(issue),
-                        projection="leases",
-                        tables=ISSUE_STATE_TABLES,
-                    )
+                elif isinstance(tables, About):
+                    got, moment = await history.read_about(ws, str(position), fn, **about_issue(tables.issue))
                     # The same from a scratch of every issue: the snapshot's and the replay's.
                     assert as_json(got) == as_json(
                         (await history.read(ws, str(position), fn, history=False, tables=ISSUE_STATE_TABLES))[0]

@@ -42,6 +42,11 @@ class Moment(msgspec.Struct, frozen=True):
     position: int
     at: str | None
 
+    @classmethod
+    def of(cls, position: int, at_us: int | None) -> Moment:
+        """The moment of ``position``, recorded at ``at_us`` (None: before the first event)."""
+        return cls(position, format_time(at_us) if at_us is not None else None)
+
 
 def resolve(conn: Connection, workspace: str, raw: str) -> tuple[int, int | None]:
     """``as_of`` text to ``(position, recorded_us)``; 422 past the head, 410 before an archive.
@@ -180,10 +185,21 @@ class History:
         replays only what keeps those right (a read of any other table then fails).
         """
         position, at_us = await self.store.query(lambda c: resolve(c, workspace, raw))
+        return await self._read_at(workspace, position, at_us, fn, history=history, tables=tables)
+
+    async def _read_at(
+        self,
+        workspace: str,
+        position: int,
+        at_us: int | None,
+        fn: Callable[[Connection], T],
+        *,
+        history: bool,
+        tables: Collection[Table] | None,
+    ) -> tuple[T, Moment]:
         names = None if tables is None else frozenset(str(t.name) for t in tables)
         s = await self.scratch(workspace, position, at_us, history=history, tables=names)
-        result = await asyncio.to_thread(s.read, fn)
-        return result, Moment(position, format_time(at_us) if at_us is not None else None)
+        return await asyncio.to_thread(s.read, fn), Moment.of(position, at_us)
 
     async def read_about(
         self,
@@ -214,7 +230,7 @@ class History:
 
         got = await self.store.query(gather_about)
         if got is None:
-            return await self.read(workspace, raw, fn, history=False, tables=tables)
+            return await self._read_at(workspace, position, at_us, fn, history=False, tables=tables)
         (chunks, events, ttl), own = got
 
         def build_about() -> Scratch:
@@ -227,7 +243,7 @@ class History:
             result = await asyncio.to_thread(s.read, fn)
         finally:
             s.close()
-        return result, Moment(position, format_time(at_us) if at_us is not None else None)
+        return result, Moment.of(position, at_us)
 
     async def read_upto(self, workspace: str, raw: str, fn: Callable[[Connection, int], T]) -> tuple[T, Moment]:
         """Run ``fn(conn, position)`` on the live store, for reads whose rows up to a position
@@ -236,7 +252,7 @@ class History:
         """
         position, at_us = await self.store.query(lambda c: resolve(c, workspace, raw))
         result = await self.store.query(lambda c: fn(c, position))
-        return result, Moment(position, format_time(at_us) if at_us is not None else None)
+        return result, Moment.of(position, at_us)
 
     def close(self) -> None:
         """Drop every cached scratch."""

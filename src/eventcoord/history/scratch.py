@@ -9,6 +9,7 @@ is judged at that moment. Everything here is synchronous and runs in a worker th
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Sequence
@@ -44,6 +45,12 @@ def _empty_schema() -> bytes:
 
 def plan(tables: Collection[str] | None) -> tuple[frozenset[str] | None, frozenset[str]]:
     """For a read of ``tables`` (None: all): the projections to replay (None: all) and the tables to load."""
+    return _plan(None if tables is None else frozenset(tables))
+
+
+@functools.cache
+def _plan(tables: frozenset[str] | None) -> tuple[frozenset[str] | None, frozenset[str]]:
+    # Cached: a scratch's caller and the scratch itself both ask, and the answer is fixed.
     if tables is None:
         return None, frozenset(TABLES)
     names, load = projections.needed_for(TABLES[t] for t in tables)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Table, select
 
 from eventcoord.api.queries.common import clock, read_clock
 from eventcoord.codec import format_time
 from eventcoord.context import Caller, Context
+from eventcoord.domain import streams
 from eventcoord.domain.issues import effective_state
 from eventcoord.handlers.issues import load_issue_view
 from eventcoord.liveness import is_live
@@ -16,6 +17,23 @@ from eventcoord.projections.tables import issues, leases, sessions
 
 #: The read-model tables :func:`issue_state` reads (a point-in-time read loads only these).
 ISSUE_STATE_TABLES = (issues, leases, sessions)
+
+
+class About(TypedDict):
+    """What ``History.read_about`` needs to read about one thing: its stream, the projection
+    rebuilt from it, and every table the read looks at."""
+
+    stream: str
+    projection: str
+    tables: tuple[Table, ...]
+
+
+def about_issue(issue: str) -> About:
+    """:func:`issue_state` as of a moment reads about ``issue``: its stream rebuilds its
+    issue and lease rows (the ``leases`` projection's), the sessions come from the snapshot."""
+    return About(stream=streams.issue(issue), projection="leases", tables=ISSUE_STATE_TABLES)
+
+
 #: The read-model tables :func:`list_leases` reads.
 LIST_LEASES_TABLES = (leases, sessions)
 

@@ -10,7 +10,6 @@ from litestar.params import Parameter
 from eventcoord import errors
 from eventcoord.api.deps import caller, json, runtime
 from eventcoord.api.queries import issues as queries
-from eventcoord.domain import streams
 from eventcoord.sanitize import is_key
 
 
@@ -41,9 +40,7 @@ async def issue_state(
             who.workspace,
             as_of,
             lambda c: queries.issue_state(c, who, issue, as_),
-            stream=streams.issue(issue),
-            projection="leases",
-            tables=queries.ISSUE_STATE_TABLES,
+            **queries.about_issue(issue),
         )
         return json({**state, "as_of": moment})
     return json(await runtime(request).store.query(lambda c: queries.issue_state(c, who, issue, as_)))
