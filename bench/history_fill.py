@@ -127,8 +127,8 @@ async def live_snapshot(store: EventStore) -> int:
         p = log.head(conn)
         at_us = logreads.recorded_us_of(conn, p)
         assert at_us is not None
-        manifest, data = snapshots.dump(conn)
-        snapshots.write(conn, p, at_us, dbclock.read(conn)[0], manifest, data)
+        d = snapshots.dump(conn)
+        snapshots.write(conn, p, at_us, dbclock.read(conn)[0], d.manifest, d.chunks)
         return p
 
     return await store.transact(take)
@@ -263,8 +263,8 @@ def derive(conn: Connection, every: int, window: tuple[int, int], batch: int = 5
             head = [r for r in page if r.position <= cut]
             projections.apply(conn, head)
             page = page[len(head) :]
-            manifest, data = snapshots.dump(conn)
-            snapshots.write(conn, cut, head[-1].recorded_us, dbclock.read(conn)[0], manifest, data)
+            d = snapshots.dump(conn)
+            snapshots.write(conn, cut, head[-1].recorded_us, dbclock.read(conn)[0], d.manifest, d.chunks)
             taken += 1
         projections.apply(conn, page)
         after = end

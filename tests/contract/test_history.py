@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 import pytest
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, func, select, update
 from sqlalchemy.exc import DatabaseError
 from tests.contract.test_rebuild import Driver, scripted_day
 
@@ -26,10 +26,11 @@ from eventcoord.codec import format_time
 from eventcoord.context import Caller
 from eventcoord.errors import DomainError
 from eventcoord.history import snapshots as snapshots_mod
+from eventcoord.history import worker as worker_mod
 from eventcoord.history.asof import History
 from eventcoord.history.logreads import read_range
 from eventcoord.history.scratch import build, rows_of
-from eventcoord.history.worker import SnapshotWorker, take_snapshot
+from eventcoord.history.worker import Snapshotter, SnapshotWorker, take_snapshot
 from eventcoord.store import dbclock
 from eventcoord.store.schema import events, snapshot_chunks, snapshots
 
@@ -139,22 +140,28 @@ async def test_as_of_every_position_equals_the_live_read_then(store: Any) -> Non
         assert await take_snapshot(store, middle) == middle
         history.close()
         await check_every_moment(history, d.seen)
-        # A second one built on it (its history chunks reused, not rebuilt) holds exactly
-        # the rows a replay from zero gives, and moments after it still match.
+        # A second one built on it (its history chunks reused, not rebuilt: it names the
+        # first and only the history since) holds exactly the rows a replay from zero
+        # gives, and moments after it still match.
         later = positions[3 * len(positions) // 4]
         assert await take_snapshot(store, later) == later
         assert await snapshot_rows(store, later) == await replayed_rows(store, later)
-        manifests = await store.query(
-            lambda c: [snapshots_mod.nearest(c, p).manifest for p in (middle, later)]  # type: ignore[union-attr]
-        )
-        reused = [
-            (k, ws, h)
-            for k, per in manifests[0].items()
-            if k.endswith("/history")
+
+        def chain(c: Connection) -> tuple[Any, ...]:
+            first, second = (snapshots_mod.nearest(c, p) for p in (middle, later))
+            assert first is not None and second is not None
+            return second, snapshots_mod.history_of(c, first), snapshots_mod.history_of(c, second)
+
+        second, first_history, second_history = await store.query(chain)
+        assert second.base == middle and not any(k.endswith("/history") for k in second.manifest)
+        reused = [(k, ws, h) for k, per in first_history.items() for ws, hs in per.items() for h in hs]
+        assert reused and all(h in second_history[k][ws] for k, ws, h in reused)
+        assert all(
+            h not in first_history.get(k, {}).get(ws, [])
+            for k, per in second.history.items()
             for ws, hs in per.items()
             for h in hs
-        ]
-        assert reused and all(h in manifests[1][k][ws] for k, ws, h in reused)
+        )
         history.close()
         await check_every_moment(history, d.seen)
     finally:
@@ -263,3 +270,67 @@ async def test_snapshots_every_n_events_share_unchanged_chunks(store: Any) -> No
     )
     assert 0 < chunks_after_second - chunks_after_first <= 2
     assert await store.query(lambda c: c.execute(select(func.count()).select_from(snapshots)).scalar_one()) == 2
+
+
+async def test_a_snapshotter_builds_each_snapshot_on_its_last_and_each_is_the_replay(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's way: one scratch, loaded once, advanced by the events since each snapshot,
+    re-cutting only the chunks of changed rows. Every snapshot must hold exactly the rows a
+    replay from zero gives, history included (the kept scratch forgets its history rows once
+    they are stored, so a snapshot's history is the previous one's plus what became final)."""
+    builds: list[int] = []
+    real_build = worker_mod.build
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        builds.append(args[0])
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(worker_mod, "build", counted)
+    d = Driver(store)
+    await scripted_day(d)
+    middle = await store.head()
+    await scripted_day(d)  # the same day again: rows change, end, and come back
+    head = await store.head()
+    positions = sorted({middle // 3, 2 * middle // 3, middle, (middle + head) // 2, head})
+    snapshotter = Snapshotter(store)
+    try:
+        for p in positions:
+            assert await snapshotter.take(p) == p
+            assert await snapshot_rows(store, p) == await replayed_rows(store, p), f"snapshot at {p}"
+        assert builds == [positions[0]], "every snapshot after the first builds on the kept scratch"
+        # Asked for a moment before the kept one, it builds afresh from the nearest stored snapshot.
+        earlier = positions[1] + 1
+        assert await snapshotter.take(earlier) == earlier
+        assert await snapshot_rows(store, earlier) == await replayed_rows(store, earlier)
+        assert builds == [positions[0], earlier]
+    finally:
+        snapshotter.close()
+
+
+async def test_a_snapshot_stored_before_the_chain_roots_the_next_one(store: Any) -> None:
+    """Snapshots written before 0008_snapshot_chain name all their history in the manifest:
+    the next snapshot extends one as it would a new one, and both hold the replay's rows."""
+    d = Driver(store)
+    await scripted_day(d)
+    first = await store.head()
+    assert await take_snapshot(store, first) == first
+
+    def as_before_the_chain(c: Connection) -> None:
+        snap = snapshots_mod.nearest(c, first)
+        assert snap is not None and snap.history is not None
+        whole = {**snap.manifest, **snapshots_mod.history_of(c, snap)}
+        c.execute(
+            update(snapshots)
+            .where(snapshots.c.position == first)
+            .values(manifest=msgspec.json.encode(whole).decode(), history=None, base_position=None)
+        )
+
+    await store.transact(as_before_the_chain)
+    await scripted_day(d)
+    head = await store.head()
+    assert await take_snapshot(store, head) == head
+    second = await store.query(lambda c: snapshots_mod.nearest(c, head))
+    assert second is not None and second.base == first
+    assert await snapshot_rows(store, first) == await replayed_rows(store, first)
+    assert await snapshot_rows(store, head) == await replayed_rows(store, head)

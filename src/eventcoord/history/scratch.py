@@ -10,17 +10,18 @@ is judged at that moment. Everything here is synchronous and runs in a worker th
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine
+from sqlalchemy import Connection, Engine, create_engine, delete
 from sqlalchemy.pool import StaticPool
 
 from eventcoord import projections
 from eventcoord.api.queries.common import CLOCK_KEY
-from eventcoord.history.snapshots import TABLES, decode_chunk
+from eventcoord.history.snapshots import CLOSED, TABLES, decode_chunk
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.schema import metadata
 
@@ -140,6 +141,45 @@ class Scratch:
             finally:
                 self._reading = False
                 conn.info.pop(CLOCK_KEY, None)
+
+    def track_changes(self) -> None:
+        """From now on, note the key of every read-model row inserted, updated or deleted.
+
+        Temporary triggers write them to ``_changed`` (:meth:`take_changes` reads them), so
+        a snapshot built on this scratch's previous one re-cuts only the chunks they fall in
+        (``snapshots.dump_changed``).
+        """
+        with self._lock, self.engine.begin() as conn:
+            raw = conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)
+            raw.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS _changed (tbl TEXT NOT NULL, ws TEXT NOT NULL, k TEXT NOT NULL)"
+            )
+            for name, table in TABLES.items():
+                pk = [c.name for c in table.primary_key.columns]
+                for event, row in (("INSERT", "NEW"), ("UPDATE", "NEW"), ("UPDATE", "OLD"), ("DELETE", "OLD")):
+                    key = ", ".join(f"{row}.{c}" for c in pk)
+                    raw.execute(
+                        f"CREATE TEMP TRIGGER IF NOT EXISTS _changed_{name}_{event}_{row} AFTER {event} ON main.{name} "
+                        f"BEGIN INSERT INTO _changed VALUES ('{name}', {row}.workspace, json_array({key})); END"
+                    )
+
+    def take_changes(self) -> dict[tuple[str, str], set[tuple[Any, ...]]]:
+        """The keys noted since the last call, by (table, workspace); the notes are cleared."""
+        out: dict[tuple[str, str], set[tuple[Any, ...]]] = {}
+        with self._lock, self.engine.begin() as conn:
+            raw = conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)
+            for tbl, ws, k in raw.execute("SELECT DISTINCT tbl, ws, k FROM _changed"):
+                out.setdefault((tbl, ws), set()).add(tuple(json.loads(k)))
+            raw.execute("DELETE FROM _changed")
+        return out
+
+    def drop_history(self) -> None:
+        """Delete the history rows (``snapshots.CLOSED``): final, and kept by a snapshot now."""
+        with self._lock, self.engine.begin() as conn:
+            for name, closed in CLOSED.items():
+                conn.execute(delete(TABLES[name]).where(closed))
 
     def close(self) -> None:
         """Drop the in-memory database."""

@@ -15,17 +15,23 @@ log mostly by such rows, so a point-in-time read of live state (agents, leases, 
 issue) loads a snapshot without them (``load_chunks(history=False)``): its cost follows the
 live state, not the length of the log. Snapshots written before this split hold every row
 under the table's own name and are loaded whole.
+
+History rows never change, so a snapshot does not name them all again: it names the
+snapshot it extends (``base_position``) and the history chunks of the rows that became
+final since (``history``); its whole history is the chain's (:func:`history_of`). Snapshots
+written before the chain name all of their history in their manifest.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import zlib
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import msgspec
-from sqlalchemy import ColumnElement, Connection, Table, bindparam, not_, select, true
+from sqlalchemy import ColumnElement, Connection, Select, Table, bindparam, not_, select, true, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 
 from eventcoord.projections.tables import READ_MODEL_TABLES, file_claims, leases, sessions, work_items
@@ -60,85 +66,236 @@ CLOSED: dict[str, ColumnElement[bool]] = {
 
 
 class Snapshot(msgspec.Struct, frozen=True):
-    """A snapshot's header: its position, that position's time, its manifest."""
+    """A snapshot's header: its position, that position's time, its manifest.
+
+    ``manifest``: the live rows' chunks (and, in snapshots written before the chain, the
+    history's too); ``history``: the history chunks since ``base`` (None: in the manifest).
+    """
 
     position: int
     recorded_us: int
     manifest: Manifest
+    base: int | None = None
+    history: Manifest | None = None
+
+    @property
+    def keeps_history_apart(self) -> bool:
+        """Whether its history rows are apart from the live ones (written since the split)."""
+        return self.history is not None or any(key.endswith(HISTORY) for key in self.manifest)
 
 
-def _key(table: Table, row: Sequence[Any]) -> bytes:
-    cols = [c.name for c in table.columns]
-    return msgspec.json.encode([row[cols.index(c.name)] for c in table.primary_key.columns])
+#: One part of a snapshot: a manifest key (``leases``, ``leases/history``) and a workspace.
+PartKey = tuple[str, str]
 
 
-def _chunks(table: Table, rows: Iterable[Sequence[Any]]) -> Iterator[list[list[Any]]]:
-    current: list[list[Any]] = []
-    for row in rows:
-        current.append(list(row))
-        if zlib.crc32(_key(table, row)) % BOUNDARY == 0 or len(current) >= MAX_ROWS:
-            yield current
-            current = []
-    if current:
-        yield current
+class Part(msgspec.Struct, frozen=True):
+    """How one part was chunked: its chunks' hashes, and the key of each chunk's last row.
+
+    A chunk ``i`` holds the rows with keys in ``(last_keys[i-1], last_keys[i]]``, so a row's
+    chunk is found by bisection, and a snapshot that changed a few rows re-chunks only the
+    chunks they fall in (:func:`dump_changed`).
+    """
+
+    hashes: list[str]
+    last_keys: list[tuple[Any, ...]]
 
 
-def _store_chunks(table: Table, rows: Iterable[Sequence[Any]], chunks: dict[str, bytes]) -> list[str]:
-    hashes = []
-    for chunk in _chunks(table, rows):
-        raw = msgspec.json.encode(chunk)
+#: The parts of one dump (what the next :func:`dump_changed` builds on).
+Layout = dict[PartKey, Part]
+
+
+class Dump(msgspec.Struct, frozen=True):
+    """A dump of the read models: the manifest, the chunks not known before, the live parts' layout."""
+
+    manifest: Manifest
+    chunks: dict[str, bytes]
+    layout: Layout
+
+
+def _key_of(table: Table) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    at = [[c.name for c in table.columns].index(c.name) for c in table.primary_key.columns]
+    return lambda row: tuple(row[i] for i in at)
+
+
+class _Chunker:
+    """Cuts one part's rows (in key order) into chunks at key-chosen boundaries.
+
+    A chunk ends after a row whose key hashes to 0 modulo :data:`BOUNDARY`, or at
+    :data:`MAX_ROWS`. Only chunks whose hash is neither in ``chunks`` nor ``known`` (stored
+    already) are compressed.
+    """
+
+    def __init__(self, table: Table, chunks: dict[str, bytes], known: Collection[str]) -> None:
+        self.key = _key_of(table)
+        self.chunks = chunks
+        self.known = known
+        self.current: list[list[Any]] = []
+        self.hashes: list[str] = []
+        self.last_keys: list[tuple[Any, ...]] = []
+
+    def add(self, row: Sequence[Any]) -> None:
+        key = self.key(row)
+        self.current.append(list(row))
+        if zlib.crc32(msgspec.json.encode(list(key))) % BOUNDARY == 0 or len(self.current) >= MAX_ROWS:
+            self._cut(key)
+
+    def _cut(self, key: tuple[Any, ...]) -> None:
+        raw = msgspec.json.encode(self.current)
         digest = hashlib.sha256(raw).hexdigest()
-        chunks.setdefault(digest, zlib.compress(raw, 6))
-        hashes.append(digest)
-    return hashes
+        if digest not in self.chunks and digest not in self.known:
+            self.chunks[digest] = zlib.compress(raw, 6)
+        self.hashes.append(digest)
+        self.last_keys.append(key)
+        self.current = []
+
+    def finish(self) -> Part:
+        """The part, its last rows cut into a chunk of their own."""
+        if self.current:
+            self._cut(self.key(self.current[-1]))
+        return Part(self.hashes, self.last_keys)
 
 
-def dump(conn: Connection) -> tuple[Manifest, dict[str, bytes]]:
-    """Every read-model row of ``conn``'s database as a manifest and its chunks (hash → data).
+def _parts(table: Table) -> dict[str, ColumnElement[bool] | None]:
+    """A table's manifest keys and the rows each holds (None: every row)."""
+    closed = CLOSED.get(table.name)
+    return {table.name: None} if closed is None else {table.name: not_(closed), table.name + HISTORY: closed}
+
+
+def _select(table: Table, workspace: str, where: ColumnElement[bool] | None) -> Select[Any]:
+    stmt = select(table).where(table.c.workspace == workspace)
+    return stmt if where is None else stmt.where(where)
+
+
+def dump(conn: Connection, known: Collection[str] = ()) -> Dump:
+    """Every read-model row of ``conn``'s database as a manifest, its chunks and its layout.
 
     A table with history rows (:data:`CLOSED`) has two entries: ``name`` (the live rows) and
-    ``name/history``.
+    ``name/history``. ``known``: hashes of chunks stored already (not compressed again).
     """
     manifest: Manifest = {}
     chunks: dict[str, bytes] = {}
+    layout: Layout = {}
     for table in READ_MODEL_TABLES:
-        closed = CLOSED.get(table.name)
-        parts = {table.name: None} if closed is None else {table.name: not_(closed), table.name + HISTORY: closed}
-        for key, where in parts.items():
+        workspaces = sorted(conn.execute(select(table.c.workspace).distinct()).scalars())
+        for key, where in _parts(table).items():
             per_ws: dict[str, list[str]] = {}
-            workspaces = sorted(conn.execute(select(table.c.workspace).distinct()).scalars())
             for ws in workspaces:
-                stmt = select(table).where(table.c.workspace == ws)
-                if where is not None:
-                    stmt = stmt.where(where)
-                hashes = _store_chunks(table, conn.execute(stmt.order_by(*table.primary_key.columns)), chunks)
-                if hashes or where is None:
-                    per_ws[ws] = hashes
+                chunker = _Chunker(table, chunks, known)
+                for row in conn.execute(_select(table, ws, where).order_by(*table.primary_key.columns)):
+                    chunker.add(row)
+                part = chunker.finish()
+                if part.hashes:
+                    per_ws[ws] = part.hashes
+                    if key == table.name:  # history parts are never re-cut: no layout
+                        layout[(key, ws)] = part
             manifest[key] = per_ws
-    return manifest, chunks
+    return Dump(manifest, chunks, layout)
 
 
-def keeps_history_apart(manifest: Manifest) -> bool:
-    """Whether a snapshot stores its history rows apart (written since the split)."""
-    return any(key.endswith(HISTORY) for key in manifest)
+def _rechunk(
+    conn: Connection,
+    table: Table,
+    workspace: str,
+    where: ColumnElement[bool] | None,
+    old: Part,
+    changed: Iterable[tuple[Any, ...]],
+    chunks: dict[str, bytes],
+    known: Collection[str],
+) -> Part:
+    """``old`` with the chunks holding a ``changed`` key cut again from the rows now.
 
-
-def with_history(manifest: Manifest, previous: Manifest) -> Manifest:
-    """A dump of a scratch loaded without history from ``previous``, completed with its history.
-
-    History rows are final, and a scratch loaded with ``history=False`` holds none of the
-    previous snapshot's: the history rows it holds are exactly those that became final
-    (or were appended) in the replay since. The history of the new snapshot is therefore
-    the previous one's chunks followed by those: nothing of it is read, decoded or hashed
-    again, so a snapshot costs the live state and the events since, not the log's length.
+    Chunks no changed key falls in are kept as they are. Re-cutting goes on past a changed
+    chunk until the cutter is back in step with the old boundaries (it has just cut at an
+    old chunk's end), so the result is exactly what cutting every row would give.
     """
-    out = {key: dict(per_ws) for key, per_ws in manifest.items()}
-    for key, per_ws in previous.items():
-        if key.endswith(HISTORY):
-            merged = out.setdefault(key, {})
-            for ws, hashes in per_ws.items():
-                merged[ws] = [*hashes, *merged.get(ws, [])]
-    return out
+    n = len(old.hashes)
+    # Chunk n stands for the keys after the last chunk's end (rows added at the end).
+    dirty = {bisect.bisect_left(old.last_keys, k) for k in changed}
+    if n in dirty and n > 0:
+        dirty.add(n - 1)  # the last chunk ends where the rows did, not at a boundary: rows after join it
+    chunker = _Chunker(table, chunks, known)
+    in_step = True
+    for i in range(n + 1):
+        if in_step and i not in dirty:
+            if i < n:
+                chunker.hashes.append(old.hashes[i])
+                chunker.last_keys.append(old.last_keys[i])
+            continue
+        lo = old.last_keys[i - 1] if i > 0 else None
+        hi = old.last_keys[i] if i < n else None
+        for row in conn.execute(_key_range(table, workspace, where, lo, hi)):
+            if row.workspace == workspace:
+                chunker.add(row)
+        in_step = not chunker.current
+    return chunker.finish()
+
+
+def _key_range(
+    table: Table,
+    workspace: str,
+    where: ColumnElement[bool] | None,
+    lo: tuple[Any, ...] | None,
+    hi: tuple[Any, ...] | None,
+) -> Select[Any]:
+    """The rows with keys in ``(lo, hi]`` (None: unbounded), in key order, as an index range.
+
+    A key that starts with the workspace is compared after it (``workspace = ? AND issue > ?``):
+    SQLite does not range over ``(workspace, issue) > (?, ?)`` beside ``workspace = ?``. A key
+    without it is a range of its own, the workspace left to the caller: SQLite would rather
+    walk a workspace index (every row of the workspace) than range over the primary key.
+    """
+    pk = list(table.primary_key.columns)
+    lead = pk[0].name == "workspace"
+    cols = pk[1:] if lead else pk
+    stmt = select(table) if where is None else select(table).where(where)
+    if lead:
+        stmt = stmt.where(table.c.workspace == workspace)
+    for bound, above in ((lo, True), (hi, False)):
+        if bound is not None:
+            vals = bound[1:] if lead else bound
+            left, right = (cols[0], vals[0]) if len(cols) == 1 else (tuple_(*cols), tuple_(*vals))
+            stmt = stmt.where(left > right if above else left <= right)
+    return stmt.order_by(*pk)
+
+
+def dump_changed(
+    conn: Connection, layout: Layout, changed: dict[tuple[str, str], set[tuple[Any, ...]]], known: Collection[str]
+) -> Dump:
+    """What :func:`dump` would give, re-cutting only the chunks of rows that changed.
+
+    ``layout``: the live parts of the previous dump of this database; ``changed``: the keys
+    of every row inserted, updated or deleted since, by (table, workspace). The history
+    parts hold the history rows in the database (all of them: a database that keeps
+    building on its dumps deletes its history rows once they are dumped).
+    """
+    manifest: Manifest = {}
+    chunks: dict[str, bytes] = {}
+    out: Layout = {}
+    for table in READ_MODEL_TABLES:
+        parts = _parts(table)
+        live_key = table.name
+        workspaces = sorted(
+            {ws for (k, ws) in layout if k == live_key} | {ws for (t, ws) in changed if t == table.name}
+        )
+        per_ws: dict[str, list[str]] = {}
+        for ws in workspaces:
+            old = layout.get((live_key, ws), Part([], []))
+            keys = changed.get((table.name, ws))
+            part = old if not keys else _rechunk(conn, table, ws, parts[live_key], old, keys, chunks, known)
+            if part.hashes:
+                per_ws[ws] = part.hashes
+                out[(live_key, ws)] = part
+        manifest[live_key] = per_ws
+        closed = CLOSED.get(table.name)
+        if closed is not None:
+            history: dict[str, list[str]] = {}
+            for ws in sorted(conn.execute(select(table.c.workspace).where(closed).distinct()).scalars()):
+                chunker = _Chunker(table, chunks, known)
+                for row in conn.execute(_select(table, ws, closed).order_by(*table.primary_key.columns)):
+                    chunker.add(row)
+                history[ws] = chunker.finish().hashes
+            manifest[live_key + HISTORY] = history
+    return Dump(manifest, chunks, out)
 
 
 def decode_chunk(data: bytes) -> list[list[Any]]:
@@ -160,9 +317,19 @@ def _insert_snapshot(dialect: str) -> Any:
 
 
 def write(
-    conn: Connection, position: int, recorded_us: int, created_us: int, manifest: Manifest, chunks: dict[str, bytes]
+    conn: Connection,
+    position: int,
+    recorded_us: int,
+    created_us: int,
+    manifest: Manifest,
+    chunks: dict[str, bytes],
+    base: int | None = None,
 ) -> int:
-    """Store a snapshot; only chunks not stored yet are written. Returns the chunks written."""
+    """Store a snapshot; only chunks not stored yet are written. Returns the chunks written.
+
+    ``manifest``: a dump's (:class:`Dump`); its history parts are the history rows that
+    became final after the snapshot at ``base`` (None: all of them).
+    """
     wanted = list(chunks)
     have: set[str] = set()
     for start in range(0, len(wanted), 500):
@@ -171,28 +338,72 @@ def write(
     new = [{"h": h, "d": chunks[h]} for h in wanted if h not in have]
     if new:
         conn.execute(_insert_chunks(conn.dialect.name), new)
+    live = {k: v for k, v in manifest.items() if not k.endswith(HISTORY)}
+    history = {k: v for k, v in manifest.items() if k.endswith(HISTORY)}
     conn.execute(
         _insert_snapshot(conn.dialect.name).values(
             position=position,
             recorded_us=recorded_us,
             created_us=created_us,
-            manifest=msgspec.json.encode(manifest).decode(),
+            manifest=msgspec.json.encode(live).decode(),
+            base_position=base,
+            history=msgspec.json.encode(history).decode(),
         )
     )
     return len(new)
 
 
+_HEADER = (snapshots.c.position, snapshots.c.recorded_us, snapshots.c.manifest, snapshots.c.base_position)
+
+
+def _snapshot_of(row: Any) -> Snapshot:
+    history = None if row[4] is None else msgspec.json.decode(row[4], type=Manifest)
+    base = None if row[3] is None else int(row[3])
+    return Snapshot(int(row[0]), int(row[1]), msgspec.json.decode(row[2], type=Manifest), base, history)
+
+
 def nearest(conn: Connection, position: int) -> Snapshot | None:
     """The newest snapshot at or before ``position``."""
     row = conn.execute(
-        select(snapshots.c.position, snapshots.c.recorded_us, snapshots.c.manifest)
+        select(*_HEADER, snapshots.c.history)
         .where(snapshots.c.position <= position)
         .order_by(snapshots.c.position.desc())
         .limit(1)
     ).first()
-    if row is None:
-        return None
-    return Snapshot(int(row[0]), int(row[1]), msgspec.json.decode(row[2], type=Manifest))
+    return None if row is None else _snapshot_of(row)
+
+
+def history_of(conn: Connection, snap: Snapshot) -> Manifest:
+    """Every history chunk of ``snap``, by part, oldest first: its chain's, from the root on."""
+    if snap.history is None:
+        return {k: v for k, v in snap.manifest.items() if k.endswith(HISTORY)}
+    chain = [snap.history]
+    base = snap.base
+    if base is not None:
+        # The chain's deltas in one read (small: a few new chunks each), walked here.
+        deltas = {
+            int(p): (b, h)
+            for p, b, h in conn.execute(
+                select(snapshots.c.position, snapshots.c.base_position, snapshots.c.history).where(
+                    snapshots.c.position < snap.position
+                )
+            )
+        }
+        while base is not None:
+            b, h = deltas[base]
+            if h is None:  # written before the chain: its manifest names all of its history
+                root = conn.execute(select(*_HEADER, snapshots.c.history).where(snapshots.c.position == base)).one()
+                chain.append(history_of(conn, _snapshot_of(root)))
+                break
+            chain.append(msgspec.json.decode(h, type=Manifest))
+            base = None if b is None else int(b)
+    out: Manifest = {}
+    for delta in reversed(chain):
+        for key, per_ws in delta.items():
+            merged = out.setdefault(key, {})
+            for ws, hashes in per_ws.items():
+                merged.setdefault(ws, []).extend(hashes)
+    return out
 
 
 def latest_position(conn: Connection) -> int:
@@ -216,7 +427,8 @@ def load_chunks(
     touches such a row. ``tables``: only those tables' chunks.
     """
     wanted: dict[str, list[str]] = {}
-    for key, per_ws in snap.manifest.items():
+    parts = {**snap.manifest, **history_of(conn, snap)} if history else snap.manifest
+    for key, per_ws in parts.items():
         name, _, rest = key.partition("/")
         if (rest and not history) or (tables is not None and name not in tables):
             continue

@@ -124,6 +124,10 @@ snapshots = Table(
     Column("recorded_us", BigInt, nullable=False),  # recorded_at of that position
     Column("created_us", BigInt, nullable=False),
     Column("manifest", Text, nullable=False),  # JSON {table: {workspace: [chunk hash, ...]}}
+    # The snapshot whose history this one extends (NULL: none), and the history rows' chunks
+    # since it, JSON {table/history: {workspace: [hash, ...]}} (NULL: in the manifest, whole).
+    Column("base_position", BigInt, nullable=True),
+    Column("history", Text, nullable=True),
 )
 
 snapshot_chunks = Table(
