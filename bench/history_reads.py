@@ -55,7 +55,7 @@ from eventcoord.history.asof import History, gather
 from eventcoord.history.logreads import Filters, page, read_range
 from eventcoord.history.scratch import Scratch, build, plan
 from eventcoord.history.snapshots import decode_chunk
-from eventcoord.history.worker import take_snapshot
+from eventcoord.history.worker import Snapshotter, take_snapshot
 from eventcoord.projections.tables import leases
 from eventcoord.store import open_store
 from eventcoord.store.base import EventStore
@@ -371,15 +371,20 @@ async def main() -> None:
         finally:
             await store.close()
         print(f"filled: {json.dumps(got)}", flush=True)
+    store = open_store(url)
+    await store.migrate()  # a store filled by an older revision
+    await store.close()
     if args.snapshot_at:
         store = open_store(url)
         await store.start()
+        snapshotter = Snapshotter(store)  # as the worker takes them: each on the last
         try:
-            for at in args.snapshot_at:
+            for at in sorted(args.snapshot_at):
                 s = time.perf_counter()
-                await take_snapshot(store, at)
-                print(f"snapshot at {at:,}: {time.perf_counter() - s:.1f} s", flush=True)
+                await snapshotter.take(at)
+                print(f"snapshot at {at:,}: {time.perf_counter() - s:.2f} s", flush=True)
         finally:
+            snapshotter.close()
             await store.close()
     results: dict[str, Any] = {}
     if "sqlite" not in args.skip:

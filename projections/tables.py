@@ -217,6 +217,10 @@ work_items = Table(
     Column("outcome", String(16), nullable=True),
     Column("attempts", Integer, nullable=False),
     Index("ix_work_items_queue", "workspace", "project", "status", "priority", "enqueued_position"),
+    # GET /v1/queue pages in enqueue order, all items or one status's: walks, not sorts of
+    # every item the workspace ever had (0009_queue_order).
+    Index("ix_work_items_order", "workspace", "enqueued_position"),
+    Index("ix_work_items_status_order", "workspace", "status", "enqueued_position"),
     Index("ix_work_items_session", "session_id", "status"),
     # The PostgreSQL group commit renumbers provisional positions by a range of this column.
     Index("ix_work_items_enqueued", "enqueued_position"),
@@ -310,6 +314,8 @@ REPLAY_FREE_INDEXES = frozenset(
         "ix_work_items_queue",
         "ix_work_items_session",
         "ix_work_items_enqueued",
+        "ix_work_items_order",
+        "ix_work_items_status_order",
         "ix_work_ledger_item",
         "ix_work_ledger_session",
     }

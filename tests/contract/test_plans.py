@@ -19,11 +19,12 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, text
 
+from eventcoord.api.queries.queue import page_of_items
 from eventcoord.codec import decode_command
 from eventcoord.context import Caller
 from eventcoord.handlers import files as files_handler
 from eventcoord.projections import files as files_projection
-from eventcoord.projections.tables import file_claims, leases, project_leases
+from eventcoord.projections.tables import file_claims, leases, project_leases, work_items
 from eventcoord.service import Service
 from eventcoord.store.prepared import Prepared
 
@@ -193,3 +194,48 @@ async def test_the_count_of_unreleased_leases_per_project_follows_the_leases(sto
     kept, counted = await store.transact(compare)
     assert kept == counted
     assert counted == {(WS, "P"): 3, (WS, "Q"): 1}
+
+
+async def test_queue_pages_walk_the_enqueue_order_instead_of_sorting_every_item(store: Any, backend: str) -> None:
+    """GET /v1/queue and its as_of: 20,000 finished items and a few queued ones; a page of
+    the first 1,000 (all, or one status) must walk an index in enqueue order, not sort all."""
+    items = [
+        {
+            "item_id": f"it-{i}",
+            "workspace": WS,
+            "project": f"P{i % 3}",
+            "priority": i % 4,
+            "blocked_by": "[]",
+            "paths": "[]",
+            "status": "queued" if i % 100 == 0 else "done",
+            "enqueued_position": 10 + i,
+            "enqueued_us": 1_000 + i,
+            "updated_us": 2_000 + i,
+            "attempts": 1,
+        }
+        for i in range(RELEASED)
+    ]
+    await store.transact(lambda conn: conn.execute(work_items.insert(), items))
+    await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
+
+    def explain(conn: Connection) -> list[str]:
+        out = []
+        for stmt in (
+            page_of_items(WS, None, None, 0, 1000),
+            page_of_items(WS, None, "queued", 0, 1000),
+            page_of_items(WS, None, None, 0, 500, upto=15_000),
+        ):
+            sql = str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+            if conn.dialect.name == "sqlite":
+                out.append("\n".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql)))
+            else:
+                out.append("\n".join(str(r[0]) for r in conn.exec_driver_sql("EXPLAIN " + sql)))
+        return out
+
+    every, queued, upto = await store.transact(explain)
+    # Either index in enqueue order walks the page (PostgreSQL may filter the workspace on
+    # ix_work_items_enqueued when there is one workspace).
+    in_order = ("ix_work_items_order", "ix_work_items_enqueued")
+    for plan, indexes in ((every, in_order), (queued, ("ix_work_items_status_order",)), (upto, in_order)):
+        assert any(index in plan for index in indexes), plan
+        assert "TEMP B-TREE" not in plan and "Sort" not in plan and "Seq Scan" not in plan, plan

@@ -6,7 +6,7 @@ from collections import defaultdict
 from typing import Any, Literal
 
 import msgspec
-from sqlalchemy import Connection, Row, select
+from sqlalchemy import Connection, Row, Select, select
 
 from eventcoord.codec import format_time
 from eventcoord.projections.tables import work_items, work_ledger
@@ -183,14 +183,25 @@ def list_queue(
     """
     if upto is not None:
         return _queue_upto(conn, workspace, project, status, after, limit, upto)
-    stmt = select(work_items).where((work_items.c.workspace == workspace) & (work_items.c.enqueued_position > after))
-    if project is not None:
-        stmt = stmt.where(work_items.c.project == project)
-    if status is not None:
-        stmt = stmt.where(work_items.c.status == status)
-    rows = conn.execute(stmt.order_by(work_items.c.enqueued_position).limit(limit)).all()
+    rows = conn.execute(page_of_items(workspace, project, status, after, limit)).all()
     history = histories(conn, workspace, [r.item_id for r in rows])
     return [_item_view(r, history.get(r.item_id, [])) for r in rows]
+
+
+def page_of_items(
+    workspace: str, project: str | None, status: str | None, after: int, limit: int, upto: int | None = None
+) -> Select[Any]:
+    """Items enqueued after ``after`` (and by ``upto``), in enqueue order: a walk of
+    ``ix_work_items_order`` (or ``ix_work_items_status_order`` for one status), never a sort of
+    every item the workspace ever had."""
+    where = (work_items.c.workspace == workspace) & (work_items.c.enqueued_position > after)
+    if upto is not None:
+        where = where & (work_items.c.enqueued_position <= upto)
+    if project is not None:
+        where = where & (work_items.c.project == project)
+    if status is not None:
+        where = where & (work_items.c.status == status)
+    return select(work_items).where(where).order_by(work_items.c.enqueued_position).limit(limit)
 
 
 def items_by_id(conn: Connection, item_ids: list[str]) -> dict[str, Row[Any]]:
@@ -206,13 +217,9 @@ def _queue_upto(
     conn: Connection, workspace: str, project: str | None, status: Status | None, after: int, limit: int, upto: int
 ) -> list[ItemView]:
     out: list[ItemView] = []
-    where = (work_items.c.workspace == workspace) & (work_items.c.enqueued_position <= upto)
-    if project is not None:
-        where = where & (work_items.c.project == project)
     # The status then is known only after folding the ledger: walk in enqueue order until full.
     while len(out) < limit:
-        stmt = select(work_items).where(where & (work_items.c.enqueued_position > after))
-        rows = conn.execute(stmt.order_by(work_items.c.enqueued_position).limit(CHUNK)).all()
+        rows = conn.execute(page_of_items(workspace, project, None, after, CHUNK, upto)).all()
         if not rows:
             break
         history = histories(conn, workspace, [r.item_id for r in rows], upto=upto)
