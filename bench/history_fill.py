@@ -127,7 +127,7 @@ async def live_snapshot(store: EventStore) -> int:
         p = log.head(conn)
         at_us = logreads.recorded_us_of(conn, p)
         assert at_us is not None
-        d = snapshots.dump(conn)
+        d = snapshots.dump(conn, tables=READ_MODEL_TABLES)  # the live store counts no paths
         snapshots.write(conn, p, at_us, dbclock.read(conn)[0], d.manifest, d.chunks)
         return p
 
@@ -263,7 +263,7 @@ def derive(conn: Connection, every: int, window: tuple[int, int], batch: int = 5
             head = [r for r in page if r.position <= cut]
             projections.apply(conn, head)
             page = page[len(head) :]
-            d = snapshots.dump(conn)
+            d = snapshots.dump(conn, tables=READ_MODEL_TABLES)  # the live store counts no paths
             snapshots.write(conn, cut, head[-1].recorded_us, dbclock.read(conn)[0], d.manifest, d.chunks)
             taken += 1
         projections.apply(conn, page)

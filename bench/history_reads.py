@@ -236,7 +236,7 @@ async def worker_snapshot(store: EventStore, every: int, out: dict[str, Any]) ->
 
     w0, c0 = cost()
     chunks, evs, ttl = await store.query(lambda c: gather(c, None, at, history=True))
-    scratch = await asyncio.to_thread(build, at, None, ttl, None, chunks, evs)
+    scratch = await asyncio.to_thread(lambda: build(at, None, ttl, None, chunks, evs, counting=True))
     await asyncio.to_thread(scratch.read, snapshots.dump)
     scratch.close()
     w1, c1 = cost()

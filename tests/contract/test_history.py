@@ -68,6 +68,10 @@ def reads_and_tables(workspace: str) -> dict[str, tuple[Any, Any]]:
             lambda c, p=None: heatmap_buckets(c, workspace, "contention", None, None, "", 1, None, p),
             UPTO,
         ),
+        "heatmap under src": (
+            lambda c, p=None: heatmap_buckets(c, workspace, "claims", None, None, "src", 3, None, p),
+            UPTO,
+        ),
         "queue": (lambda c, p=None: list_queue(c, workspace, None, None, 0, 1000, p), UPTO),
         "queued then": (lambda c, p=None: list_queue(c, workspace, None, "queued", 0, 1000, p), UPTO),
         "running then": (lambda c, p=None: list_queue(c, workspace, None, "running", 0, 1, p), UPTO),
@@ -198,10 +202,24 @@ async def snapshot_rows(store: Any, position: int) -> dict[str, list[Any]]:
     def rows(c: Connection) -> dict[str, list[Any]]:
         snap = snapshots_mod.nearest(c, position)
         assert snap is not None and snap.position == position
-        chunks = snapshots_mod.load_chunks(c, snap, None)
+        chunks = snapshots_mod.load_chunks(c, snap, None, tables=snapshots_mod.READ_MODEL_NAMES)
         return {name: sorted(r for d in datas for r in snapshots_mod.decode_chunk(d)) for name, datas in chunks.items()}
 
     return {k: v for k, v in (await store.query(rows)).items() if v}
+
+
+async def counts_of(store: Any, position: int) -> tuple[list[Any], list[Any]]:
+    """The path counts a stored snapshot holds, and the live rows' counts at its position."""
+
+    def both(c: Connection) -> tuple[list[Any], list[Any]]:
+        snap = snapshots_mod.nearest(c, position)
+        assert snap is not None and snap.position == position
+        chunks = snapshots_mod.load_chunks(c, snap, None, tables=("path_counts",))
+        stored = sorted(r for d in chunks.get("path_counts", []) for r in snapshots_mod.decode_chunk(d))
+        return stored, sorted(snapshots_mod.decode_chunk(snapshots_mod.counted_upto(c, position)))
+
+    stored, counted = await store.query(both)
+    return stored, counted
 
 
 async def replayed_rows(store: Any, position: int) -> dict[str, list[Any]]:
@@ -298,6 +316,9 @@ async def test_a_snapshotter_builds_each_snapshot_on_its_last_and_each_is_the_re
         for p in positions:
             assert await snapshotter.take(p) == p
             assert await snapshot_rows(store, p) == await replayed_rows(store, p), f"snapshot at {p}"
+            stored, counted = await counts_of(store, p)
+            assert stored == counted, f"path counts at {p}"
+        assert stored, "claims were made by then: there are counts"
         assert builds == [positions[0]], "every snapshot after the first builds on the kept scratch"
         # Asked for a moment before the kept one, it builds afresh from the nearest stored snapshot.
         earlier = positions[1] + 1
@@ -320,6 +341,7 @@ async def test_a_snapshot_stored_before_the_chain_roots_the_next_one(store: Any)
         snap = snapshots_mod.nearest(c, first)
         assert snap is not None and snap.history is not None
         whole = {**snap.manifest, **snapshots_mod.history_of(c, snap)}
+        del whole["path_counts"]  # nor did it count paths: the next one counts them from the rows
         c.execute(
             update(snapshots)
             .where(snapshots.c.position == first)
@@ -334,3 +356,5 @@ async def test_a_snapshot_stored_before_the_chain_roots_the_next_one(store: Any)
     assert second is not None and second.base == first
     assert await snapshot_rows(store, first) == await replayed_rows(store, first)
     assert await snapshot_rows(store, head) == await replayed_rows(store, head)
+    stored, counted = await counts_of(store, head)
+    assert stored and stored == counted

@@ -3,7 +3,8 @@
 ``snapshots.dump_changed`` builds on the previous dump's layout and the keys a scratch's
 triggers noted (``Scratch.track_changes``); whatever rows were inserted, updated, deleted or
 made history in between, its manifest and layout must be exactly :func:`snapshots.dump`'s,
-and every chunk the manifest names must have been produced by one dump or another. Small
+and every chunk the manifest names must have been produced by one dump or another (file
+claims are counted by path as they are inserted, so the counts' chunks are re-cut too). Small
 chunks (a boundary every ~3 keys, at most 5 rows) make every run cross many chunks.
 """
 
@@ -14,11 +15,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, insert, update
+from sqlalchemy import delete, func, insert, select, update
 
 from eventcoord.history import snapshots
 from eventcoord.history.scratch import Scratch
-from eventcoord.projections.tables import issues, leases
+from eventcoord.projections.tables import file_claims, issues, leases
 
 WORKSPACES = ("w1", "w2")
 ISSUE = st.text(alphabet="abkxz", min_size=1, max_size=3)
@@ -30,6 +31,8 @@ OPS = st.one_of(
     st.tuples(st.just("lease"), LEASE, st.sampled_from(WORKSPACES)),
     st.tuples(st.just("release"), LEASE),
     st.tuples(st.just("drop lease"), LEASE),
+    # A file claim: counted by path (``path_counts``, kept only in snapshots) as it is inserted.
+    st.tuples(st.just("claim"), st.sampled_from(WORKSPACES), st.sampled_from(["a", "a/b", "c", "d/e/f"])),
 )
 
 
@@ -59,6 +62,23 @@ def apply(s: Scratch, op: tuple[Any, ...]) -> None:
             )
         elif kind == "release":
             c.execute(update(leases).where(leases.c.lease_id == op[1]).values(released_us=7, release_reason="released"))
+        elif kind == "claim":
+            _, ws, path = op
+            position = (c.execute(select(func.max(file_claims.c.position))).scalar() or 0) + 1
+            c.execute(
+                insert(file_claims).values(
+                    position=position,
+                    idx=0,
+                    workspace=ws,
+                    issue="I",
+                    session_id="s",
+                    actor_key="a",
+                    path=path,
+                    literal_prefix=path,
+                    exclusive=True,
+                    claimed_us=position,
+                )
+            )
         else:
             c.execute(delete(leases).where(leases.c.lease_id == op[1]))
 
@@ -71,7 +91,8 @@ def test_recutting_changed_chunks_gives_what_cutting_every_row_gives(
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(snapshots, "BOUNDARY", 3)
         mp.setattr(snapshots, "MAX_ROWS", 5)
-        s = Scratch(0, None, 120, None)
+        s = Scratch(0, None, 120, None, counting=True)
+        s.count_paths()
         try:
             for op in first:
                 apply(s, op)
@@ -99,13 +120,20 @@ def test_recutting_changed_chunks_gives_what_cutting_every_row_gives(
 
 
 def test_changes_are_noted_by_key_and_cleared_when_taken() -> None:
-    s = Scratch(0, None, 120, None)
+    s = Scratch(0, None, 120, None, counting=True)
+    s.count_paths()
     try:
         s.track_changes()
         apply(s, ("issue", "w1", "a", 1))
         apply(s, ("lease", 5, "w2"))
         apply(s, ("release", 5))
-        assert s.take_changes() == {("issues", "w1"): {("w1", "a")}, ("leases", "w2"): {(5,)}}
+        apply(s, ("claim", "w1", "a/b"))
+        assert s.take_changes() == {
+            ("issues", "w1"): {("w1", "a")},
+            ("leases", "w2"): {(5,)},
+            ("file_claims", "w1"): {(1, 0)},
+            ("path_counts", "w1"): {("w1", "claims", "a/b")},
+        }
         assert s.take_changes() == {}
     finally:
         s.close()

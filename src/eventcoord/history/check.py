@@ -61,7 +61,7 @@ def base_of(conn: Connection) -> tuple[int, dict[str, list[bytes]]]:
     snap = snapshots.nearest(conn, archive.before - 1)
     if snap is None or snap.position != archive.before - 1:
         raise RuntimeError(f"the archive {archive.file} has no snapshot at {archive.before - 1}")
-    return snap.position, snapshots.load_chunks(conn, snap, None)
+    return snap.position, snapshots.load_chunks(conn, snap, None, tables=snapshots.READ_MODEL_NAMES)
 
 
 def compare(tables: tuple[Table, ...], live: Rows, rebuilt: Rows) -> list[Difference]:

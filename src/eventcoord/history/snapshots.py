@@ -31,18 +31,53 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import msgspec
-from sqlalchemy import ColumnElement, Connection, Select, Table, bindparam, not_, select, true, tuple_
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Connection,
+    MetaData,
+    Select,
+    String,
+    Table,
+    Text,
+    bindparam,
+    func,
+    not_,
+    select,
+    true,
+    tuple_,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
-from eventcoord.projections.tables import READ_MODEL_TABLES, file_claims, leases, sessions, work_items
-from eventcoord.store.schema import archives, snapshot_chunks, snapshots
+from eventcoord.projections.tables import READ_MODEL_TABLES, conflicts, file_claims, leases, sessions, work_items
+from eventcoord.store.schema import BigInt, archives, snapshot_chunks, snapshots
 
 #: A chunk ends after a row whose key hashes to 0 modulo this (about this many rows a chunk).
 BOUNDARY = 64
 #: A chunk never holds more rows than this.
 MAX_ROWS = 1024
 
-TABLES: dict[str, Table] = {t.name: t for t in READ_MODEL_TABLES}
+#: Kept only in snapshots, never in the live database: per path, how many claims it has had
+#: (``mode`` ``claims``) and how many conflicts (``contention``). A scratch that builds
+#: snapshots counts them as rows are inserted (``Scratch.count_paths``), so the all-time
+#: heatmap is the newest snapshot's counts plus the rows since it (:func:`path_hits`), not a
+#: count of every claim ever made.
+SNAPSHOT_ONLY = MetaData()
+path_counts = Table(
+    "path_counts",
+    SNAPSHOT_ONLY,
+    Column("workspace", String(64), primary_key=True),
+    Column("mode", String(16), primary_key=True),
+    Column("path", Text, primary_key=True),
+    Column("hits", BigInt, nullable=False),
+)
+#: The tables a snapshot holds: every read model, and the path counts.
+SNAPSHOT_TABLES: tuple[Table, ...] = (*READ_MODEL_TABLES, path_counts)
+TABLES: dict[str, Table] = {t.name: t for t in SNAPSHOT_TABLES}
+#: The read models' names (what a rebuild or a check loads from a snapshot).
+READ_MODEL_NAMES = frozenset(str(t.name) for t in READ_MODEL_TABLES)
+#: The counted tables, by heatmap mode.
+COUNTED = {"claims": file_claims, "contention": conflicts}
 
 Manifest = dict[str, dict[str, list[str]]]
 
@@ -166,16 +201,17 @@ def _select(table: Table, workspace: str, where: ColumnElement[bool] | None) -> 
     return stmt if where is None else stmt.where(where)
 
 
-def dump(conn: Connection, known: Collection[str] = ()) -> Dump:
-    """Every read-model row of ``conn``'s database as a manifest, its chunks and its layout.
+def dump(conn: Connection, known: Collection[str] = (), tables: Sequence[Table] = SNAPSHOT_TABLES) -> Dump:
+    """Every row of ``tables`` in ``conn``'s database as a manifest, its chunks and its layout.
 
     A table with history rows (:data:`CLOSED`) has two entries: ``name`` (the live rows) and
     ``name/history``. ``known``: hashes of chunks stored already (not compressed again).
+    ``tables``: a database that did not count paths has only the read models.
     """
     manifest: Manifest = {}
     chunks: dict[str, bytes] = {}
     layout: Layout = {}
-    for table in READ_MODEL_TABLES:
+    for table in tables:
         workspaces = sorted(conn.execute(select(table.c.workspace).distinct()).scalars())
         for key, where in _parts(table).items():
             per_ws: dict[str, list[str]] = {}
@@ -271,7 +307,7 @@ def dump_changed(
     manifest: Manifest = {}
     chunks: dict[str, bytes] = {}
     out: Layout = {}
-    for table in READ_MODEL_TABLES:
+    for table in SNAPSHOT_TABLES:
         parts = _parts(table)
         live_key = table.name
         workspaces = sorted(
@@ -464,3 +500,33 @@ def archive_boundary(conn: Connection) -> Archive | None:
         .limit(1)
     ).first()
     return None if row is None else Archive(int(row[0]), str(row[1]), int(row[2]))
+
+
+def path_hits(conn: Connection, workspace: str, mode: str, position: int) -> tuple[int, dict[str, int]] | None:
+    """The newest snapshot at or before ``position`` that counted paths: its position and
+    ``{path: hits}`` of ``mode`` in ``workspace``; None when there is none (the counts are
+    then the rows themselves)."""
+    snap = nearest(conn, position)
+    if snap is None or path_counts.name not in snap.manifest:
+        return None
+    chunks = load_chunks(conn, snap, workspace, history=False, tables=(str(path_counts.name),))
+    hits: dict[str, int] = {}
+    for data in chunks.get(str(path_counts.name), []):
+        for _, m, path, n in decode_chunk(data):
+            if m == mode:
+                hits[path] = int(n)
+    return snap.position, hits
+
+
+def counted_upto(conn: Connection, position: int) -> bytes:
+    """``path_counts`` at ``position`` counted from the live rows, as one chunk: for building on
+    a snapshot that did not count (written before the counts; the rows never leave)."""
+    rows: list[list[Any]] = []
+    for mode, table in COUNTED.items():
+        stmt = (
+            select(table.c.workspace, table.c.path, func.count())
+            .where(table.c.position <= position)
+            .group_by(table.c.workspace, table.c.path)
+        )
+        rows.extend([ws, mode, path, int(n)] for ws, path, n in conn.execute(stmt))
+    return zlib.compress(msgspec.json.encode(rows), 6)

@@ -45,6 +45,8 @@ def _gather_after(
     if archive is not None and base < archive.before - 1:
         raise errors.archived(at, archive.before, archive.file)
     chunks = snapshots.load_chunks(conn, snap, None, history=not incremental) if snap is not None else {}
+    if snap is not None and snapshots.path_counts.name not in snap.manifest:
+        chunks[str(snapshots.path_counts.name)] = [snapshots.counted_upto(conn, snap.position)]
     return snap, incremental, chunks, logreads.read_range(conn, base, at), dbclock.ttl_seconds(conn)
 
 
@@ -143,7 +145,7 @@ class Snapshotter:
     async def _build_fresh(self, at: int, at_us: int) -> _Taken:
         """The snapshot at ``at`` from the nearest stored one (its live rows) and the events since."""
         snap, incremental, chunks, events, ttl = await self.store.query(lambda c: _gather_after(c, at))
-        scratch = await asyncio.to_thread(build, at, at_us, ttl, None, chunks, events)
+        scratch = await asyncio.to_thread(lambda: build(at, at_us, ttl, None, chunks, events, counting=True))
         try:
             known = _hashes(snap.manifest) if snap is not None else set()
             dump = await asyncio.to_thread(scratch.read, lambda c: snapshots.dump(c, known))

@@ -10,10 +10,13 @@ from sqlalchemy import Connection, func, select
 
 from eventcoord.api.queries.common import read_clock, under
 from eventcoord.codec import format_time
+from eventcoord.history import snapshots
 from eventcoord.liveness import is_live
 from eventcoord.projections.tables import conflicts, file_claims, sessions
 
 HeatmapMode = Literal["claims", "contention"]
+#: A position past every event: the newest snapshot.
+NEWEST = 2**63 - 1
 
 
 class Bucket(msgspec.Struct, frozen=True):
@@ -46,13 +49,26 @@ def heatmap_buckets(
     """Counts per path prefix in ``[since, until)``, most first (ties by prefix).
 
     The database counts per distinct path inside the indexed time window; the few
-    distinct paths are folded into buckets here. ``upto``: as of that position (SPEC §8).
+    distinct paths are folded into buckets here. All time, the counts start from the newest
+    snapshot's (``snapshots.path_hits``) and only the rows since are counted. ``upto``: as
+    of that position (SPEC §8).
     Both tables are keyed by the position of the event that made the row, and what they
     count (path, time) never changes, so their rows up to a position are exactly what the
     read model held then: no replay.
     """
     table, at = (file_claims, file_claims.c.claimed_us) if mode == "claims" else (conflicts, conflicts.c.occurred_us)
     where = table.c.workspace == workspace
+    counts: Counter[str] = Counter()
+    if since_us is None and until_us is None:
+        # All time: the newest snapshot's counts, and the rows since it (SPEC §8's snapshots
+        # keep them), so the cost follows the paths and the events since, not every claim.
+        counted = snapshots.path_hits(conn, workspace, mode, NEWEST if upto is None else upto)
+        if counted is not None:
+            base, hits = counted
+            for path, n in hits.items():
+                if not prefix or path == prefix or path.startswith(prefix + "/"):
+                    counts[bucket_of(path, depth)] += n
+            where = where & (table.c.position > base)
     if upto is not None:
         where = where & (table.c.position <= upto)
     if since_us is not None:
@@ -61,7 +77,6 @@ def heatmap_buckets(
         where = where & (at < until_us)
     if prefix:
         where = where & under(conn, table.c.path, prefix)
-    counts: Counter[str] = Counter()
     for path, n in conn.execute(select(table.c.path, func.count()).where(where).group_by(table.c.path)):
         counts[bucket_of(path, depth)] += int(n)
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
