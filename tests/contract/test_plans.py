@@ -19,12 +19,13 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, text
 
+from eventcoord.api.queries.files import rows_since
 from eventcoord.api.queries.queue import page_of_items
 from eventcoord.codec import decode_command
 from eventcoord.context import Caller
 from eventcoord.handlers import files as files_handler
 from eventcoord.projections import files as files_projection
-from eventcoord.projections.tables import file_claims, leases, project_leases, work_items
+from eventcoord.projections.tables import conflicts, file_claims, leases, project_leases, work_items
 from eventcoord.service import Service
 from eventcoord.store.prepared import Prepared
 
@@ -239,3 +240,41 @@ async def test_queue_pages_walk_the_enqueue_order_instead_of_sorting_every_item(
     for plan, indexes in ((every, in_order), (queued, ("ix_work_items_status_order",)), (upto, in_order)):
         assert any(index in plan for index in indexes), plan
         assert "TEMP B-TREE" not in plan and "Sort" not in plan and "Seq Scan" not in plan, plan
+
+
+async def test_the_heatmap_counts_the_rows_since_a_snapshot_by_position(store: Any, backend: str) -> None:
+    """The all-time heatmap adds the claims and conflicts made after the newest snapshot to its
+    counts: a range of positions, never a walk of the workspace's every row (which a
+    workspace index would give, grouped by path)."""
+    collisions = [
+        {
+            "position": 10 + 2 * i,
+            "workspace": WS,
+            "path": f"old/d{i % 50}/f{i}.py",
+            "issue": "HOT",
+            "holder_path": "old/",
+            "holder_issue": "I-1",
+            "forced": False,
+            "occurred_us": 1_000_000 + i,
+        }
+        for i in range(RELEASED)
+    ]
+    await store.transact(lambda conn: conn.execute(conflicts.insert(), collisions))
+    await _fill(store)
+
+    def explain(conn: Connection) -> list[str]:
+        sqlite = conn.dialect.name == "sqlite"
+        out = []
+        for table in (file_claims, conflicts):
+            stmt = rows_since(table, 20_000, 20_500)
+            sql = str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+            rows = conn.exec_driver_sql(("EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN ") + sql)
+            out.append("\n".join(str(r[-1] if sqlite else r[0]) for r in rows))
+        return out
+
+    for plan in await store.transact(explain):
+        if backend == "sqlite":
+            assert "position>? AND position<?" in plan or "rowid>? AND rowid<?" in plan, plan
+        else:
+            assert "Index" in plan and "pkey" in plan and "Seq Scan" not in plan, plan
+        assert "workspace" not in plan, plan

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any, Literal
 
 import msgspec
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, Select, Table, func, select
 
 from eventcoord.api.queries.common import read_clock, under
 from eventcoord.codec import format_time
@@ -57,7 +57,6 @@ def heatmap_buckets(
     read model held then: no replay.
     """
     table, at = (file_claims, file_claims.c.claimed_us) if mode == "claims" else (conflicts, conflicts.c.occurred_us)
-    where = table.c.workspace == workspace
     counts: Counter[str] = Counter()
     if since_us is None and until_us is None:
         # All time: the newest snapshot's counts, and the rows since it (SPEC §8's snapshots
@@ -68,7 +67,12 @@ def heatmap_buckets(
             for path, n in hits.items():
                 if not prefix or path == prefix or path.startswith(prefix + "/"):
                     counts[bucket_of(path, depth)] += n
-            where = where & (table.c.position > base)
+            for ws, path in conn.execute(rows_since(table, base, upto)):
+                if ws == workspace and (not prefix or path == prefix or path.startswith(prefix + "/")):
+                    counts[bucket_of(path, depth)] += 1
+            ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+            return [Bucket(p, n) for p, n in ranked[:limit]]
+    where = table.c.workspace == workspace
     if upto is not None:
         where = where & (table.c.position <= upto)
     if since_us is not None:
@@ -81,6 +85,16 @@ def heatmap_buckets(
         counts[bucket_of(path, depth)] += int(n)
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     return [Bucket(p, n) for p, n in ranked[:limit]]
+
+
+def rows_since(table: Table, after: int, upto: int | None) -> Select[Any]:
+    """``(workspace, path)`` of ``table``'s rows made after position ``after`` (up to ``upto``).
+
+    A range of the primary key, nothing else: with a workspace term the planners would walk a
+    workspace index (every row of the workspace) to group by path. The caller filters.
+    """
+    stmt = select(table.c.workspace, table.c.path).where(table.c.position > after)
+    return stmt if upto is None else stmt.where(table.c.position <= upto)
 
 
 def live_claims(
