@@ -67,26 +67,31 @@ async def main() -> None:
         costs = await series(lambda p: worker.take_snapshot(store, p), one_off)
         out["one-off cpu s"] = statistics.median(c for _, c in costs)
         out["one-off wall s"] = statistics.median(w for w, _ in costs)
+
+        def stored(c: Any) -> tuple[int, int]:
+            rows = select(
+                func.sum(func.length(snapshots_t.c.manifest) + func.coalesce(func.length(snapshots_t.c.history), 0))
+            )
+            chunks = select(func.sum(func.length(snapshot_chunks.c.data)))
+            return int(c.execute(rows).scalar_one() or 0), int(c.execute(chunks).scalar_one() or 0)
+
         if hasattr(worker, "Snapshotter"):
             print("one Snapshotter (the first builds afresh, the rest on the kept scratch):", flush=True)
             snapshotter = worker.Snapshotter(store)
             try:
-                costs = await series(snapshotter.take, kept)
+                costs = await series(snapshotter.take, kept[:1])
+                before = await store.query(stored)
+                costs += await series(snapshotter.take, kept[1:])
+                after = await store.query(stored)
             finally:
                 snapshotter.close()
+            # What the kept snapshots added to the store, per event of the log they cover.
+            span = kept[-1] - kept[0]
+            out["kept bytes/event: snapshot rows"] = round((after[0] - before[0]) / span, 1)
+            out["kept bytes/event: new chunks"] = round((after[1] - before[1]) / span, 1)
             out["kept first cpu s"] = costs[0][1]
             out["kept cpu s"] = statistics.median(c for _, c in costs[1:])
             out["kept wall s"] = statistics.median(w for w, _ in costs[1:])
-        out["snapshot rows bytes"] = await store.query(
-            lambda c: c.execute(
-                select(
-                    func.sum(func.length(snapshots_t.c.manifest) + func.coalesce(func.length(snapshots_t.c.history), 0))
-                ).where(snapshots_t.c.position > last)
-            ).scalar_one()
-        )
-        out["chunk bytes"] = await store.query(
-            lambda c: c.execute(select(func.sum(func.length(snapshot_chunks.c.data)))).scalar_one()
-        )
         for k in [k for k in out if k.endswith("cpu s")]:
             out[k.replace("cpu s", "cpu µs/event")] = round(out[k] / args.every * 1e6, 1)
         print(json.dumps(out))

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
@@ -509,13 +511,30 @@ def path_hits(conn: Connection, workspace: str, mode: str, position: int) -> tup
     snap = nearest(conn, position)
     if snap is None or path_counts.name not in snap.manifest:
         return None
+    # Chunks are named by their content, so decoded counts are kept by those names: the
+    # next read of the same snapshot (a dashboard polling) decodes nothing.
+    key = (mode, *snap.manifest[str(path_counts.name)].get(workspace, []))
+    with _HITS_LOCK:  # reads run on several threads
+        hits = _HITS.get(key)
+        if hits is not None:
+            _HITS.move_to_end(key)
+            return snap.position, hits
     chunks = load_chunks(conn, snap, workspace, history=False, tables=(str(path_counts.name),))
-    hits: dict[str, int] = {}
+    hits = {}
     for data in chunks.get(str(path_counts.name), []):
         for _, m, path, n in decode_chunk(data):
             if m == mode:
                 hits[path] = int(n)
+    with _HITS_LOCK:
+        _HITS[key] = hits
+        while len(_HITS) > 8:
+            _HITS.popitem(last=False)
     return snap.position, hits
+
+
+#: Decoded path counts of recent snapshots, by mode and chunk hashes (content-addressed).
+_HITS: OrderedDict[tuple[str, ...], dict[str, int]] = OrderedDict()
+_HITS_LOCK = threading.Lock()
 
 
 def counted_upto(conn: Connection, position: int) -> bytes:
