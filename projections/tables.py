@@ -39,6 +39,9 @@ sessions = Table(
     # (workspace, working_on) equality plus the liveness range: the declarers query never
     # scans every live session of the workspace.
     Index("ix_sessions_working_on", "workspace", "working_on", "last_seen_us"),
+    # GET /v1/agents lists the newest first: a walk, not a sort of every session ever
+    # registered (0010_agents_order).
+    Index("ix_sessions_registered", "workspace", "registered_us", "session_id"),
 )
 
 projects = Table(
@@ -302,6 +305,7 @@ REPLAY_FREE_INDEXES = frozenset(
     {
         "ix_sessions_workspace_seen",
         "ix_sessions_working_on",
+        "ix_sessions_registered",
         "ix_leases_project_live",
         "ix_leases_session_live",
         "ix_file_claims_live",

@@ -33,7 +33,7 @@ class Settings:
     rate_auth_failures_per_second: float = 1.0
     rate_auth_failures_burst: float = 20.0
     #: A snapshot of the read models every this many events (0: none), for ``as_of`` reads.
-    snapshot_every: int = 10000
+    snapshot_every: int = 5000
 
     @property
     def database_url(self) -> str:
@@ -101,7 +101,7 @@ def from_env(**overrides: object) -> Settings:
         "ttl_seconds": _int_env("EVENTCOORD_TTL_SECONDS", None),
         "bootstrap_token": env.get("EVENTCOORD_BOOTSTRAP_TOKEN") or None,
         "sse_keepalive_seconds": _float_env("EVENTCOORD_SSE_KEEPALIVE_SECONDS", 15.0),
-        "snapshot_every": _int_env("EVENTCOORD_SNAPSHOT_EVERY", 10000),
+        "snapshot_every": _int_env("EVENTCOORD_SNAPSHOT_EVERY", 5000),
     }
     defaults = Settings()
     if env.get("EVENTCOORD_RATE_LIMITS", "").strip().lower() == "off":

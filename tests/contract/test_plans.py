@@ -21,11 +21,12 @@ from sqlalchemy import Connection, func, select, text
 
 from eventcoord.api.queries.files import rows_since
 from eventcoord.api.queries.queue import page_of_items
+from eventcoord.api.queries.sessions import page_of_agents
 from eventcoord.codec import decode_command
 from eventcoord.context import Caller
 from eventcoord.handlers import files as files_handler
 from eventcoord.projections import files as files_projection
-from eventcoord.projections.tables import conflicts, file_claims, leases, project_leases, work_items
+from eventcoord.projections.tables import conflicts, file_claims, leases, project_leases, sessions, work_items
 from eventcoord.service import Service
 from eventcoord.store.prepared import Prepared
 
@@ -278,3 +279,39 @@ async def test_the_heatmap_counts_the_rows_since_a_snapshot_by_position(store: A
         else:
             assert "Index" in plan and "pkey" in plan and "Seq Scan" not in plan, plan
         assert "workspace" not in plan, plan
+
+
+async def test_the_agents_page_walks_the_newest_sessions_instead_of_sorting_them_all(store: Any, backend: str) -> None:
+    """GET /v1/agents: 20,000 sessions, most of them ended (session churn); the newest 1,000
+    (all, or the not-live ones) must come from a walk of ix_sessions_registered."""
+    rows = [
+        {
+            "session_id": f"s-{i:05d}",
+            "workspace": WS,
+            "actor_key": f"a{i % 50}",
+            "identity_source": "test",
+            "stable": False,
+            "kind": "agent",
+            "registered_us": 1_000_000 + i,
+            "last_seen_us": 1_000_000 + i,
+            "ended_us": None if i % 40 == 0 else 2_000_000 + i,
+            "heartbeats": 0,
+        }
+        for i in range(RELEASED)
+    ]
+    await store.transact(lambda conn: conn.execute(sessions.insert(), rows))
+    await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
+
+    def explain(conn: Connection) -> list[str]:
+        sqlite = conn.dialect.name == "sqlite"
+        out = []
+        for live in (None, False):
+            stmt = page_of_agents(WS, live, 1_500_000, 1000)
+            sql = str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+            got = conn.exec_driver_sql(("EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN ") + sql)
+            out.append("\n".join(str(r[-1] if sqlite else r[0]) for r in got))
+        return out
+
+    for plan in await store.transact(explain):
+        assert "ix_sessions_registered" in plan, plan
+        assert "TEMP B-TREE" not in plan and "Sort" not in plan and "Seq Scan" not in plan, plan

@@ -226,7 +226,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         dest="snapshot_every",
         type=int,
         help="snapshot the read models every N events for as_of reads "
-        "(EVENTCOORD_SNAPSHOT_EVERY; default 10000, 0 = off)",
+        "(EVENTCOORD_SNAPSHOT_EVERY; default 5000, 0 = off)",
     )
     serve.set_defaults(fn=cmd_serve)
     migrate = sub.add_parser("migrate", help="apply database migrations")

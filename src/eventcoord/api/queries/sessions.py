@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Select, select
 
 from eventcoord.api.queries import issues, named_leases, queue
 from eventcoord.api.queries.common import read_clock
@@ -51,9 +51,9 @@ class AgentView(msgspec.Struct, frozen=True, kw_only=True):
 LIST_AGENTS_TABLES = (sessions,)
 
 
-def list_agents(conn: Connection, workspace: str, live: bool | None, limit: int) -> list[AgentView]:
-    """Sessions of the workspace, newest first; only live or only not-live ones if asked."""
-    _, cutoff = read_clock(conn)
+def page_of_agents(workspace: str, live: bool | None, cutoff: int, limit: int) -> Select[Any]:
+    """Sessions of the workspace, newest first (only live or only not-live ones if asked): a
+    walk of ``ix_sessions_registered`` backwards, not a sort of every session ever registered."""
     stmt = select(sessions).where(sessions.c.workspace == workspace)
     if live is True:
         stmt = stmt.where(live_clause(sessions.c.last_seen_us, sessions.c.ended_us, cutoff))
@@ -61,8 +61,13 @@ def list_agents(conn: Connection, workspace: str, live: bool | None, limit: int)
         stmt = stmt.where(not_live_clause(sessions.c.last_seen_us, sessions.c.ended_us, cutoff))
     # session_id breaks ties: sessions registered in one group commit share registered_us,
     # and a rebuild must answer them in the same order.
-    rows = conn.execute(stmt.order_by(sessions.c.registered_us.desc(), sessions.c.session_id.desc()).limit(limit))
-    return [AgentView.of(r, cutoff) for r in rows]
+    return stmt.order_by(sessions.c.registered_us.desc(), sessions.c.session_id.desc()).limit(limit)
+
+
+def list_agents(conn: Connection, workspace: str, live: bool | None, limit: int) -> list[AgentView]:
+    """Sessions of the workspace, newest first; only live or only not-live ones if asked."""
+    _, cutoff = read_clock(conn)
+    return [AgentView.of(r, cutoff) for r in conn.execute(page_of_agents(workspace, live, cutoff, limit))]
 
 
 def agent_detail(conn: Connection, workspace: str, session_id: str) -> dict[str, Any] | None:
