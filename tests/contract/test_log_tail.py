@@ -100,3 +100,28 @@ async def test_the_tail_polls_for_commits_of_other_processes(store: Any) -> None
         assert await asyncio.wait_for(follower, 20) == [1, 2, 3]
     finally:
         await tail.stop()
+
+
+async def test_with_nobody_following_commits_cost_the_tail_no_read_and_a_late_follower_misses_nothing(
+    store: Any,
+) -> None:
+    tail = LogTail(store, poll_interval=0.05)
+    await tail.start()
+    try:
+        for i in range(5):
+            await _append(store, "ws", 3, f"n{i}")
+            tail.notify()
+            await asyncio.sleep(0.06)  # and a poll passes
+        assert tail.reads == 0, "no stream follows: a commit costs no read"
+        # Streams that come later get every event (the past from the store), then live.
+        head = await store.head()
+        from_start = asyncio.create_task(_collect(tail, 0, "ws", 18))
+        from_head = asyncio.create_task(_collect(tail, head, "ws", 3))
+        await asyncio.sleep(0.1)
+        await _append(store, "ws", 3, "later")
+        tail.notify()
+        assert await asyncio.wait_for(from_start, 20) == list(range(1, 19))
+        assert await asyncio.wait_for(from_head, 20) == [16, 17, 18]
+        assert tail.reads > 0
+    finally:
+        await tail.stop()

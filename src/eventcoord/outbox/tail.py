@@ -83,6 +83,9 @@ class LogTail:
         self.followers = 0
         #: Queries the tail ran (the benchmark checks idle streams cost none of their own).
         self.reads = 0
+        #: Nobody followed when the log last grew, so the window was not kept: the next
+        #: follower makes the tail start again from the head (older events from the store).
+        self._stale = False
 
     async def start(self) -> None:
         """Start reading from the current head (older events come from the store on demand)."""
@@ -108,7 +111,17 @@ class LogTail:
         delay = self.poll_interval
         while True:
             self._wake.clear()
+            if self.followers == 0:
+                # No stream to feed: a command's commit costs no read here. The window is
+                # dropped; whoever follows next reads what it lacks from the store.
+                self._stale = True
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll_interval):
+                        await self._wake.wait()
+                continue
             try:
+                if self._stale:
+                    await self._restart_at_head()
                 grew = await self._read_new()
                 delay = self.poll_interval
             except asyncio.CancelledError:
@@ -122,6 +135,16 @@ class LogTail:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
+
+    async def _restart_at_head(self) -> None:
+        """Begin the window again at the head (nobody followed while the log grew)."""
+        self.position = await self.store.head()
+        self._events.clear()
+        self._positions.clear()
+        self._workspaces.clear()
+        self._stale = False
+        self._changed.set()  # followers waiting for the old position look again
+        self._changed.clear()
 
     async def _read_new(self) -> bool:
         """Read what was committed after ``position`` into the window; True if a full page came."""
@@ -165,6 +188,8 @@ class LogTail:
         """
         await self._started.wait()
         self.followers += 1
+        if self._stale:
+            self._wake.set()  # the tail stopped reading while nobody followed
         try:
             scanned = after
             quiet_since = time.monotonic()
