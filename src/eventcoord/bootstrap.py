@@ -15,7 +15,7 @@ from sqlalchemy import Connection, update
 from eventcoord.auth import Authenticator, ensure_workspace
 from eventcoord.config import Settings
 from eventcoord.history.asof import History
-from eventcoord.history.worker import SnapshotWorker
+from eventcoord.history.snapshot_process import SnapshotProcess
 from eventcoord.outbox.setup import Outbox, start_outbox
 from eventcoord.service import Service
 from eventcoord.store import dbclock, open_store
@@ -33,10 +33,10 @@ class Runtime:
     service: Service
     auth: Authenticator
     history: History
-    snapshots: SnapshotWorker
+    snapshots: SnapshotProcess
 
     async def stop(self) -> None:
-        """Stop the snapshot worker and the outbox (relay, then broker), then close the store."""
+        """Stop the snapshot worker's process and the outbox (relay, then broker), then close the store."""
         try:
             await self.snapshots.stop()
             await self.outbox.stop()
@@ -65,7 +65,8 @@ async def start(settings: Settings) -> Runtime:
     try:
         await store.transact(prepare)
         outbox = await start_outbox(store, settings)
-        worker = SnapshotWorker(store, settings.snapshot_every)
+        # In a process of its own: a snapshot's replay would hold this process's GIL.
+        worker = SnapshotProcess(store, settings.database_url, settings.snapshot_every)
         worker.start()
     except BaseException:
         await store.close()

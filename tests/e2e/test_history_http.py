@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,5 +132,52 @@ async def test_a_serving_replica_snapshots_every_n_events_in_the_background(
             await store.close()
         agents = await api.get("/v1/agents", as_of=head)
         assert agents["as_of"]["position"] == head and agents["agents"][0]["session_id"] == sid
+    finally:
+        await api.close()
+
+
+def _snapshot_children(pid: int) -> list[int]:
+    """The server's child processes running the snapshot worker."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")
+            if b"eventcoord.history.snapshot_process" in cmdline:
+                found.append(int(child))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie has exited: only nobody reaped it yet
+
+
+async def test_the_snapshot_worker_runs_beside_the_server_and_does_not_outlive_it(
+    start_server: Callable[..., ServerProcess],
+) -> None:
+    """Snapshots are taken in a process of their own (their replay would hold the server's
+    GIL); it starts when the first one is due, and exits when its server is killed."""
+    server = start_server(extra_env={"EVENTCOORD_SNAPSHOT_EVERY": "10"})
+    api = Api(server.base_url)
+    try:
+        sid = await api.register(actor="snap")
+        for _ in range(12):
+            await api.ok({"type": "heartbeat_agent", "session_id": sid})
+        children: list[int] = []
+        for _ in range(300):  # the server looks every 2 s
+            children = _snapshot_children(server.proc.pid)
+            if children:
+                break
+            await asyncio.sleep(0.1)
+        assert len(children) == 1, "the server started no snapshot worker process"
+        server.kill()  # no chance to stop its child
+        for _ in range(100):
+            if not _alive(children[0]):
+                break
+            await asyncio.sleep(0.1)
+        assert not _alive(children[0]), "the snapshot worker outlived its server"
     finally:
         await api.close()
