@@ -107,15 +107,21 @@ async def test_every_point_in_time_read_answers_as_of_a_position(api: Api) -> No
         assert r.status_code == 422, (path, r.text)
 
 
+async def _log_past_ten_events(api: Api) -> str:
+    """A session and 12 heartbeats: past EVENTCOORD_SNAPSHOT_EVERY=10. Its session id."""
+    sid = await api.register(actor="snap")
+    for _ in range(12):
+        await api.ok({"type": "heartbeat_agent", "session_id": sid})
+    return sid
+
+
 async def test_a_serving_replica_snapshots_every_n_events_in_the_background(
     start_server: Callable[..., ServerProcess], db_url: str
 ) -> None:
     server = start_server(extra_env={"EVENTCOORD_SNAPSHOT_EVERY": "10"})
     api = Api(server.base_url)
     try:
-        sid = await api.register(actor="snap")
-        for _ in range(12):
-            await api.ok({"type": "heartbeat_agent", "session_id": sid})
+        sid = await _log_past_ten_events(api)
         head = await api.head()
 
         store = open_store(db_url)
@@ -163,9 +169,7 @@ async def test_the_snapshot_worker_runs_beside_the_server_and_does_not_outlive_i
     server = start_server(extra_env={"EVENTCOORD_SNAPSHOT_EVERY": "10"})
     api = Api(server.base_url)
     try:
-        sid = await api.register(actor="snap")
-        for _ in range(12):
-            await api.ok({"type": "heartbeat_agent", "session_id": sid})
+        await _log_past_ten_events(api)
         children: list[int] = []
         for _ in range(300):  # the server looks every 2 s
             children = _snapshot_children(server.proc.pid)

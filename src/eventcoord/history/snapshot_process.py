@@ -22,9 +22,8 @@ import os
 import signal
 import sys
 
-from eventcoord.history import snapshots
-from eventcoord.history.worker import POLL_SECONDS, SnapshotWorker
-from eventcoord.store import log, open_store
+from eventcoord.history.worker import POLL_SECONDS, SnapshotWorker, snapshot_due
+from eventcoord.store import open_store
 from eventcoord.store.base import EventStore
 
 _log = logging.getLogger(__name__)
@@ -46,8 +45,7 @@ class SnapshotProcess:
 
     async def due(self) -> bool:
         """Whether the head is ``every`` or more events past the newest snapshot."""
-        head, last = await self.store.query(lambda c: (log.head(c), snapshots.latest_position(c)))
-        return head - last >= self.every
+        return await snapshot_due(self.store, self.every)
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         argv = [sys.executable, "-m", __name__, "--db", self.database_url, "--every", str(self.every)]

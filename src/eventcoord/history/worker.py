@@ -189,6 +189,12 @@ async def take_snapshot(store: EventStore, position: int | None = None) -> int:
         snapshotter.close()
 
 
+async def snapshot_due(store: EventStore, every: int) -> bool:
+    """Whether the head of ``store`` is ``every`` or more events past its newest snapshot."""
+    head, last = await store.query(lambda c: (log.head(c), snapshots.latest_position(c)))
+    return head - last >= every
+
+
 class SnapshotWorker:
     """Takes a snapshot whenever the log grew ``every`` events past the newest one."""
 
@@ -201,8 +207,7 @@ class SnapshotWorker:
 
     async def due(self) -> bool:
         """Whether the head is ``every`` or more events past the newest snapshot."""
-        head, last = await self.store.query(lambda c: (log.head(c), snapshots.latest_position(c)))
-        return head - last >= self.every
+        return await snapshot_due(self.store, self.every)
 
     async def _run(self) -> None:
         while True:

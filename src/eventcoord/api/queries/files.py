@@ -65,10 +65,10 @@ def heatmap_buckets(
         if counted is not None:
             base, hits = counted
             for path, n in hits.items():
-                if not prefix or path == prefix or path.startswith(prefix + "/"):
+                if _under(path, prefix):
                     counts[bucket_of(path, depth)] += n
             for ws, path in conn.execute(rows_since(table, base, upto)):
-                if ws == workspace and (not prefix or path == prefix or path.startswith(prefix + "/")):
+                if ws == workspace and _under(path, prefix):
                     counts[bucket_of(path, depth)] += 1
             ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
             return [Bucket(p, n) for p, n in ranked[:limit]]
@@ -85,6 +85,11 @@ def heatmap_buckets(
         counts[bucket_of(path, depth)] += int(n)
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     return [Bucket(p, n) for p, n in ranked[:limit]]
+
+
+def _under(path: str, prefix: str) -> bool:
+    """What :func:`~eventcoord.api.queries.common.under` selects, for a path in hand."""
+    return not prefix or path == prefix or path.startswith(prefix + "/")
 
 
 def rows_since(table: Table, after: int, upto: int | None) -> Select[Any]:
