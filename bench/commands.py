@@ -313,6 +313,7 @@ class Bench:
             )
             show(self.backend, n)
             self.settle()
+            spy = self.profile(name)
             r = wrk(
                 [self.ec],
                 lua(self.work / f"{scenario}.lua", self.sessions, scenario, **kw),
@@ -321,6 +322,7 @@ class Bench:
                 name,
             )
             self.claimed(scenario, r)
+            self.profiled(name, spy)
             ratios.append(r.rps / n.rps)
             runs.append((n, r))
             show(self.backend, r, f"  ratio {r.rps / n.rps:.3f}")
@@ -330,6 +332,22 @@ class Bench:
             "runs": [[asdict(n), asdict(r)] for n, r in runs],
         }
         return statistics.median(r.rps for _, r in runs)
+
+    def profile(self, name: str) -> subprocess.Popen[bytes] | None:
+        """With ``--profile DIR``: py-spy records the server (GIL holder only) through the run."""
+        if not self.args.profile:
+            return None
+        self.args.profile.mkdir(parents=True, exist_ok=True)
+        out = self.args.profile / f"{self.backend}-{name.replace('+', '-')}.raw"
+        return cp.start_profile(self.ec.pid, max(1, round(self.args.duration)), out, gil=True)
+
+    def profiled(self, name: str, spy: subprocess.Popen[bytes] | None) -> None:
+        """Wait for the run's profile and print its summary."""
+        if spy is None:
+            return
+        spy.wait()
+        out = self.args.profile / f"{self.backend}-{name.replace('+', '-')}.raw"
+        print(cp.summarize_profile(out, top=40) if out.exists() else "  (no profile written)", flush=True)
 
     def claimed(self, scenario: str, r: Load) -> None:
         """Remember how far each connection's claims got, and which may never have been sent.
@@ -522,6 +540,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--pg-writers", type=int, help="writers per PostgreSQL replica (EVENTCOORD_PG_WRITERS; default the store's)"
     )
     p.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    p.add_argument(
+        "--profile", type=Path, help="py-spy (.venv/bin/pip install py-spy) records the server in each command run here"
+    )
     args = p.parse_args(argv)
     if args.pg_writers:
         os.environ["EVENTCOORD_PG_WRITERS"] = str(args.pg_writers)  # inherited by the servers

@@ -6,7 +6,7 @@ SQLite the single writer already serialises everything and the clause renders to
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import Connection, bindparam, false, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
@@ -75,20 +75,25 @@ def load_sessions(conn: Connection, ctx: Context, session_ids: set[str]) -> dict
     return found
 
 
-def _insert_guard(dialect: str) -> Executable:
-    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(guards)
-    return insert.values(workspace=WS, key=_KEY).on_conflict_do_nothing()
+def _lock_guard(dialect: str) -> Executable:
+    """Insert the guard row, or lock the existing one: one statement either way.
+
+    On PostgreSQL ``ON CONFLICT DO UPDATE … WHERE false`` locks the conflicting row (FOR
+    UPDATE strength) and writes nothing, and a row it inserts is ours until commit, so the
+    caller holds the guard when the statement returns. On SQLite the single writer already
+    serialises; the row only has to exist.
+    """
+    if dialect == "postgresql":
+        insert = postgresql.insert(guards).values(workspace=WS, key=_KEY)
+        return insert.on_conflict_do_update(
+            index_elements=[guards.c.workspace, guards.c.key], set_={"key": insert.excluded.key}, where=false()
+        )
+    return sqlite.insert(guards).values(workspace=WS, key=_KEY).on_conflict_do_nothing()
 
 
-_INSERT_GUARD = Prepared(_insert_guard)
-_LOCK_GUARD = Prepared(
-    lambda d: select(guards.c.key).where((guards.c.workspace == WS) & (guards.c.key == _KEY)).with_for_update()
-)
+_LOCK_GUARD = Prepared(_lock_guard)
 
 
 def lock_guard(conn: Connection, workspace: str, key: str) -> None:
     """Lock (creating it if missing) the guard row ``key`` of a workspace until commit."""
-    params = {"ws": workspace, "key": key}
-    if _LOCK_GUARD.first(conn, params) is None:  # first use: create it, then lock it
-        _INSERT_GUARD.run(conn, params)
-        _LOCK_GUARD.first(conn, params)
+    _LOCK_GUARD.run(conn, {"ws": workspace, "key": key})

@@ -7,7 +7,10 @@ partial unique index on unreleased leases is the backstop.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, and_, bindparam, func, select
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Select, and_, bindparam, func, literal_column, select
 
 from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
 from eventcoord.context import Context, Decision
@@ -71,16 +74,45 @@ _LEASE = select(
 ).where((leases.c.workspace == WS) & (leases.c.issue == bindparam("issue")) & leases.c.released_us.is_(None))
 _LEASE_PLAIN = Prepared(lambda d: _LEASE)
 _LEASE_FOR_UPDATE = Prepared(lambda d: _LEASE.with_for_update())
+_ISSUE_COLUMNS = (
+    issues.c.issue,
+    issues.c.project,
+    issues.c.last_fencing_token,
+    issues.c.handoff_note,
+    issues.c.handoff_session_id,
+    issues.c.delay_from_us,
+    issues.c.delay_session_id,
+)
+
+
+def _claim_reads(dialect: str) -> Select[Any]:
+    """A project's rules, its unreleased leases and an issue's registry row: one round trip.
+
+    Three primary-key lookups, each LEFT JOINed to a one-row base so that a missing row is
+    NULLs rather than no row (a claim runs ~10 statements; on PostgreSQL each is a round
+    trip, the main cost of a command).
+    """
+    one = select(literal_column("1").label("one")).subquery("one")
+    joined = (
+        one.outerjoin(projects, (projects.c.workspace == WS) & (projects.c.project == bindparam("project")))
+        .outerjoin(
+            project_leases,
+            (project_leases.c.workspace == WS) & (project_leases.c.project == bindparam("project")),
+        )
+        .outerjoin(issues, (issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
+    )
+    return select(
+        projects.c.wip_limit,
+        projects.c.lock_delay_seconds,
+        projects.c.agent_wip_limit,
+        project_leases.c.unreleased,
+        *_ISSUE_COLUMNS,
+    ).select_from(joined)
+
+
+_CLAIM_READS = Prepared(_claim_reads)
 _ISSUE = Prepared(
-    lambda d: select(
-        issues.c.issue,
-        issues.c.project,
-        issues.c.last_fencing_token,
-        issues.c.handoff_note,
-        issues.c.handoff_session_id,
-        issues.c.delay_from_us,
-        issues.c.delay_session_id,
-    ).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
+    lambda d: select(*_ISSUE_COLUMNS).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
 )
 _DECLARERS = Prepared(
     lambda d: (
@@ -106,12 +138,14 @@ def lock_project(conn: Connection, ctx: Context, project: str) -> int:
 def lock_project_rules(conn: Connection, ctx: Context, project: str) -> ProjectRules:
     """Serialise decisions on a project's cap; returns its configuration (defaults if none)."""
     lock_guard(conn, ctx.workspace, streams.project(project))
-    row = _RULES.first(conn, {"ws": ctx.workspace, "project": project})
-    return (
-        ProjectRules()
-        if row is None
-        else ProjectRules(int(row[0]), int(row[1]), None if row[2] is None else int(row[2]))
-    )
+    return _rules(_RULES.first(conn, {"ws": ctx.workspace, "project": project}))
+
+
+def _rules(row: Sequence[Any] | None) -> ProjectRules:
+    """A project's rules from (wip_limit, lock_delay_seconds, agent_wip_limit), NULLs if never configured."""
+    if row is None or row[0] is None:
+        return ProjectRules()
+    return ProjectRules(int(row[0]), int(row[1]), None if row[2] is None else int(row[2]))
 
 
 def agent_held(conn: Connection, ctx: Context, project: str, except_issue: str, session_id: str) -> int:
@@ -127,19 +161,37 @@ def live_lease_count(
     """Live leases of a project, not counting any lease on ``except_issue``.
 
     With ``wip_limit`` it costs the same with 5 or 5,000 unreleased leases in the project
-    as long as they cannot reach the limit: the project's unreleased leases are one row
-    (``project_leases``), and while they (this issue's aside) are fewer than ``wip_limit``
-    so are the live ones, and that count is returned (an upper bound: the cap admits
-    either way, and only a refusal reports the number). Only when they could reach the
-    limit are the live ones counted.
+    as long as they cannot reach the limit: see :func:`cap_count`.
     """
     params = {"ws": ctx.workspace, "project": project, "issue": except_issue, "cutoff": ctx.cutoff_us}
-    if wip_limit is not None:
-        unreleased = int(_UNRELEASED.scalar(conn, params) or 0)
-        if unreleased and _LEASED_IN_PROJECT.first(conn, params) is not None:
-            unreleased -= 1
-        if unreleased < wip_limit:
-            return unreleased
+    if wip_limit is None:
+        return int(_LIVE_LEASES.scalar(conn, params))
+    unreleased = int(_UNRELEASED.scalar(conn, params) or 0)
+    leased_here = bool(unreleased) and _LEASED_IN_PROJECT.first(conn, params) is not None
+    return cap_count(conn, ctx, project, except_issue, wip_limit, unreleased, leased_here)
+
+
+def cap_count(
+    conn: Connection,
+    ctx: Context,
+    project: str,
+    except_issue: str,
+    wip_limit: int,
+    unreleased: int,
+    leased_here: bool,
+) -> int:
+    """Live leases of a project (``except_issue``'s aside), as far as the cap needs to know.
+
+    ``unreleased`` is the project's row of ``project_leases``, ``leased_here`` whether one of
+    them is on ``except_issue``. While the others are fewer than ``wip_limit`` so are the
+    live ones, and that count is returned (an upper bound: the cap admits either way, and
+    only a refusal reports the number); only when they could reach the limit are the live
+    ones counted. So the cap costs the same with 5 or 5,000 unreleased leases in a project.
+    """
+    others = unreleased - 1 if leased_here and unreleased else unreleased
+    if others < wip_limit:
+        return others
+    params = {"ws": ctx.workspace, "project": project, "issue": except_issue, "cutoff": ctx.cutoff_us}
     return int(_LIVE_LEASES.scalar(conn, params))
 
 
@@ -152,18 +204,29 @@ def load_lease(conn: Connection, ctx: Context, issue: str, *, lock: bool = False
 def load_issue_view(conn: Connection, ctx: Context, issue: str, *, lock: bool = False) -> domain.IssueView:
     """The issue's registry row, lease, holder and live declarers."""
     reg = _ISSUE.first(conn, {"ws": ctx.workspace, "issue": issue})
+    return issue_view(conn, ctx, issue, None if reg is None else domain.IssueState(*reg), lock=lock)
+
+
+def issue_view(
+    conn: Connection, ctx: Context, issue: str, registry: domain.IssueState | None, *, lock: bool = False
+) -> domain.IssueView:
+    """The issue's lease, holder and live declarers, beside its registry row read already."""
     lease = load_lease(conn, ctx, issue, lock=lock)
     holder = load_session(conn, ctx, lease.session_id, own=False) if lease else None
     rows = _DECLARERS.rows(conn, {"ws": ctx.workspace, "issue": issue, "cutoff": ctx.cutoff_us})
     declarers = tuple(SessionState(*r) for r in rows)
-    return domain.IssueView(issue, None if reg is None else domain.IssueState(*reg), lease, holder, declarers)
+    return domain.IssueView(issue, registry, lease, holder, declarers)
 
 
 def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
     caller = load_session(conn, ctx, cmd.session_id)
-    rules = lock_project_rules(conn, ctx, cmd.project)
-    view = load_issue_view(conn, ctx, cmd.issue, lock=True)
-    live = live_lease_count(conn, ctx, cmd.project, cmd.issue, rules.wip_limit)
+    lock_guard(conn, ctx.workspace, streams.project(cmd.project))
+    row = _CLAIM_READS.first(conn, {"ws": ctx.workspace, "project": cmd.project, "issue": cmd.issue})
+    assert row is not None  # the one-row base
+    rules = _rules(row[0:3])
+    view = issue_view(conn, ctx, cmd.issue, None if row[4] is None else domain.IssueState(*row[4:]), lock=True)
+    leased_here = view.lease is not None and view.lease.project == cmd.project
+    live = cap_count(conn, ctx, cmd.project, cmd.issue, rules.wip_limit, int(row[3] or 0), leased_here)
     state = domain.ClaimState(
         caller,
         view,
@@ -185,10 +248,11 @@ def issue_line(conn: Connection, ctx: Context, issue: str, project: str) -> Issu
     The project's guard is locked first, always: a claim that joins the line holds it too,
     so no waiter can join between this read and the commit of the release.
     """
-    rules = lock_project_rules(conn, ctx, project)
+    lock_guard(conn, ctx.workspace, streams.project(project))
     line = load_line(conn, ctx, "issue", issue)
     if not line:
         return None
+    rules = _rules(_RULES.first(conn, {"ws": ctx.workspace, "project": project}))
     view = load_issue_view(conn, ctx, issue)
     reg = view.registry
     delay = (
