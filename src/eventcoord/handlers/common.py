@@ -84,11 +84,16 @@ def _lock_guard(dialect: str) -> Executable:
     serialises; the row only has to exist.
     """
     if dialect == "postgresql":
-        insert = postgresql.insert(guards).values(workspace=WS, key=_KEY)
-        return insert.on_conflict_do_update(
-            index_elements=[guards.c.workspace, guards.c.key], set_={"key": insert.excluded.key}, where=false()
-        )
+        return guard_upsert()
     return sqlite.insert(guards).values(workspace=WS, key=_KEY).on_conflict_do_nothing()
+
+
+def guard_upsert() -> postgresql.Insert:
+    """PostgreSQL: insert the guard row ``(ws, key)`` or lock it, writing nothing if it exists."""
+    insert = postgresql.insert(guards).values(workspace=WS, key=_KEY)
+    return insert.on_conflict_do_update(
+        index_elements=[guards.c.workspace, guards.c.key], set_={"key": insert.excluded.key}, where=false()
+    )
 
 
 _LOCK_GUARD = Prepared(_lock_guard)

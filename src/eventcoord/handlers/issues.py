@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, bindparam, func, literal_column, select
+from sqlalchemy import Connection, Executable, Select, and_, bindparam, func, literal_column, select
 
 from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
 from eventcoord.context import Context, Decision
@@ -19,7 +19,7 @@ from eventcoord.domain import streams
 from eventcoord.domain.admission import DelayFrom, ProjectRules
 from eventcoord.domain.handoff import IssueLine
 from eventcoord.domain.sessions import SessionState
-from eventcoord.handlers.common import SESSION_COLUMNS, WS, load_session, lock_guard
+from eventcoord.handlers.common import SESSION_COLUMNS, WS, guard_upsert, load_session, lock_guard
 from eventcoord.handlers.waits import join_state, load_line
 from eventcoord.liveness import live_clause
 from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions
@@ -30,6 +30,29 @@ _RULES = Prepared(
         (projects.c.workspace == WS) & (projects.c.project == bindparam("project"))
     )
 )
+
+
+def _locked_rules(dialect: str) -> Executable:
+    """PostgreSQL: a project's guard locked and its rules read, in one statement.
+
+    The rules are not what the guard protects (``configure_project`` does not take it),
+    so reading them in the statement's snapshot, taken before the lock was granted, reads
+    what a separate read after it could have read an instant earlier. (A project's
+    unreleased count is protected: :data:`_CLAIM_READS` runs after the lock.) A guard row
+    it inserts is not counted as a write of the batch: a refusal after it keeps the row,
+    which is harmless (a lock row, in no read model) and saves rolling the batch back.
+    """
+    assert dialect == "postgresql", "SQLite runs the guard and the rules as two statements"
+    one = select(literal_column("1").label("one")).subquery("one")
+    rules = (projects.c.workspace == WS) & (projects.c.project == bindparam("key_project"))
+    return (
+        select(projects.c.wip_limit, projects.c.lock_delay_seconds, projects.c.agent_wip_limit)
+        .select_from(one.outerjoin(projects, rules))
+        .add_cte(guard_upsert().cte("guard"))
+    )
+
+
+_LOCKED_RULES = Prepared(_locked_rules)
 _AGENT_HELD = Prepared(
     lambda d: (
         select(func.count())
@@ -137,6 +160,9 @@ def lock_project(conn: Connection, ctx: Context, project: str) -> int:
 
 def lock_project_rules(conn: Connection, ctx: Context, project: str) -> ProjectRules:
     """Serialise decisions on a project's cap; returns its configuration (defaults if none)."""
+    if conn.dialect.name == "postgresql":  # one round trip instead of two
+        key = streams.project(project)
+        return _rules(_LOCKED_RULES.first(conn, {"ws": ctx.workspace, "key": key, "key_project": project}))
     lock_guard(conn, ctx.workspace, streams.project(project))
     return _rules(_RULES.first(conn, {"ws": ctx.workspace, "project": project}))
 
