@@ -41,6 +41,16 @@ _INSERT_CLAIM = Prepared(
         claimed_us=bindparam("at"),
     )
 )
+#: An issue's live key on PostgreSQL (NULL once released): ``ix_file_claims_issue_live_key``
+#: is the only index on it; ``issue_key`` builds the value it is compared with.
+PG_ISSUE_KEY = "(CASE WHEN released_us IS NULL THEN workspace || E'\\x01' || issue END)"
+
+
+def issue_key(workspace: str, issue: str) -> str:
+    """The value of ``PG_ISSUE_KEY`` for an issue's unreleased claims."""
+    return f"{workspace}\x01{issue}"
+
+
 # The holder's unreleased claims of the issue on these paths (matched as normalised strings).
 _RELEASE = Prepared(
     lambda d: (
@@ -50,10 +60,9 @@ _RELEASE = Prepared(
             " AND path IN (SELECT value FROM json_each(:paths))"
         )
         if d == "sqlite"
-        else text(
-            "UPDATE file_claims SET released_us = :at, release_reason = :reason"
-            " WHERE workspace = :ws AND issue = :issue AND session_id IS NOT DISTINCT FROM CAST(:sid AS text)"
-            " AND released_us IS NULL AND path = ANY(CAST(:paths AS text[]))"
+        else text(  # by the issue's live key: the only index on it (0011_one_index_each)
+            f"UPDATE file_claims SET released_us = :at, release_reason = :reason WHERE {PG_ISSUE_KEY} = :key"
+            " AND session_id IS NOT DISTINCT FROM CAST(:sid AS text) AND path = ANY(CAST(:paths AS text[]))"
         )
     )
 )
@@ -113,6 +122,7 @@ def file_claim_released(conn: Connection, r: RecordedEvent) -> None:
             "reason": e.reason,
             "ws": r.metadata.workspace,
             "issue": e.issue,
+            "key": issue_key(r.metadata.workspace, e.issue),
             "sid": e.session_id,
             "paths": paths,
         },

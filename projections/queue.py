@@ -8,7 +8,7 @@ statement is built once (``Prepared``).
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, bindparam, null, select, update
+from sqlalchemy import Connection, bindparam, literal_column, null, select, update
 
 from eventcoord.codec import encode
 from eventcoord.events import WorkClaimed, WorkEnqueued, WorkFinished, WorkRequeued, WorkStarted
@@ -34,7 +34,12 @@ _INSERT_LEDGER = Prepared(
         recorded_us=bindparam("at"),
     )
 )
-_ITEM = (work_items.c.item_id == bindparam("item")) & (work_items.c.workspace == bindparam("ws"))
+# An item is found by its primary key, the only index this can use: the workspace is
+# checked, not searched by (``|| ''``), or a planner without statistics takes any index that
+# leads with the workspace and filters the workspace's every item (0011_one_index_each).
+_ITEM = (work_items.c.item_id == bindparam("item")) & (
+    work_items.c.workspace.op("||")(literal_column("''")) == bindparam("ws")
+)
 _INSERT_ITEM = Prepared(
     lambda d: work_items.insert().values(
         item_id=bindparam("item"),

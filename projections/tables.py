@@ -103,18 +103,21 @@ leases = Table(
         sqlite_where=text("released_us IS NULL"),
         postgresql_where=text("released_us IS NULL"),
     ),
+    # Each says its key is not null (always true): only a statement that names the project,
+    # or the session, implies the predicate, so a lookup by issue has uq_leases_unreleased
+    # alone to use, with or without statistics (0011_one_index_each).
     Index(
         "ix_leases_project_live",
         "workspace",
         "project",
-        sqlite_where=text("released_us IS NULL"),
-        postgresql_where=text("released_us IS NULL"),
+        sqlite_where=text("released_us IS NULL AND project IS NOT NULL"),
+        postgresql_where=text("released_us IS NULL AND project IS NOT NULL"),
     ),
     Index(
         "ix_leases_session_live",
         "session_id",
-        sqlite_where=text("released_us IS NULL"),
-        postgresql_where=text("released_us IS NULL"),
+        sqlite_where=text("released_us IS NULL AND session_id IS NOT NULL"),
+        postgresql_where=text("released_us IS NULL AND session_id IS NOT NULL"),
     ),
 )
 
@@ -162,9 +165,14 @@ file_claims = Table(
     ),
 )
 
-# PostgreSQL only (migration 0004_perf, not declared here: an expression index):
-# ix_file_claims_live_c ON file_claims (((workspace || E'\x01' || literal_prefix) COLLATE "C"))
-# WHERE released_us IS NULL — the only index claim_files' overlap probes can use there.
+# PostgreSQL only (migration 0011_one_index_each, not declared here: expression indexes on
+# the *live keys*, NULL for released claims; each the only index its statements can use):
+# ix_file_claims_live_key ON file_claims (((CASE WHEN released_us IS NULL
+#   THEN workspace || E'\x01' || literal_prefix END) COLLATE "C")) WHERE (…) IS NOT NULL
+#   — claim_files' overlap probes (handlers/files.py);
+# ix_file_claims_issue_live_key ON file_claims ((CASE WHEN released_us IS NULL
+#   THEN workspace || E'\x01' || issue END)) WHERE (…) IS NOT NULL
+#   — an issue's unreleased claims (release_files and its read model).
 
 conflicts = Table(
     "conflicts",

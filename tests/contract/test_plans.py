@@ -18,6 +18,8 @@ import json
 from typing import Any
 
 from sqlalchemy import Connection, func, select, text
+from sqlalchemy.dialects import postgresql as postgresql_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from eventcoord.api.queries.files import rows_since
 from eventcoord.api.queries.queue import page_of_items
@@ -25,21 +27,26 @@ from eventcoord.api.queries.sessions import page_of_agents
 from eventcoord.codec import decode_command
 from eventcoord.context import Caller
 from eventcoord.handlers import files as files_handler
+from eventcoord.handlers import issues as issues_handler
+from eventcoord.handlers import queue as queue_handler
 from eventcoord.projections import files as files_projection
+from eventcoord.projections import leases as leases_projection
+from eventcoord.projections import queue as queue_projection
 from eventcoord.projections.tables import conflicts, file_claims, leases, project_leases, sessions, work_items
 from eventcoord.service import Service
-from eventcoord.store.prepared import Prepared
+from eventcoord.store.prepared import Prepared, _Pg
 
 WS = "plans"
 #: The partial indexes of unreleased claims (PostgreSQL may pick any for "every live claim").
 LIVE_INDEXES = (
     "ix_file_claims_live",
-    "ix_file_claims_live_c",
+    "ix_file_claims_live_key",
     "ix_file_claims_issue_live",
     "ix_file_claims_live_order",
 )
 RELEASED = 20_000
 LIVE = 1_000
+HOT_KEY = files_projection.issue_key(WS, "HOT")
 
 
 def _rows() -> list[dict[str, Any]]:
@@ -77,7 +84,11 @@ async def _fill(store: Any, *, analyze: bool = True) -> None:
 
 
 def _sql(stmt: Prepared, dialect: str) -> str:
-    return str(stmt.statement(dialect).text)
+    built: Any = stmt.statement(dialect)
+    if hasattr(built, "text"):
+        return str(built.text)
+    named = sqlite_dialect.dialect(paramstyle="named") if dialect == "sqlite" else postgresql_dialect.dialect()
+    return str(built.compile(dialect=named))
 
 
 async def _plans(store: Any, statements: list[tuple[Prepared, dict[str, Any]]]) -> list[str]:
@@ -114,7 +125,7 @@ async def test_overlap_probes_read_only_the_index_of_unreleased_claims(store: An
     if backend == "postgresql":  # before any statistics exist, the planner must not drift either
         await _fill(store, analyze=False)
         [probes] = await _plans(store, [(files_handler._PG_PROBES, _pg_probe_params())])
-        assert "ix_file_claims_live_c" in probes and "Seq Scan on file_claims" not in probes, probes
+        assert "ix_file_claims_live_key" in probes and "Seq Scan on file_claims" not in probes, probes
         await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
     else:
         await _fill(store)
@@ -130,7 +141,7 @@ async def test_overlap_probes_read_only_the_index_of_unreleased_claims(store: An
         assert "ix_file_claims_live" in every and "workspace_time" not in every, every
     else:
         [probes] = await _plans(store, [(files_handler._PG_PROBES, _pg_probe_params())])
-        assert "ix_file_claims_live_c" in probes, probes
+        assert "ix_file_claims_live_key" in probes, probes
         assert "Seq Scan on file_claims" not in probes and "workspace_time" not in probes, probes
         [every] = await _plans(store, [(files_handler._ALL_LIVE, {"ws": WS})])
         assert any(f"Index Scan on {name} " in every for name in LIVE_INDEXES), every
@@ -145,15 +156,25 @@ async def test_an_issues_unreleased_claims_are_read_without_its_history(store: A
     select_plan, update_plan = await _plans(
         store,
         [
-            (files_handler._OF_ISSUE, {"ws": WS, "issue": "HOT", "sid": "s1"}),
+            (files_handler._OF_ISSUE, {"ws": WS, "issue": "HOT", "key": HOT_KEY, "sid": "s1"}),
             (
                 files_projection._RELEASE,
-                {"ws": WS, "issue": "HOT", "sid": "s1", "at": 3, "reason": "released", "paths": param_paths},
+                {
+                    "ws": WS,
+                    "issue": "HOT",
+                    "key": HOT_KEY,
+                    "sid": "s1",
+                    "at": 3,
+                    "reason": "released",
+                    "paths": param_paths,
+                },
             ),
         ],
     )
     for plan in (select_plan, update_plan):
-        assert "ix_file_claims_issue_live" in plan, plan
+        assert ("ix_file_claims_issue_live_key" if backend == "postgresql" else "ix_file_claims_issue_live") in plan, (
+            plan
+        )
         assert "ix_file_claims_issue " not in plan + " " and "Seq Scan on file_claims" not in plan, plan
 
 
@@ -315,3 +336,156 @@ async def test_the_agents_page_walks_the_newest_sessions_instead_of_sorting_them
     for plan in await store.transact(explain):
         assert "ix_sessions_registered" in plan, plan
         assert "TEMP B-TREE" not in plan and "Sort" not in plan and "Seq Scan" not in plan, plan
+
+
+def _literal(value: Any) -> str:
+    """A parameter of ``EXECUTE`` as an SQL literal (strings, ints, lists of strings)."""
+    if isinstance(value, list):
+        return "ARRAY[" + ", ".join(_literal(v) for v in value) + "]::text[]"
+    if isinstance(value, bool | int):
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+async def _generic_plans(store: Any, statements: list[tuple[Prepared, dict[str, Any]]]) -> list[str]:
+    """PostgreSQL: the *generic* plan of each statement, the one asyncpg's prepared statement
+    keeps after five runs (planned once, for any parameters, with the statistics of then)."""
+
+    def explain(conn: Connection) -> list[str]:
+        out = []
+        conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+        for stmt, params in statements:
+            pg = _Pg(stmt.statement("postgresql"))
+            conn.exec_driver_sql(f"PREPARE plan_probe AS {pg.sql}")
+            args = ", ".join(_literal(a) for a in pg.args(params))
+            rows = conn.exec_driver_sql(f"EXPLAIN EXECUTE plan_probe({args})").all()
+            conn.exec_driver_sql("DEALLOCATE plan_probe")
+            out.append("\n".join(str(r[0]) for r in rows))
+        conn.exec_driver_sql("RESET plan_cache_mode")
+        return out
+
+    plans: list[str] = await store.transact(explain)
+    return plans
+
+
+def _leases(n: int) -> list[dict[str, Any]]:
+    """``n`` unreleased leases of one project held by other sessions (the bench's load)."""
+    return [
+        {
+            "lease_id": 10 + i,
+            "workspace": WS,
+            "issue": f"LOAD-{i}",
+            "project": "M",
+            "session_id": f"s{i % 16}",
+            "actor_key": "a",
+            "fencing_token": 1,
+            "granted_us": 1_000 + i,
+        }
+        for i in range(n)
+    ]
+
+
+def _items(n: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "item_id": f"it-{i}",
+            "workspace": WS,
+            "project": "Q",
+            "priority": 0,
+            "blocked_by": "[]",
+            "paths": "[]",
+            "status": "done",
+            "enqueued_position": 100_000 + i,
+            "enqueued_us": 1_000 + i,
+            "updated_us": 2_000 + i,
+            "attempts": 1,
+        }
+        for i in range(n)
+    ]
+
+
+#: The commands' lookups of one live row, each with the one index it may use (issue 12
+#: item 4): (statement, parameters, index on PostgreSQL, index on SQLite).
+_BY_KEY: list[tuple[Prepared, dict[str, Any], str, str]] = [
+    (issues_handler._LEASE_FOR_UPDATE, {"ws": WS, "issue": "LOAD-7"}, "uq_leases_unreleased", "uq_leases_unreleased"),
+    (issues_handler._LEASE_PLAIN, {"ws": WS, "issue": "LOAD-7"}, "uq_leases_unreleased", "uq_leases_unreleased"),
+    (
+        leases_projection._RELEASE_LEASE,
+        {"ws": WS, "issue": "LOAD-7", "at": 5, "reason": "released"},
+        "uq_leases_unreleased",
+        "uq_leases_unreleased",
+    ),
+    (queue_handler._ITEM_FOR_UPDATE, {"ws": WS, "item": "it-7"}, "work_items_pkey", "sqlite_autoindex_work_items_1"),
+    (
+        queue_projection._FINISHED,
+        {"ws": WS, "item": "it-7", "status": "done", "outcome": "cancelled", "at": 5},
+        "work_items_pkey",
+        "sqlite_autoindex_work_items_1",
+    ),
+    (
+        files_handler._OF_ISSUE,
+        {"ws": WS, "issue": "HOT", "key": HOT_KEY, "sid": "s1"},
+        "ix_file_claims_issue_live_key",
+        "ix_file_claims_issue_live",
+    ),
+    (
+        files_projection._RELEASE,
+        {
+            "ws": WS,
+            "issue": "HOT",
+            "key": HOT_KEY,
+            "sid": "s1",
+            "at": 3,
+            "reason": "released",
+            "paths": ["old/d1/f1.py"],
+        },
+        "ix_file_claims_issue_live_key",
+        "ix_file_claims_issue_live",
+    ),
+    (files_handler._PG_PROBES, {}, "ix_file_claims_live_key", ""),
+]
+
+
+def _index_of(plan: str) -> list[str]:
+    """The indexes a plan reads (PostgreSQL and SQLite spellings)."""
+    import re
+
+    return sorted(
+        set(
+            re.findall(
+                r"(?:Index Scan using|Index Scan on|Index Only Scan using|USING (?:COVERING )?INDEX) (\w+)", plan
+            )
+        )
+    )
+
+
+async def test_each_lookup_of_a_live_row_has_one_index_whatever_the_statistics(store: Any, backend: str) -> None:
+    """No plan can drift (issue 12 item 4): on tables filled fast, before any ANALYZE, and in
+    the generic plan a prepared statement keeps from when its table was empty, each lookup
+    reads the one index made for it. Before: leases by issue walked ``ix_leases_project_live``
+    (every live lease of the workspace), work items by id ``ix_work_items_status_order``,
+    an issue's claims ``ix_file_claims_live_order`` and the overlap probes a full scan of
+    ``ix_file_claims_issue_live``, all picked by a planner that thinks a partial index of
+    unreleased rows holds 0.5 % of the table."""
+    statements = [(stmt, p) for stmt, p, _, sqlite_index in _BY_KEY if backend == "postgresql" or sqlite_index]
+    expected = [
+        pg if backend == "postgresql" else lite for _, _, pg, lite in _BY_KEY if backend == "postgresql" or lite
+    ]
+    for i, (stmt, params) in enumerate(statements):
+        if stmt is files_handler._PG_PROBES:
+            statements[i] = (stmt, _pg_probe_params())
+        elif backend == "sqlite" and "paths" in params:
+            statements[i] = (stmt, {**params, "paths": json.dumps(params["paths"])})
+
+    async def check(when: str) -> None:
+        plans = await (_generic_plans(store, statements) if backend == "postgresql" else _plans(store, statements))
+        for (stmt, _), index, plan in zip(statements, expected, plans, strict=True):
+            assert _index_of(plan) == [index] and "Seq Scan" not in plan, (when, _sql(stmt, backend), plan)
+
+    await check("empty tables")
+    await store.transact(lambda conn: conn.execute(leases.insert(), _leases(5_000)))
+    await store.transact(lambda conn: conn.execute(work_items.insert(), _items(5_000)))
+    await _fill(store, analyze=False)
+    await check("filled, before ANALYZE")
+    await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
+    await check("after ANALYZE")

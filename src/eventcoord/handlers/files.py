@@ -24,6 +24,7 @@ from eventcoord.domain.sessions import Claimant, SessionState, claimant
 from eventcoord.errors import DomainError
 from eventcoord.events import WaitStarted
 from eventcoord.handlers.common import WS, load_session, load_sessions
+from eventcoord.projections.files import PG_ISSUE_KEY, issue_key
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import workspaces
 
@@ -96,19 +97,22 @@ _RANGE = Prepared(lambda d: text(f"{_SQLITE_LIVE} AND literal_prefix >= :lo AND 
 # for ``workspace = … AND released_us IS NULL`` is a partial one of unreleased claims.
 _ALL_LIVE = Prepared(lambda d: text(_SQLITE_LIVE if d == "sqlite" else f"{_CLAIM_SELECT} WHERE {_LIVE}"))
 # PostgreSQL: one statement, a lateral index probe per (lo, hi) range; an exact prefix p is
-# the range [p, p || chr(1)) (text holds no NUL). The probes compare one expression,
-# ``(workspace || chr(1) || literal_prefix) COLLATE "C"``, with bounds that carry the
-# workspace, and name no other column: only ``ix_file_claims_live_c`` (partial, unreleased
-# claims, on exactly that expression) can serve them, so the planner has no other index
-# to drift to (with ``workspace = $1`` in the probe it did pick ``ix_file_claims_issue_live``
-# on a table without statistics, filtering every live claim per probe). ``OFFSET 0`` keeps
-# it from flattening the probes into one join over every live claim.
-PG_LIVE_KEY = "((workspace || E'\\x01' || literal_prefix) COLLATE \"C\")"
+# the range [p, p || chr(1)) (text holds no NUL). The probes compare one expression, the
+# claim's *live key* ``(CASE WHEN released_us IS NULL THEN workspace || chr(1) ||
+# literal_prefix END) COLLATE "C"`` (NULL once released), with bounds that carry the
+# workspace, and name no other column, not even ``released_us``: only
+# ``ix_file_claims_live_key`` (on exactly that expression, partial: key not null, which a
+# comparison implies) can serve them, with or without statistics (0011_one_index_each).
+# With ``workspace = $1`` in the probe the planner picked ``ix_file_claims_issue_live`` on a
+# table without statistics; with ``released_us IS NULL`` a cached generic plan full-scanned
+# it, a partial index of unreleased claims like the probe's own: every live claim per probe.
+# ``OFFSET 0`` keeps it from flattening the probes into one join over every live claim.
+PG_LIVE_KEY = "((CASE WHEN released_us IS NULL THEN workspace || E'\\x01' || literal_prefix END) COLLATE \"C\")"
 _PG_PROBES = Prepared(
     lambda d: text(
         "SELECT c.position, c.idx, c.issue, c.session_id, c.actor_key, c.path, c.exclusive"
         " FROM unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) AS r(lo, hi) CROSS JOIN LATERAL ("
-        f" {_CLAIM_SELECT} WHERE released_us IS NULL AND {PG_LIVE_KEY} >= r.lo AND {PG_LIVE_KEY} < r.hi OFFSET 0) AS c"
+        f" {_CLAIM_SELECT} WHERE {PG_LIVE_KEY} >= r.lo AND {PG_LIVE_KEY} < r.hi OFFSET 0) AS c"
     )
 )
 
@@ -186,19 +190,20 @@ def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
     )
 
 
-# Unreleased claims of one issue and holder, through the partial index of an issue's
-# unreleased claims (history of the issue never read). ``IS`` matches a null holder too.
+# Unreleased claims of one issue and holder, through the index of an issue's unreleased
+# claims only (history of the issue never read). ``IS`` matches a null holder too. On
+# PostgreSQL by the issue's live key, the only column named besides the holder, and sorted
+# here rather than by the database: with ``workspace = $1 … ORDER BY position, idx`` a
+# planner without statistics walked ``ix_file_claims_live_order``, every live claim of the
+# workspace, to save sorting a few rows.
 _OF_ISSUE = Prepared(
     lambda d: (
         text(
             f"{_CLAIM_SELECT} INDEXED BY ix_file_claims_issue_live WHERE workspace = :ws AND issue = :issue"
-            " AND session_id IS :sid AND released_us IS NULL ORDER BY position, idx"
+            " AND session_id IS :sid AND released_us IS NULL"
         )
         if d == "sqlite"
-        else text(
-            f"{_CLAIM_SELECT} WHERE workspace = :ws AND issue = :issue"
-            " AND session_id IS NOT DISTINCT FROM CAST(:sid AS text) AND released_us IS NULL ORDER BY position, idx"
-        )
+        else text(f"{_CLAIM_SELECT} WHERE {PG_ISSUE_KEY} = :key AND session_id IS NOT DISTINCT FROM CAST(:sid AS text)")
     )
 )
 
@@ -206,7 +211,13 @@ _OF_ISSUE = Prepared(
 def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision:
     session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
     lock_workspace(conn, ctx)  # a waiter joins under this lock: none can slip past the hand-off
-    rows = _OF_ISSUE.rows(conn, {"ws": ctx.workspace, "issue": cmd.issue, "sid": cmd.session_id})
+    params = {
+        "ws": ctx.workspace,
+        "issue": cmd.issue,
+        "key": issue_key(ctx.workspace, cmd.issue),
+        "sid": cmd.session_id,
+    }
+    rows = sorted(_OF_ISSUE.rows(conn, params), key=lambda r: (r[0], r[1]))  # position, idx
     d = domain.decide_release_files(domain.ReleaseFilesState(session, [_claim_row(r) for r in rows]), cmd, ctx)
     released = list(d.result["released"])
     if released:

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, bindparam, func, or_, select
+from sqlalchemy import Connection, bindparam, func, literal_column, or_, select
 
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Context, Decision
@@ -74,8 +74,10 @@ def _item(row: Sequence[Any]) -> domain.ItemState:
 # The hot statements of the queue tier, built once (``Prepared``), like the issue tier's.
 # (An IN list would compile to an expanding parameter, which fixed SQL cannot hold.)
 _ACTIVE = or_(*(work_items.c.status == s for s in domain.ACTIVE))
+# By the primary key only: the workspace is checked, not searched by (``|| ''``; see
+# projections/queue.py's ``_ITEM``).
 _ITEM_SELECT = select(*_ITEM_COLUMNS).where(
-    (work_items.c.item_id == bindparam("item")) & (work_items.c.workspace == WS)
+    (work_items.c.item_id == bindparam("item")) & (work_items.c.workspace.op("||")(literal_column("''")) == WS)
 )
 _ITEM_PLAIN = Prepared(lambda d: _ITEM_SELECT)
 _ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update())
