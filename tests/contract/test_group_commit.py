@@ -405,3 +405,62 @@ async def test_two_writers_in_one_replica_keep_the_log_contiguous(db_url: str, b
         assert sorted(race[24:]) == sorted(e.position for e in events if e.stream.startswith("t:"))  # type: ignore[type-var]
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new guard", "existing guard"])
+@pytest.mark.parametrize("how", ["lock_guard", "lock_project_rules"])
+async def test_a_guard_locked_in_one_statement_holds_off_another_replica(
+    db_url: str, backend: str, existing: bool, how: str
+) -> None:
+    """The guard's one upsert (or the rules read that carries it) locks a row it finds or inserts.
+
+    Replica B takes the guard and keeps it 300 ms; replica A's lock of the same guard is
+    granted only after B committed, whether the row existed before or B inserted it.
+    """
+    if backend != "postgresql":
+        pytest.skip("two replicas share one database only on PostgreSQL")
+    from eventcoord.context import Context
+    from eventcoord.domain import streams
+    from eventcoord.handlers.common import lock_guard
+    from eventcoord.handlers.issues import lock_project_rules
+
+    a, b = open_store(db_url), open_store(db_url)
+    for s in (a, b):
+        await s.start()
+    await a.migrate()
+    key = streams.project("P")
+
+    def take(conn: Connection) -> None:
+        if how == "lock_guard":
+            lock_guard(conn, "ws", key)
+        else:
+            now_us, ttl = dbclock.read(conn)
+            assert lock_project_rules(conn, Context(Caller("ws", "agent"), now_us, ttl), "P").wip_limit == 3
+
+    try:
+        if existing:
+            await a.transact(lambda c: c.execute(insert(guards).values(workspace="ws", key=key)))
+        taken = asyncio.Event()
+        released_at: list[float] = []
+        loop = asyncio.get_running_loop()
+
+        def hold(conn: Connection) -> None:
+            take(conn)
+            taken.set()
+            await_(asyncio.sleep(0.3))
+            released_at.append(loop.time())
+
+        def follow(conn: Connection) -> float:
+            take(conn)
+            return loop.time()
+
+        holder = asyncio.create_task(b.transact(hold))
+        await taken.wait()
+        granted_at = await a.transact(follow)
+        await holder
+        assert granted_at >= released_at[0]
+        rows = await a.query(lambda c: c.execute(select(func.count()).select_from(guards)).scalar_one())
+        assert rows == 1
+    finally:
+        for s in (a, b):
+            await s.close()
