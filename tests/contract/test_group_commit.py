@@ -30,7 +30,7 @@ from eventcoord.service import Outcome, Service
 from eventcoord.store import dbclock, log, open_store
 from eventcoord.store.batch import PROVISIONAL_BASE
 from eventcoord.store.log import NewEvent
-from eventcoord.store.schema import guards
+from eventcoord.store.schema import events, guards
 
 OPERATOR = Caller("default", "admin", operator=True)
 
@@ -408,11 +408,11 @@ async def test_two_writers_in_one_replica_keep_the_log_contiguous(db_url: str, b
 
 
 @pytest.mark.parametrize("existing", [False, True], ids=["new guard", "existing guard"])
-@pytest.mark.parametrize("how", ["lock_guard", "lock_project_rules"])
+@pytest.mark.parametrize("how", ["lock_guard", "lock_project_rules", "load_session_and_lock_guard"])
 async def test_a_guard_locked_in_one_statement_holds_off_another_replica(
     db_url: str, backend: str, existing: bool, how: str
 ) -> None:
-    """The guard's one upsert (or the rules read that carries it) locks a row it finds or inserts.
+    """The guard's one upsert (alone, or carried by a read) locks a row it finds or inserts.
 
     Replica B takes the guard and keeps it 300 ms; replica A's lock of the same guard is
     granted only after B committed, whether the row existed before or B inserted it.
@@ -421,7 +421,7 @@ async def test_a_guard_locked_in_one_statement_holds_off_another_replica(
         pytest.skip("two replicas share one database only on PostgreSQL")
     from eventcoord.context import Context
     from eventcoord.domain import streams
-    from eventcoord.handlers.common import lock_guard
+    from eventcoord.handlers.common import load_session_and_lock_guard, lock_guard
     from eventcoord.handlers.issues import lock_project_rules
 
     a, b = open_store(db_url), open_store(db_url)
@@ -433,9 +433,13 @@ async def test_a_guard_locked_in_one_statement_holds_off_another_replica(
     def take(conn: Connection) -> None:
         if how == "lock_guard":
             lock_guard(conn, "ws", key)
+            return
+        now_us, ttl = dbclock.read(conn)
+        ctx = Context(Caller("ws", "agent"), now_us, ttl)
+        if how == "lock_project_rules":
+            assert lock_project_rules(conn, ctx, "P").wip_limit == 3
         else:
-            now_us, ttl = dbclock.read(conn)
-            assert lock_project_rules(conn, Context(Caller("ws", "agent"), now_us, ttl), "P").wip_limit == 3
+            assert load_session_and_lock_guard(conn, ctx, "s-nobody", key) is None
 
     try:
         if existing:
@@ -464,3 +468,42 @@ async def test_a_guard_locked_in_one_statement_holds_off_another_replica(
     finally:
         for s in (a, b):
             await s.close()
+
+
+@pytest.mark.parametrize("fresh_for", [0.020, 0.0], ids=["clock carried over", "clock read again"])
+async def test_chained_batches_keep_the_log_contiguous_and_the_clock_moving_forward(
+    db_url: str, backend: str, fresh_for: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A COMMIT that begins the next batch's transaction changes nothing a reader can see.
+
+    One writer, bursts of commands waiting: batches chain (the counter says so); positions
+    stay 1..n and each answer names its own; a command refused after writing is undone
+    alone, and the careful batches after it (savepoints, the usual lock wait for their
+    first command) chain too; with one writer the database clock of each event never runs
+    backwards along the log, whether the next batch takes the end statement's clock or
+    reads it again.
+    """
+    if backend != "postgresql":
+        pytest.skip("only the PostgreSQL store chains its batches")
+    from eventcoord.store import pg_writer
+    from eventcoord.store.postgres import PostgresEventStore
+
+    monkeypatch.setattr(pg_writer, "CHAIN_FRESH_S", fresh_for)
+    store = PostgresEventStore(db_url, writers=1)
+    await store.start()
+    await store.migrate()
+    try:
+        chained, rollbacks = stat("chained"), stat("batch_rollbacks")
+        results = await asyncio.gather(
+            *(store.transact(appender(str(i), refuse=i == 70)) for i in range(300)), return_exceptions=True
+        )
+        assert isinstance(results[70], DomainError)
+        assert stat("chained") - chained >= 3 and stat("batch_rollbacks") - rollbacks >= 1
+        positions = {str(i): r for i, r in enumerate(results) if isinstance(r, int)}
+        assert sorted(positions.values()) == list(range(1, 300))
+        await assert_log_matches(store, positions)
+        order = select(events.c.recorded_us).order_by(events.c.position)
+        times = await store.query(lambda c: list(c.execute(order).scalars()))
+        assert len(times) == 299 and times == sorted(times)
+    finally:
+        await store.close()

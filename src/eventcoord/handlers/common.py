@@ -65,6 +65,36 @@ def load_session(
     return session
 
 
+_SESSION_LOCKING_GUARD = Prepared(
+    lambda d: (
+        select(*SESSION_COLUMNS)
+        .where((sessions.c.session_id == bindparam("sid")) & (sessions.c.workspace == bindparam("ws")))
+        .add_cte(guard_upsert().cte("guard"))
+    )
+)
+
+
+def load_session_and_lock_guard(conn: Connection, ctx: Context, session_id: str, key: str) -> SessionState | None:
+    """The caller's session (as :func:`load_session`), and the guard ``key`` locked until commit.
+
+    On PostgreSQL one statement does both (a data-modifying CTE): the session is read in
+    the statement's snapshot, taken before the lock was granted, as it would be read by a
+    statement of its own before the lock. A guard row it inserts is not counted as a write
+    of the batch, so a refusal after it keeps that row (harmless: a lock row, in no read
+    model) rather than rolling the batch back.
+    """
+    if conn.dialect.name != "postgresql":
+        session = load_session(conn, ctx, session_id)
+        lock_guard(conn, ctx.workspace, key)
+        return session
+    row = _SESSION_LOCKING_GUARD.first(conn, {"sid": session_id, "ws": ctx.workspace, "key": key})
+    if row is None:
+        return None
+    session = SessionState(*row)
+    authorize_session(ctx.caller, session.session_id, session.token_id)
+    return session
+
+
 def load_sessions(conn: Connection, ctx: Context, session_ids: set[str]) -> dict[str, SessionState]:
     """Several sessions by id (holders of leases or claims), without locking them."""
     found: dict[str, SessionState] = {}

@@ -19,7 +19,14 @@ from eventcoord.domain import streams
 from eventcoord.domain.admission import DelayFrom, ProjectRules
 from eventcoord.domain.handoff import IssueLine
 from eventcoord.domain.sessions import SessionState
-from eventcoord.handlers.common import SESSION_COLUMNS, WS, guard_upsert, load_session, lock_guard
+from eventcoord.handlers.common import (
+    SESSION_COLUMNS,
+    WS,
+    guard_upsert,
+    load_session,
+    load_session_and_lock_guard,
+    lock_guard,
+)
 from eventcoord.handlers.waits import join_state, load_line
 from eventcoord.liveness import live_clause
 from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions
@@ -89,7 +96,9 @@ _LEASED_IN_PROJECT = Prepared(
         (leases.c.workspace == WS)
         & (leases.c.issue == bindparam("issue"))
         & leases.c.released_us.is_(None)
-        & (leases.c.project == bindparam("project"))
+        # Not indexable on purpose: only uq_leases_unreleased (workspace, issue) may serve
+        # this, never ix_leases_project_live, whatever the statistics say.
+        & (leases.c.project.op("||")(literal_column("''")) == bindparam("project"))
     )
 )
 _LEASE = select(
@@ -245,8 +254,7 @@ def issue_view(
 
 
 def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
-    caller = load_session(conn, ctx, cmd.session_id)
-    lock_guard(conn, ctx.workspace, streams.project(cmd.project))
+    caller = load_session_and_lock_guard(conn, ctx, cmd.session_id, streams.project(cmd.project))
     row = _CLAIM_READS.first(conn, {"ws": ctx.workspace, "project": cmd.project, "issue": cmd.issue})
     assert row is not None  # the one-row base
     rules = _rules(row[0:3])

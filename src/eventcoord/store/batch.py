@@ -65,7 +65,19 @@ class Requeue(Exception):
 class Batch:
     """Provisional positions, staged events and deferred idempotency answers of a batch."""
 
-    __slots__ = ("answers", "events", "lo", "next", "now_us", "pinned", "raw", "ttl", "usual_lock_timeout", "writes")
+    __slots__ = (
+        "answers",
+        "chained",
+        "events",
+        "lo",
+        "next",
+        "now_us",
+        "pinned",
+        "raw",
+        "ttl",
+        "usual_lock_timeout",
+        "writes",
+    )
 
     def __init__(self, raw: Any, backend_pid: int) -> None:
         #: The asyncpg connection the batch runs on (the same transaction as SQLAlchemy's).
@@ -94,6 +106,10 @@ class Batch:
         )
         #: (workspace, command_id, answer) of idempotency records whose answer is written at the end.
         self.answers: list[tuple[str, str, Callable[[Resolve], str]]] = []
+        #: Set when the last batch's COMMIT also began the next transaction (commands were
+        #: waiting): the database clock and TTL its end statement read, and when
+        #: (``time.monotonic()``). Not cleared by :meth:`reset`: it belongs to the connection.
+        self.chained: tuple[int, int, float] | None = None
 
     def reset(self) -> None:
         """Forget everything (the transaction was rolled back)."""

@@ -8,11 +8,21 @@ statements on the driver (asyncpg):
     BEGIN; SELECT clock, ttl, short lock wait         one clock read for the batch
     command 1 … command n                             decide, read models (provisional positions)
     WITH h AS (UPDATE store_head …) stream heads,     the counter, once; versions; events;
-         events, renumbering                          provisional → real positions
+         events, renumbering; clock, ttl              provisional → real positions
     COMMIT
 
 A command arriving alone finds a free writer and is committed at once: no window. Those
 arriving while the writer is busy form the next batch (group commit without a timer).
+
+**Chained batches.** When commands are already waiting as a batch commits, its COMMIT
+also begins the next transaction (``COMMIT; BEGIN …; SET LOCAL lock_timeout``, one round
+trip of the simple protocol), and the next batch takes the database clock and TTL that
+the end statement read just before: two round trips of four saved per batch under load.
+That clock is older than a fresh read by the commit's flush, as a batch's clock is older
+than its last command by the time the batch took to decide; it is trusted only for
+``CHAIN_FRESH_S`` (after that, or if another writer took the waiting commands, the open
+transaction reads the clock again). An open transaction that has run no statement holds
+no snapshot and no lock.
 
 **Positions.** A command's events get provisional positions (``store/batch.py``), and the
 counter is advanced once per batch by the end statement, which also inserts the events
@@ -62,6 +72,7 @@ nothing, so no cycle runs through the counter.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -73,7 +84,7 @@ from sqlalchemy.exc import InterfaceError as SAInterfaceError
 from sqlalchemy.util import await_
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.store import batch
+from eventcoord.store import batch, stats
 from eventcoord.store.batch import Batch, Requeue, Resolve, identity
 from eventcoord.store.log import Pending
 
@@ -93,13 +104,20 @@ CAREFUL_BATCHES = 16
 RETRYABLE = frozenset({"40001", "40P01", "23505", "55P03"})
 _LOCK_NOT_AVAILABLE = "55P03"
 
+#: How long the clock read by a batch's end statement may serve the chained next batch.
+CHAIN_FRESH_S = 0.020
+
 _BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
-_CLOCK = (
-    "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint, "
-    "(SELECT value FROM settings WHERE key = 'ttl_seconds')"
+_CLOCK_COLUMNS = (
+    "(extract(epoch from clock_timestamp()) * 1000000)::bigint, (SELECT value FROM settings WHERE key = 'ttl_seconds')"
 )
+_CLOCK = "SELECT " + _CLOCK_COLUMNS
 #: The fast pass's first statement also starts the short lock wait, for every command.
 _CLOCK_WAIT_BRIEFLY = _CLOCK + f", set_config('lock_timeout', '{LOCK_WAIT_MS}ms', true)"
+#: A careful pass in a chained transaction: the clock, and the usual lock wait back ($1).
+_CLOCK_WAIT_USUALLY = _CLOCK + ", set_config('lock_timeout', $1, true)"
+#: Commit, and begin the next batch's transaction with the fast pass's short lock wait.
+_COMMIT_AND_BEGIN = f"COMMIT; {_BEGIN}; SET LOCAL lock_timeout = '{LOCK_WAIT_MS}ms'"
 _WAIT_BRIEFLY = f"SET LOCAL lock_timeout = '{LOCK_WAIT_MS}ms'"
 _ANSWERS = (
     "UPDATE idempotency AS i SET answer = u.a "
@@ -134,7 +152,8 @@ def end_statement() -> str:
     ``$1`` the number of staged events, ``$2…$8`` their columns, ``$9…$10`` the batch's
     provisional range ``[lo, hi)`` (a provisional ``p`` becomes ``p - lo + base + 1``),
     ``$11`` the connection's usual ``lock_timeout``.
-    Returns ``base`` and the events' versions in position order. An
+    Returns ``base``, the events' versions in position order, and the database clock and
+    TTL (for a chained next batch). An
     event staged without a version gets the next one of its stream: its stream's head
     moves by the batch's count of them, in the batch's order. Every lock this statement
     takes after the counter's (stream heads, its own rows) is only ever taken under the
@@ -168,7 +187,10 @@ def end_statement() -> str:
             f"WHERE {table}.{col} >= $9 AND {table}.{col} < $10)"
         )
     return (
-        "WITH " + ", ".join(ctes) + " SELECT (SELECT base FROM h), (SELECT array_agg(version ORDER BY position) FROM e)"
+        "WITH "
+        + ", ".join(ctes)
+        + " SELECT (SELECT base FROM h), (SELECT array_agg(version ORDER BY position) FROM e), "
+        + _CLOCK_COLUMNS
     )
 
 
@@ -251,8 +273,14 @@ class _Abort:
     error: BaseException
 
 
-def run_batch(conn: Connection, jobs: Sequence[Job], savepoints: bool) -> tuple[list[Outcome], bool]:
-    """Decide and commit ``jobs`` (in the writer's greenlet); returns outcomes and whether it aborted."""
+def run_batch(
+    conn: Connection, jobs: Sequence[Job], savepoints: bool, waiting: Callable[[], bool] = lambda: False
+) -> tuple[list[Outcome], bool]:
+    """Decide and commit ``jobs`` (in the writer's greenlet); returns outcomes and whether it aborted.
+
+    ``waiting`` tells whether commands wait for a writer: then the COMMIT chains the next
+    batch's transaction (see "Chained batches" above).
+    """
     raw: Any = conn.connection.driver_connection
     b: Batch | None = conn.info.get("eventcoord.batch.state")
     if b is None or b.raw is not raw:
@@ -260,7 +288,7 @@ def run_batch(conn: Connection, jobs: Sequence[Job], savepoints: bool) -> tuple[
         b.usual_lock_timeout = str(await_(raw.fetchval("SHOW lock_timeout")))
     batch.attach(conn, b)
     try:
-        result = _attempt(conn, b, jobs, savepoints)
+        result = _attempt(conn, b, jobs, savepoints, waiting)
         if not isinstance(result, _Abort):
             return result, False
         outcomes: list[Outcome] = [None] * len(jobs)
@@ -273,7 +301,7 @@ def run_batch(conn: Connection, jobs: Sequence[Job], savepoints: bool) -> tuple[
         rerun = [i for i in range(len(jobs)) if outcomes[i] is None and not jobs[i].future.done()]
         if not rerun:
             return outcomes, True
-        again = _attempt(conn, b, [jobs[i] for i in rerun], savepoints=True)
+        again = _attempt(conn, b, [jobs[i] for i in rerun], True, waiting)
         assert not isinstance(again, _Abort)
         for i, outcome in zip(rerun, again, strict=True):
             outcomes[i] = outcome
@@ -287,17 +315,34 @@ def _first_live(jobs: Sequence[Job]) -> int:
     return next((i for i, j in enumerate(jobs) if not j.future.done()), -1)
 
 
-def _attempt(conn: Connection, b: Batch, jobs: Sequence[Job], savepoints: bool) -> list[Outcome] | _Abort:
+def _begin(b: Batch, savepoints: bool) -> None:
+    """Open the batch's transaction (or take the chained one) and read the clock and TTL.
+
+    Fast pass: every command waits briefly for row locks, the first too (if it times out
+    the pass is run again with savepoints, where the first waits as long as it must).
+    """
+    raw, chained, b.chained = b.raw, b.chained, None
+    if chained is None:
+        await_(raw.execute(_BEGIN))
+        row = await_(raw.fetchrow(_CLOCK if savepoints else _CLOCK_WAIT_BRIEFLY))
+    elif savepoints:  # the chained transaction waits briefly: undo that for the first command
+        row = await_(raw.fetchrow(_CLOCK_WAIT_USUALLY, b.usual_lock_timeout))
+    elif time.monotonic() - chained[2] > CHAIN_FRESH_S:
+        row = await_(raw.fetchrow(_CLOCK_WAIT_BRIEFLY))
+    else:
+        row = chained
+    b.now_us, b.ttl = int(row[0]), int(row[1])
+
+
+def _attempt(
+    conn: Connection, b: Batch, jobs: Sequence[Job], savepoints: bool, waiting: Callable[[], bool]
+) -> list[Outcome] | _Abort:
     """One transaction over ``jobs``: a pass, then the end statement and COMMIT."""
     raw = b.raw
     b.reset()
-    await_(raw.execute(_BEGIN))
     open_ = True
     try:
-        # Fast pass: every command waits briefly, the first too (if it times out the pass
-        # is run again with savepoints, where the first waits as long as it must).
-        row = await_(raw.fetchrow(_CLOCK if savepoints else _CLOCK_WAIT_BRIEFLY))
-        b.now_us, b.ttl = int(row[0]), int(row[1])
+        _begin(b, savepoints)
         outcomes: list[Outcome] = [None] * len(jobs)
         waits_briefly = not savepoints
         first = True
@@ -326,9 +371,14 @@ def _attempt(conn: Connection, b: Batch, jobs: Sequence[Job], savepoints: bool) 
             first = False
         # Nothing after this waits for a row lock but the end statement, which ends the
         # short wait itself: the answers' UPDATE touches only this batch's own rows.
-        resolve = _end(b)
+        resolve, clock = _end(b)
         open_ = False
-        await_(raw.execute("COMMIT"))
+        if clock is not None and waiting():
+            await_(raw.execute(_COMMIT_AND_BEGIN))
+            b.chained = (*clock, time.monotonic())
+            stats.CHAINED.inc()
+        else:
+            await_(raw.execute("COMMIT"))
     except Exception as e:
         if not open_ or connection_lost(e):
             raise  # COMMIT itself failed, or the connection is gone: the outcome is unknown
@@ -343,18 +393,24 @@ def _lost(job: Job, e: BaseException) -> Outcome:
     return None if job.future.done() else failed(job, e, first=True)
 
 
-def _end(b: Batch) -> Resolve:
-    """Advance the counter once, insert the events, renumber; write deferred answers."""
+def _end(b: Batch) -> tuple[Resolve, tuple[int, int] | None]:
+    """Advance the counter once, insert the events, renumber; write deferred answers.
+
+    Returns the positions' resolve and, when the end statement ran, the database clock and
+    TTL it read.
+    """
     resolve: Resolve = identity
+    clock = None
     if b.appended:
         if not _END:
             _END.append(end_statement())
-        base, versions = await_(b.raw.fetchrow(_END[0], b.appended, *b.events, b.lo, b.next, b.usual_lock_timeout))
-        resolve = b.resolver(int(base), versions)
+        row = await_(b.raw.fetchrow(_END[0], b.appended, *b.events, b.lo, b.next, b.usual_lock_timeout))
+        resolve = b.resolver(int(row[0]), row[1])
+        clock = (int(row[2]), int(row[3]))
     if b.answers:
         ws, cids, bodies = zip(*((w, c, answer(resolve)) for w, c, answer in b.answers), strict=True)
         await_(b.raw.execute(_ANSWERS, list(ws), list(cids), list(bodies)))
-    return resolve
+    return resolve, clock
 
 
 def _finish(outcome: Outcome, resolve: Resolve) -> Outcome:

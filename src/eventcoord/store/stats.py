@@ -2,7 +2,8 @@
 
 The average batch is ``commands / batches``; ``again`` counts commands a PostgreSQL batch
 handed to the next one (a lost race, a lock wait cut short, a requeue), ``lost_races``
-the races among them, ``rollbacks`` the fast passes that had to be rolled back.
+the races among them, ``rollbacks`` the fast passes that had to be rolled back, ``chained``
+the PostgreSQL batches whose COMMIT began the next batch's transaction.
 """
 
 from __future__ import annotations
@@ -27,4 +28,9 @@ AGAIN = Counter(
 )
 LOST_RACES = Counter(
     "eventcoord_store_lost_races_total", "Races lost inside the database (PostgreSQL).", registry=REGISTRY
+)
+CHAINED = Counter(
+    "eventcoord_store_chained_total",
+    "Batches whose COMMIT also began the next batch's transaction (PostgreSQL, commands waiting).",
+    registry=REGISTRY,
 )

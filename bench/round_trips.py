@@ -1,0 +1,137 @@
+"""Round trips per command on PostgreSQL: the statements each hot command sends, counted.
+
+On PostgreSQL a command's cost is mostly its round trips to the database (on this 2-core
+VM a round trip costs ~70-100 µs of the server's CPU, most of it in the kernel: see
+docs/performance.md), so this counts them: it wraps asyncpg's ``fetch``, ``fetchrow``,
+``fetchval``, ``execute`` and ``executemany``, runs each command kind ``--count`` times on a
+fresh database through ``Service.execute`` (one at a time: every command is a batch of
+its own, so BEGIN, the clock, the end statement and COMMIT count in full), and prints the
+statements per command and, with ``--show``, each statement's text.
+
+    .venv/bin/python bench/round_trips.py --db postgresql+asyncpg://postgres@127.0.0.1:5432
+    .venv/bin/python bench/round_trips.py --db … --kinds claim_issue --show
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import command_path as cp
+
+KINDS = ("heartbeat_agent", "claim_issue", "release_issue", "claim_files", "release_files", "queue")
+COUNTS: collections.Counter[tuple[str, str]] = collections.Counter()
+
+
+def _count_calls() -> None:
+    """Count every statement asyncpg sends (method, SQL text)."""
+    for name in ("fetch", "fetchrow", "fetchval", "execute", "executemany"):
+        original = getattr(asyncpg.connection.Connection, name)
+
+        def counted(original: Any = original, name: str = name) -> Callable[..., Awaitable[Any]]:
+            async def call(self: Any, sql: str, *args: Any, **kw: Any) -> Any:
+                COUNTS[(name, " ".join(sql.split()))] += 1
+                return await original(self, sql, *args, **kw)
+
+            return call
+
+        setattr(asyncpg.connection.Connection, name, counted())
+
+
+async def measure(url: str, kinds: list[str], n: int) -> dict[str, tuple[float, collections.Counter[tuple[str, str]]]]:
+    from eventcoord.codec import decode_command
+    from eventcoord.context import Caller
+    from eventcoord.service import Service
+    from eventcoord.store import open_store
+
+    operator = Caller("default", "admin", operator=True)
+    store = open_store(url)
+    await store.start()
+    await store.migrate()
+    service = Service(store)
+
+    async def send(body: dict[str, Any]) -> Any:
+        return (await service.execute(operator, decode_command(json.dumps(body).encode()))).result
+
+    sid = (await send({"type": "register_agent", "actor": "a"}))["session_id"]
+    out: dict[str, tuple[float, collections.Counter[tuple[str, str]]]] = {}
+    try:
+        for kind in kinds:
+            measured: list[dict[str, Any]] = []
+            if kind == "heartbeat_agent":
+                measured = [{"type": "heartbeat_agent", "session_id": sid}] * n
+            elif kind in ("claim_issue", "release_issue"):
+                # two issues per project, as bench/commands.py claims them
+                claims = [
+                    {"type": "claim_issue", "session_id": sid, "project": f"{kind}-P{k // 2}", "issue": f"{kind}-{k}"}
+                    for k in range(n)
+                ]
+                if kind == "claim_issue":
+                    measured = claims
+                else:
+                    for body in claims:
+                        await send(body)
+                    measured = [{"type": "release_issue", "session_id": sid, "issue": f"{kind}-{k}"} for k in range(n)]
+            elif kind in ("claim_files", "release_files"):
+                claims = [
+                    {"type": "claim_files", "session_id": sid, "issue": f"{kind}-{k}", "paths": [f"{kind}/{k}.py"]}
+                    for k in range(n)
+                ]
+                if kind == "claim_files":
+                    measured = claims
+                else:
+                    for body in claims:
+                        await send(body)
+                    measured = [{"type": "release_files", "session_id": sid, "issue": f"{kind}-{k}"} for k in range(n)]
+            if kind == "queue":  # claim_next_work + finish_work, counted as two commands
+                for _ in range(n):
+                    await send({"type": "enqueue_work", "project": "Q"})
+                COUNTS.clear()
+                for _ in range(n):
+                    item = (await send({"type": "claim_next_work", "session_id": sid, "project": "Q"}))["item"]
+                    await send(
+                        {"type": "finish_work", "session_id": sid, "item_id": item["item_id"], "outcome": "cancelled"}
+                    )
+                out[kind] = (sum(COUNTS.values()) / (2 * n), collections.Counter(COUNTS))
+                continue
+            COUNTS.clear()
+            for body in measured:
+                await send(body)
+            out[kind] = (sum(COUNTS.values()) / n, collections.Counter(COUNTS))
+    finally:
+        await store.close()
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--db", required=True, help="postgresql+asyncpg://user@host:port (a fresh database is made)")
+    p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
+    p.add_argument("--count", type=int, default=20, help="commands of each kind (default 20)")
+    p.add_argument("--show", action="store_true", help="print each statement and how often a command sends it")
+    args = p.parse_args()
+    _count_calls()
+    with cp.fresh_postgres(args.db) as url:
+        results = asyncio.run(measure(url, args.kinds, args.count))
+    per = 2 * args.count
+    for kind, (statements, counts) in results.items():
+        label = "claim_next_work + finish_work (per command)" if kind == "queue" else kind
+        print(f"{label:<45} {statements:5.1f} statements per command (a batch of one)")
+        if args.show:
+            n = per if kind == "queue" else args.count
+            for (method, sql), c in counts.most_common():
+                print(f"    {c / n:5.2f}  {method:<11} {sql[:150]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
