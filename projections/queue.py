@@ -40,6 +40,23 @@ _INSERT_LEDGER = Prepared(
 _ITEM = (work_items.c.item_id == bindparam("item")) & (
     work_items.c.workspace.op("||")(literal_column("''")) == bindparam("ws")
 )
+#: An item's *live key* on PostgreSQL: its workspace, project and status while it is queued,
+#: claimed or running, NULL once finished. ``ix_work_items_live_key`` (0012_queue_live_key;
+#: then ``priority DESC, enqueued_position``) is the only index on it, so the queue's lookups
+#: of live items that compare it, and name no other column of the item, have exactly one
+#: index to use with or without statistics, and it holds no finished item. ``live_key``
+#: builds the values it is compared with. (Qualified: the suspects' statement joins sessions.)
+PG_LIVE_KEY = (
+    "(CASE WHEN work_items.status IN ('queued', 'claimed', 'running')"
+    " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01' || work_items.status END)"
+)
+
+
+def live_key(workspace: str, project: str, status: str) -> str:
+    """The value of ``PG_LIVE_KEY`` for a queued, claimed or running item."""
+    return f"{workspace}\x01{project}\x01{status}"
+
+
 _INSERT_ITEM = Prepared(
     lambda d: work_items.insert().values(
         item_id=bindparam("item"),

@@ -15,6 +15,7 @@ reclaims and queue pulls.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from sqlalchemy import Connection, func, select, text
@@ -83,12 +84,18 @@ async def _fill(store: Any, *, analyze: bool = True) -> None:
         await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
 
 
-def _sql(stmt: Prepared, dialect: str) -> str:
+def _compiled(stmt: Prepared, dialect: str) -> tuple[str, dict[str, Any]]:
+    """The SQL of a statement and the values of its literals (``kind != 'human'`` is a bind)."""
     built: Any = stmt.statement(dialect)
     if hasattr(built, "text"):
-        return str(built.text)
+        return str(built.text), {}
     named = sqlite_dialect.dialect(paramstyle="named") if dialect == "sqlite" else postgresql_dialect.dialect()
-    return str(built.compile(dialect=named))
+    compiled = built.compile(dialect=named)
+    return str(compiled), {k: v for k, v in compiled.params.items() if v is not None}
+
+
+def _sql(stmt: Prepared, dialect: str) -> str:
+    return _compiled(stmt, dialect)[0]
 
 
 async def _plans(store: Any, statements: list[tuple[Prepared, dict[str, Any]]]) -> list[str]:
@@ -97,9 +104,9 @@ async def _plans(store: Any, statements: list[tuple[Prepared, dict[str, Any]]]) 
     def explain(conn: Connection) -> list[str]:
         out = []
         for stmt, params in statements:
-            sql = _sql(stmt, conn.dialect.name)
+            sql, literals = _compiled(stmt, conn.dialect.name)
             if conn.dialect.name == "sqlite":
-                rows = conn.execute(text("EXPLAIN QUERY PLAN " + sql), params).all()
+                rows = conn.execute(text("EXPLAIN QUERY PLAN " + sql), {**literals, **params}).all()
                 out.append("\n".join(str(r[-1]) for r in rows))
             else:
                 rows = conn.execute(text("EXPLAIN " + sql), params).all()
@@ -453,7 +460,9 @@ def _index_of(plan: str) -> list[str]:
     return sorted(
         set(
             re.findall(
-                r"(?:Index Scan using|Index Scan on|Index Only Scan using|USING (?:COVERING )?INDEX) (\w+)", plan
+                r"(?:Index Scan (?:Backward )?using|(?:Bitmap )?Index Scan on|Index Only Scan using"
+                r"|USING (?:COVERING )?INDEX) (\w+)",
+                plan,
             )
         )
     )
@@ -489,3 +498,119 @@ async def test_each_lookup_of_a_live_row_has_one_index_whatever_the_statistics(s
     await check("filled, before ANALYZE")
     await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
     await check("after ANALYZE")
+
+
+def _queue_history() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Sessions (most ended) and 5,000 finished items of project ``Q`` with a few live items:
+    queued in ``Q`` and ``R``, claimed and running in ``Q``."""
+    people = [
+        {
+            "session_id": f"s{i}",
+            "workspace": WS,
+            "actor_key": f"a{i}",
+            "identity_source": "test",
+            "stable": False,
+            "kind": "agent",
+            "registered_us": 1_000 + i,
+            "last_seen_us": 1_000 + i,
+            "ended_us": None if i < 16 else 2_000 + i,
+            "heartbeats": 0,
+        }
+        for i in range(2_000)
+    ]
+    items = _items(5_000)
+    for i, item in enumerate(items):
+        item.update(session_id=f"s{i % 16}", issue=f"I-{i % 40}", status="cancelled" if i % 2 else "done")
+    live = [("queued", "Q", None)] * 3 + [("queued", "R", None)] * 3 + [("claimed", "Q", "s1"), ("running", "Q", "s2")]
+    for n, (status, project, sid) in enumerate(live):
+        items.append(
+            {**items[0], "item_id": f"live-{n}", "project": project, "status": status, "session_id": sid}
+            | {"priority": n % 2, "enqueued_position": 200_000 + n, "issue": "I-1"}
+        )
+    return people, items
+
+
+#: The queue's reads of live items (every queue command runs ``_SUSPECTS``; a pull, the
+#: pages), each with the indexes it may read: (statement, parameters, PostgreSQL, SQLite).
+_QUEUE_KEY = queue_projection.live_key(WS, "Q", "queued")
+_ACTIVE_KEYS = {f"key_{s}": queue_projection.live_key(WS, "Q", s) for s in ("claimed", "running")}
+_QUEUE: list[tuple[Prepared, dict[str, Any], list[str], list[str]]] = [
+    (
+        queue_handler._SUSPECTS,
+        {"ws": WS, "project": "Q", "cutoff": 5, **_ACTIVE_KEYS},
+        ["ix_work_items_live_key", "sessions_pkey"],
+        ["ix_work_items_queue", "sqlite_autoindex_sessions_1"],
+    ),
+    (
+        queue_handler._FIRST_PAGE,
+        {"ws": WS, "project": "Q", "key": _QUEUE_KEY, "page": 4},
+        ["ix_work_items_live_key"],
+        ["ix_work_items_queue"],
+    ),
+    (
+        queue_handler._NEXT_PAGE,
+        {"ws": WS, "project": "Q", "key": _QUEUE_KEY, "page": 32, "priority": 1, "priority2": 1, "after": 200_001},
+        ["ix_work_items_live_key"],
+        ["ix_work_items_queue"],
+    ),
+    (
+        queue_handler._OTHER_ACTIVE,
+        {"sid": "s1", "issue": "I-1", "item": "live-7"},
+        ["ix_work_items_session"],
+        ["ix_work_items_session"],
+    ),
+]
+
+
+async def test_the_queue_reads_only_live_items_whatever_the_statistics(store: Any, backend: str) -> None:
+    """Issue 12 item 4 for the queue: every queue command looks for the project's stale
+    workers' items, a pull reads pages of queued items, a finish counts the worker's other
+    active items. On empty tables, filled before ANALYZE and after, each reads live items
+    only, through the one index that can serve it. Before (PostgreSQL, generic plans): the
+    suspects walked ``ix_work_items_status_order`` by the workspace alone (every item it
+    ever had) and, after ANALYZE, every item of each stale session through
+    ``ix_work_items_session``; the pages were a sequential scan after ANALYZE; the count
+    read every item the session ever held (its statuses bound, so only a filter)."""
+    statements = [(stmt, params) for stmt, params, _, _ in _QUEUE]
+    expected = [pg if backend == "postgresql" else lite for _, _, pg, lite in _QUEUE]
+
+    async def check(when: str) -> None:
+        plans = await (_generic_plans(store, statements) if backend == "postgresql" else _plans(store, statements))
+        for (stmt, _), indexes, plan in zip(statements, expected, plans, strict=True):
+            where = (when, _sql(stmt, backend), plan)
+            assert _index_of(plan) == indexes and "Seq Scan" not in plan, where
+            assert "status_order" not in plan and "ix_work_items_order" not in plan, where
+            if backend == "postgresql" and stmt is not queue_handler._OTHER_ACTIVE:
+                assert "Sort Key: work_items.priority" not in plan, where  # walked in pull order
+        if backend == "postgresql":  # the count reads the session's active items only
+            assert re.search(r"Index Cond: .*session_id.*status", plans[-1]), (when, plans[-1])
+
+    await check("empty tables")
+    people, items = _queue_history()
+    await store.transact(lambda conn: conn.execute(sessions.insert(), people))
+    await store.transact(lambda conn: conn.execute(work_items.insert(), items))
+    await check("filled, before ANALYZE")
+    await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
+    await check("after ANALYZE")
+
+
+async def test_the_queue_statements_find_the_same_items_on_both_backends(store: Any, backend: str) -> None:
+    """The live-key statements (PostgreSQL) answer what the column comparisons (SQLite) do."""
+    people, items = _queue_history()
+    people[1]["ended_us"] = 3_000  # s1 (holds a claimed item of Q) ended: a suspect
+    await store.transact(lambda conn: conn.execute(sessions.insert(), people))
+    await store.transact(lambda conn: conn.execute(work_items.insert(), items))
+
+    def read(conn: Connection) -> list[Any]:
+        out: list[Any] = []
+        for stmt, params, _, _ in _QUEUE:
+            if stmt is queue_handler._OTHER_ACTIVE:
+                params = {**params, "item": "live-0"}
+            out.append([tuple(r) for r in stmt.rows(conn, params)])
+        return out
+
+    suspects, first, after, others = await store.transact(read)
+    assert suspects == [("s1",)]
+    assert [r[0] for r in first] == ["live-1", "live-0", "live-2"]  # priority 1 first, then in enqueue order
+    assert [r[0] for r in after] == ["live-0", "live-2"]
+    assert others == [(1,)]

@@ -9,11 +9,13 @@ same item. Lock order: project guard → sessions → work items → issue lease
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping, Sequence
+from functools import reduce
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, bindparam, func, literal_column, or_, select
+from sqlalchemy import ColumnElement, Connection, bindparam, func, literal_column, select, text, true
 
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Context, Decision
@@ -31,6 +33,7 @@ from eventcoord.handlers.issues import (
     lock_project,
 )
 from eventcoord.liveness import not_live_clause
+from eventcoord.projections.queue import PG_LIVE_KEY, live_key
 from eventcoord.projections.tables import issues, sessions, work_items
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import workspaces
@@ -72,37 +75,90 @@ def _item(row: Sequence[Any]) -> domain.ItemState:
 
 
 # The hot statements of the queue tier, built once (``Prepared``), like the issue tier's.
-# (An IN list would compile to an expanding parameter, which fixed SQL cannot hold.)
-_ACTIVE = or_(*(work_items.c.status == s for s in domain.ACTIVE))
+# (An IN list of binds would compile to an expanding parameter, which fixed SQL cannot hold;
+# the active statuses are literals, so an index on the status searches just them.)
+_ACTIVE_LITERAL = work_items.c.status.in_([literal_column(f"'{s}'") for s in domain.ACTIVE])
+
+
+def _unindexed(column: Any) -> ColumnElement[Any]:
+    """``column || ''``: the same value, but no index on ``column`` can serve a comparison."""
+    result: ColumnElement[Any] = column.op("||")(literal_column("''"))
+    return result
+
+
+def _live_keys(ws: str, project: str) -> dict[str, str]:
+    """The live keys of a project's claimed and running items (``PG_LIVE_KEY``), by bind name."""
+    return {f"key_{s}": live_key(ws, project, s) for s in domain.ACTIVE}
+
+
 # By the primary key only: the workspace is checked, not searched by (``|| ''``; see
 # projections/queue.py's ``_ITEM``).
 _ITEM_SELECT = select(*_ITEM_COLUMNS).where(
-    (work_items.c.item_id == bindparam("item")) & (work_items.c.workspace.op("||")(literal_column("''")) == WS)
+    (work_items.c.item_id == bindparam("item")) & (_unindexed(work_items.c.workspace) == WS)
 )
 _ITEM_PLAIN = Prepared(lambda d: _ITEM_SELECT)
 _ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update())
+# The workers of the project's claimed and running items that are stale (one row per item,
+# deduplicated by the caller: usually none), read from the items to their sessions only: no
+# index of work_items by session may serve it (after ANALYZE both planners drove from the
+# sessions, or walked ``ix_work_items_session`` for a DISTINCT: each session's every item).
+# PostgreSQL reads the items by their live keys (``PG_LIVE_KEY``), the only index that can
+# serve them (with ``workspace = $1 AND project = $2`` a planner without statistics read
+# ``ix_work_items_status_order`` by the workspace alone, every item the workspace ever had;
+# 0012_queue_live_key), then probes each one's session in a lateral subquery (``OFFSET 0``
+# keeps it from being flattened into a join that a generic plan made on small tables hashed
+# every session for). SQLite reads ``ix_work_items_queue`` (the statuses literal, so both are
+# searched) and joins the sessions by their key (``|| ''`` on the items' side).
+# (A list of binds, not ``= ANY($1)``: only a list the planner can see is non-empty proves
+# the key not null, the predicate of the partial index.)
+_PG_ACTIVE_OF_PROJECT = text(f"{PG_LIVE_KEY} IN ({', '.join(f':key_{s}' for s in domain.ACTIVE)})")
+_STALE_WORKER = (sessions.c.kind != "human") & not_live_clause(
+    sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff")
+)
 _SUSPECTS = Prepared(
     lambda d: (
         select(work_items.c.session_id)
-        .select_from(work_items.join(sessions, sessions.c.session_id == work_items.c.session_id))
+        .select_from(work_items.join(sessions, sessions.c.session_id == _unindexed(work_items.c.session_id)))
         .where(
             (work_items.c.workspace == WS)
             & (work_items.c.project == bindparam("project"))
-            & _ACTIVE
-            & (sessions.c.kind != "human")
-            & not_live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff"))
+            & _ACTIVE_LITERAL
+            & _STALE_WORKER
         )
-        .distinct()
+        if d == "sqlite"
+        else select(work_items.c.session_id)
+        .select_from(
+            work_items.join(
+                select(literal_column("1").label("one"))
+                .where((sessions.c.session_id == work_items.c.session_id) & _STALE_WORKER)
+                .offset(literal_column("0"))
+                .lateral("stale"),
+                true(),
+            )
+        )
+        .where(_PG_ACTIVE_OF_PROJECT)
     )
 )
-_QUEUED = (
-    (work_items.c.workspace == WS) & (work_items.c.project == bindparam("project")) & (work_items.c.status == "queued")
-)
+
+
+def _queued(d: str) -> ColumnElement[bool]:
+    """A project's queued items: on PostgreSQL by their live key, which
+    ``ix_work_items_live_key`` serves in pull order (a walk, not a sort, and the only index
+    the page can use); on SQLite through ``ix_work_items_queue``."""
+    if d == "sqlite":
+        return (
+            (work_items.c.workspace == WS)
+            & (work_items.c.project == bindparam("project"))
+            & (work_items.c.status == "queued")
+        )
+    return literal_column(PG_LIVE_KEY) == bindparam("key")
+
+
 _ORDER = (work_items.c.priority.desc(), work_items.c.enqueued_position)
 _FIRST_PAGE = Prepared(
     lambda d: (
         select(*_ITEM_COLUMNS)
-        .where(_QUEUED)
+        .where(_queued(d))
         .order_by(*_ORDER)
         .limit(bindparam("page"))
         .with_for_update(skip_locked=True)
@@ -112,7 +168,7 @@ _NEXT_PAGE = Prepared(
     lambda d: (
         select(*_ITEM_COLUMNS)
         .where(
-            _QUEUED
+            _queued(d)
             & (
                 (work_items.c.priority < bindparam("priority"))
                 | (
@@ -126,14 +182,27 @@ _NEXT_PAGE = Prepared(
         .with_for_update(skip_locked=True)
     )
 )
-_OTHER_ACTIVE = Prepared(
-    lambda d: select(func.count()).where(
-        (work_items.c.session_id == bindparam("sid"))
-        & _ACTIVE
-        & (work_items.c.issue == bindparam("issue"))
-        & (work_items.c.item_id != bindparam("item"))
+
+
+# The worker's other claimed or running items on the issue: one count per status, each
+# through ix_work_items_session (session_id, status) by both columns, the only index that can
+# serve it (no other leads with the session; an item's id is only compared with <>). With the
+# statuses as one condition (``status = $2 OR status = $3``, or ``IN``) a generic plan may
+# use the session alone and filter every item the session ever held.
+def _other_active(status: str) -> Any:
+    return (
+        select(func.count())
+        .where(
+            (work_items.c.session_id == bindparam("sid"))
+            & (work_items.c.status == literal_column(f"'{status}'"))
+            & (work_items.c.issue == bindparam("issue"))
+            & (work_items.c.item_id != bindparam("item"))
+        )
+        .scalar_subquery()
     )
-)
+
+
+_OTHER_ACTIVE = Prepared(lambda d: select(reduce(operator.add, (_other_active(s) for s in domain.ACTIVE))))
 _ISSUE_PROJECT = Prepared(
     lambda d: select(issues.c.project).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
 )
@@ -151,10 +220,13 @@ def load_item(conn: Connection, ctx: Context, item_id: str, *, lock: bool = Fals
 def load_stale_work(conn: Connection, ctx: Context, project: str, caller: str | None) -> domain.StaleWork:
     """The project's items whose non-human worker is stale, locked, with their issues' leases.
 
-    Reads only the project's claimed/running items (index ``ix_work_items_queue``). Lock
+    Reads only the project's claimed/running items (``ix_work_items_live_key`` on PostgreSQL,
+    ``ix_work_items_queue`` on SQLite). Lock
     order: the workers' sessions (sorted), their items, then the leases of their issues.
     """
-    suspects = [r[0] for r in _SUSPECTS.rows(conn, {"ws": ctx.workspace, "project": project, "cutoff": ctx.cutoff_us})]
+    keys = _live_keys(ctx.workspace, project)
+    params = {"ws": ctx.workspace, "project": project, "cutoff": ctx.cutoff_us, **keys}
+    suspects = {r[0] for r in _SUSPECTS.rows(conn, params)}
     worker_ids = sorted(s for s in suspects if s is not None and s != caller)
     if not worker_ids:
         return domain.StaleWork()
@@ -163,17 +235,18 @@ def load_stale_work(conn: Connection, ctx: Context, project: str, caller: str | 
         s = load_session(conn, ctx, sid, lock=True, own=False)
         if s is not None:
             workers[sid] = s
-    rows = conn.execute(
-        select(*_ITEM_COLUMNS)
-        .where(
+    if conn.dialect.name == "sqlite":
+        of_workers = (
             (work_items.c.workspace == ctx.workspace)
             & (work_items.c.project == project)
             & work_items.c.status.in_(domain.ACTIVE)
             & work_items.c.session_id.in_(worker_ids)
         )
-        .order_by(work_items.c.item_id)
-        .with_for_update()
-    ).all()
+    else:  # by the live keys, like _SUSPECTS
+        of_workers = literal_column(PG_LIVE_KEY).in_(list(keys.values())) & _unindexed(work_items.c.session_id).in_(
+            worker_ids
+        )
+    rows = conn.execute(select(*_ITEM_COLUMNS).where(of_workers).order_by(work_items.c.item_id).with_for_update()).all()
     stale = domain.stale_items((_item(r) for r in rows), workers, ctx, caller)
     issues_of = dict.fromkeys(i.issue for i in stale if i.issue is not None)
     return domain.StaleWork(stale, {issue: load_lease(conn, ctx, issue, lock=True) for issue in issues_of})
@@ -198,7 +271,12 @@ class WorkReads:
         every row a page reads is decoded and, on PostgreSQL, locked until commit.
         """
         last: domain.ItemState | None = None
-        params: dict[str, Any] = {"ws": self.ctx.workspace, "project": self.project, "page": FIRST_PAGES[0]}
+        params: dict[str, Any] = {
+            "ws": self.ctx.workspace,
+            "project": self.project,
+            "key": live_key(self.ctx.workspace, self.project, "queued"),
+            "page": FIRST_PAGES[0],
+        }
         pages = 0
         while True:
             if last is None:
@@ -217,7 +295,7 @@ class WorkReads:
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
         rows = self.conn.execute(
             select(work_items.c.item_id, work_items.c.status).where(
-                (work_items.c.workspace == self.ctx.workspace) & work_items.c.item_id.in_(item_ids)
+                (_unindexed(work_items.c.workspace) == self.ctx.workspace) & work_items.c.item_id.in_(item_ids)
             )
         )
         return {r.item_id: r.status for r in rows}
@@ -264,7 +342,8 @@ def enqueue_work(conn: Connection, ctx: Context, cmd: EnqueueWork) -> Decision:
         existing = list(
             conn.execute(
                 select(work_items.c.item_id).where(
-                    (work_items.c.workspace == ctx.workspace) & work_items.c.item_id.in_(sorted(set(cmd.blocked_by)))
+                    (_unindexed(work_items.c.workspace) == ctx.workspace)
+                    & work_items.c.item_id.in_(sorted(set(cmd.blocked_by)))
                 )
             ).scalars()
         )
