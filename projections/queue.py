@@ -40,21 +40,25 @@ _INSERT_LEDGER = Prepared(
 _ITEM = (work_items.c.item_id == bindparam("item")) & (
     work_items.c.workspace.op("||")(literal_column("''")) == bindparam("ws")
 )
-#: An item's *live key* on PostgreSQL: its workspace, project and status while it is queued,
-#: claimed or running, NULL once finished. ``ix_work_items_live_key`` (0012_queue_live_key;
-#: then ``priority DESC, enqueued_position``) is the only index on it, so the queue's lookups
-#: of live items that compare it, and name no other column of the item, have exactly one
-#: index to use with or without statistics, and it holds no finished item. ``live_key``
-#: builds the values it is compared with. (Qualified: the suspects' statement joins sessions.)
+#: An item's *live key* on PostgreSQL: its workspace, project and ``queued`` while it is
+#: queued, ``active`` while claimed or running, NULL once finished. Compared by equality (one
+#: probe: a list of keys cost more than a sequential scan of a small table, and a generic
+#: plan made then was kept). ``ix_work_items_live_key`` (0012_queue_live_key; then
+#: ``priority DESC, enqueued_position``) is the only index on it, so the queue's lookups of
+#: live items that compare it, and name no other column of the item, have exactly one index
+#: to use with or without statistics, and it holds no finished item. ``live_key`` builds the
+#: values it is compared with. (Qualified: the suspects' statement joins sessions.)
 PG_LIVE_KEY = (
-    "(CASE WHEN work_items.status IN ('queued', 'claimed', 'running')"
-    " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01' || work_items.status END)"
+    "(CASE WHEN work_items.status = 'queued'"
+    " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01queued'"
+    " WHEN work_items.status IN ('claimed', 'running')"
+    " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01active' END)"
 )
 
 
-def live_key(workspace: str, project: str, status: str) -> str:
-    """The value of ``PG_LIVE_KEY`` for a queued, claimed or running item."""
-    return f"{workspace}\x01{project}\x01{status}"
+def live_key(workspace: str, project: str, state: str) -> str:
+    """The value of ``PG_LIVE_KEY`` for a project's ``queued`` or ``active`` items."""
+    return f"{workspace}\x01{project}\x01{state}"
 
 
 _INSERT_ITEM = Prepared(

@@ -237,9 +237,9 @@ work_items = Table(
     Index("ix_work_items_enqueued", "enqueued_position"),
 )
 # PostgreSQL only (migration 0012_queue_live_key, not declared here: an expression index):
-# ix_work_items_live_key ON work_items ((CASE WHEN status IN ('queued', 'claimed', 'running')
-#   THEN workspace || E'\x01' || project || E'\x01' || status END), priority DESC,
-#   enqueued_position) WHERE (…) IS NOT NULL — the queue's reads of a project's live items
+# ix_work_items_live_key ON work_items ((CASE WHEN status = 'queued' THEN workspace || E'\x01'
+#   || project || E'\x01queued' WHEN status IN ('claimed', 'running') THEN … || E'\x01active'
+#   END), priority DESC, enqueued_position) WHERE (…) IS NOT NULL — the queue's reads of a project's live items
 #   (handlers/queue.py: the stale workers' items, the pages of queued items): the only index
 #   they can use, holding no finished item.
 

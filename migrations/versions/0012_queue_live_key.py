@@ -11,11 +11,13 @@ read each stale session's every item through ``ix_work_items_session``. Every in
 ``work_items`` but the primary key leads with the workspace or the session, so any of them
 could serve it.
 
-Now those statements compare the item's *live key*, ``CASE WHEN status IN ('queued',
-'claimed', 'running') THEN workspace || chr(1) || project || chr(1) || status END`` (NULL
-once finished), and name neither the workspace, the project nor the status:
-``ix_work_items_live_key``, on exactly that expression (partial: key IS NOT NULL, which a
-comparison implies), is the only index they can use. Its next columns are the pull order
+Now those statements compare the item's *live key*, ``workspace || chr(1) || project ||
+chr(1) || 'queued'`` while it is queued, ``… || 'active'`` while claimed or running, NULL once
+finished, with one value (an equality: a probe of a list of keys cost more than a sequential
+scan of a small table, and a generic plan made then kept it), and name neither the
+workspace, the project nor the status: ``ix_work_items_live_key``, on exactly that
+expression (partial: key IS NOT NULL, which the equality implies), is the only index they
+can use. Its next columns are the pull order
 (``priority DESC, enqueued_position``), so a page of queued items (``_FIRST_PAGE``,
 ``_NEXT_PAGE``) is a walk of the project's queued items in order, never a sort, and never a
 finished item. SQLite picks these right without it (its statements are unchanged).
@@ -34,8 +36,8 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _LIVE_KEY = (
-    "CASE WHEN status IN ('queued', 'claimed', 'running')"
-    " THEN workspace || E'\\x01' || project || E'\\x01' || status END"
+    "CASE WHEN status = 'queued' THEN workspace || E'\\x01' || project || E'\\x01queued'"
+    " WHEN status IN ('claimed', 'running') THEN workspace || E'\\x01' || project || E'\\x01active' END"
 )
 
 

@@ -15,7 +15,7 @@ from functools import reduce
 from typing import Any
 
 import msgspec
-from sqlalchemy import ColumnElement, Connection, bindparam, func, literal_column, select, text, true
+from sqlalchemy import ColumnElement, Connection, bindparam, func, literal_column, select, true
 
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Context, Decision
@@ -86,11 +86,6 @@ def _unindexed(column: Any) -> ColumnElement[Any]:
     return result
 
 
-def _live_keys(ws: str, project: str) -> dict[str, str]:
-    """The live keys of a project's claimed and running items (``PG_LIVE_KEY``), by bind name."""
-    return {f"key_{s}": live_key(ws, project, s) for s in domain.ACTIVE}
-
-
 # By the primary key only: the workspace is checked, not searched by (``|| ''``; see
 # projections/queue.py's ``_ITEM``).
 _ITEM_SELECT = select(*_ITEM_COLUMNS).where(
@@ -102,16 +97,13 @@ _ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update())
 # deduplicated by the caller: usually none), read from the items to their sessions only: no
 # index of work_items by session may serve it (after ANALYZE both planners drove from the
 # sessions, or walked ``ix_work_items_session`` for a DISTINCT: each session's every item).
-# PostgreSQL reads the items by their live keys (``PG_LIVE_KEY``), the only index that can
+# PostgreSQL reads the items by their live key (``PG_LIVE_KEY``), the only index that can
 # serve them (with ``workspace = $1 AND project = $2`` a planner without statistics read
 # ``ix_work_items_status_order`` by the workspace alone, every item the workspace ever had;
 # 0012_queue_live_key), then probes each one's session in a lateral subquery (``OFFSET 0``
 # keeps it from being flattened into a join that a generic plan made on small tables hashed
 # every session for). SQLite reads ``ix_work_items_queue`` (the statuses literal, so both are
 # searched) and joins the sessions by their key (``|| ''`` on the items' side).
-# (A list of binds, not ``= ANY($1)``: only a list the planner can see is non-empty proves
-# the key not null, the predicate of the partial index.)
-_PG_ACTIVE_OF_PROJECT = text(f"{PG_LIVE_KEY} IN ({', '.join(f':key_{s}' for s in domain.ACTIVE)})")
 _STALE_WORKER = (sessions.c.kind != "human") & not_live_clause(
     sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff")
 )
@@ -136,7 +128,7 @@ _SUSPECTS = Prepared(
                 true(),
             )
         )
-        .where(_PG_ACTIVE_OF_PROJECT)
+        .where(literal_column(PG_LIVE_KEY) == bindparam("key"))
     )
 )
 
@@ -224,8 +216,8 @@ def load_stale_work(conn: Connection, ctx: Context, project: str, caller: str | 
     ``ix_work_items_queue`` on SQLite). Lock
     order: the workers' sessions (sorted), their items, then the leases of their issues.
     """
-    keys = _live_keys(ctx.workspace, project)
-    params = {"ws": ctx.workspace, "project": project, "cutoff": ctx.cutoff_us, **keys}
+    key = live_key(ctx.workspace, project, "active")
+    params = {"ws": ctx.workspace, "project": project, "cutoff": ctx.cutoff_us, "key": key}
     suspects = {r[0] for r in _SUSPECTS.rows(conn, params)}
     worker_ids = sorted(s for s in suspects if s is not None and s != caller)
     if not worker_ids:
@@ -243,9 +235,7 @@ def load_stale_work(conn: Connection, ctx: Context, project: str, caller: str | 
             & work_items.c.session_id.in_(worker_ids)
         )
     else:  # by the live keys, like _SUSPECTS
-        of_workers = literal_column(PG_LIVE_KEY).in_(list(keys.values())) & _unindexed(work_items.c.session_id).in_(
-            worker_ids
-        )
+        of_workers = (literal_column(PG_LIVE_KEY) == key) & _unindexed(work_items.c.session_id).in_(worker_ids)
     rows = conn.execute(select(*_ITEM_COLUMNS).where(of_workers).order_by(work_items.c.item_id).with_for_update()).all()
     stale = domain.stale_items((_item(r) for r in rows), workers, ctx, caller)
     issues_of = dict.fromkeys(i.issue for i in stale if i.issue is not None)
