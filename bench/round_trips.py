@@ -47,6 +47,13 @@ def _count_calls() -> None:
         setattr(asyncpg.connection.Connection, name, counted())
 
 
+def claim(tier: str, sid: str, tag: str, k: int) -> dict[str, Any]:
+    """The ``k``-th claim of a tier (``issue``: two issues per project, as bench/commands.py claims them)."""
+    if tier == "issue":
+        return {"type": "claim_issue", "session_id": sid, "project": f"{tag}-P{k // 2}", "issue": f"{tag}-{k}"}
+    return {"type": "claim_files", "session_id": sid, "issue": f"{tag}-{k}", "paths": [f"{tag}/{k}.py"]}
+
+
 async def measure(url: str, kinds: list[str], n: int) -> dict[str, tuple[float, collections.Counter[tuple[str, str]]]]:
     from eventcoord.codec import decode_command
     from eventcoord.context import Caller
@@ -69,29 +76,14 @@ async def measure(url: str, kinds: list[str], n: int) -> dict[str, tuple[float, 
             measured: list[dict[str, Any]] = []
             if kind == "heartbeat_agent":
                 measured = [{"type": "heartbeat_agent", "session_id": sid}] * n
-            elif kind in ("claim_issue", "release_issue"):
-                # two issues per project, as bench/commands.py claims them
-                claims = [
-                    {"type": "claim_issue", "session_id": sid, "project": f"{kind}-P{k // 2}", "issue": f"{kind}-{k}"}
-                    for k in range(n)
-                ]
-                if kind == "claim_issue":
+            elif kind != "queue":  # a claim, or a release of as many claimed first
+                claims = [claim(kind.split("_", 1)[1], sid, kind, k) for k in range(n)]
+                if kind.startswith("claim"):
                     measured = claims
                 else:
                     for body in claims:
                         await send(body)
-                    measured = [{"type": "release_issue", "session_id": sid, "issue": f"{kind}-{k}"} for k in range(n)]
-            elif kind in ("claim_files", "release_files"):
-                claims = [
-                    {"type": "claim_files", "session_id": sid, "issue": f"{kind}-{k}", "paths": [f"{kind}/{k}.py"]}
-                    for k in range(n)
-                ]
-                if kind == "claim_files":
-                    measured = claims
-                else:
-                    for body in claims:
-                        await send(body)
-                    measured = [{"type": "release_files", "session_id": sid, "issue": f"{kind}-{k}"} for k in range(n)]
+                    measured = [{"type": kind, "session_id": sid, "issue": f"{kind}-{k}"} for k in range(n)]
             if kind == "queue":  # claim_next_work + finish_work, counted as two commands
                 for _ in range(n):
                     await send({"type": "enqueue_work", "project": "Q"})

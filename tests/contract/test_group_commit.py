@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -64,6 +65,20 @@ def appender(tag: str, refuse: bool = False) -> Any:
         return log.Pending(lambda real: real(recorded.position))
 
     return run
+
+
+@contextlib.asynccontextmanager
+async def two_replicas(db_url: str) -> AsyncIterator[tuple[Any, Any]]:
+    """Two started stores on one database (two replicas), migrated once, closed after."""
+    a, b = open_store(db_url), open_store(db_url)
+    for s in (a, b):
+        await s.start()
+    await a.migrate()
+    try:
+        yield a, b
+    finally:
+        for s in (a, b):
+            await s.close()
 
 
 async def assert_log_matches(store: Any, positions: dict[str, int]) -> None:
@@ -223,11 +238,7 @@ async def test_crossed_row_locks_of_two_replicas_both_go_through(db_url: str, ba
     """
     if backend != "postgresql":
         pytest.skip("two replicas share one database only on PostgreSQL")
-    a, b = open_store(db_url), open_store(db_url)
-    for s in (a, b):
-        await s.start()
-    await a.migrate()
-    try:
+    async with two_replicas(db_url) as (a, b):
         await a.transact(
             lambda c: c.execute(insert(guards), [{"workspace": "ws", "key": "X"}, {"workspace": "ws", "key": "Y"}])
         )
@@ -259,9 +270,6 @@ async def test_crossed_row_locks_of_two_replicas_both_go_through(db_url: str, ba
         assert stat("lost_races") == lost and stat("again") > again
         events = await a.read()
         assert [e.position for e in events] == [1, 2, 3, 4]
-    finally:
-        for s in (a, b):
-            await s.close()
 
 
 async def test_stream_versions_follow_positions_when_assigned_at_commit(store: Any) -> None:
@@ -302,11 +310,7 @@ async def test_a_batch_waits_for_the_counter_as_long_as_another_replica_holds_it
     """Only lock waits while deciding are cut short; the end statement's wait for the counter is not."""
     if backend != "postgresql":
         pytest.skip("two replicas share one database only on PostgreSQL")
-    a, b = open_store(db_url), open_store(db_url)
-    for s in (a, b):
-        await s.start()
-    await a.migrate()
-    try:
+    async with two_replicas(db_url) as (a, b):
         pinned = asyncio.Event()
 
         def hold_the_counter(conn: Connection) -> log.Pending[int]:
@@ -328,9 +332,6 @@ async def test_a_batch_waits_for_the_counter_as_long_as_another_replica_holds_it
         results = await asyncio.gather(*(a.transact(appender(str(i))) for i in range(3)))
         assert await holder == 1
         assert sorted(results) == [2, 3, 4] and stat("lost_races") == lost
-    finally:
-        for s in (a, b):
-            await s.close()
 
 
 async def test_a_lone_command_waits_for_a_lock_as_long_as_its_holder_keeps_it(db_url: str, backend: str) -> None:
@@ -339,11 +340,7 @@ async def test_a_lone_command_waits_for_a_lock_as_long_as_its_holder_keeps_it(db
         pytest.skip("two replicas share one database only on PostgreSQL")
     from eventcoord.store.pg_writer import LOCK_WAIT_MS
 
-    a, b = open_store(db_url), open_store(db_url)
-    for s in (a, b):
-        await s.start()
-    await a.migrate()
-    try:
+    async with two_replicas(db_url) as (a, b):
         await a.transact(lambda c: c.execute(insert(guards).values(workspace="ws", key="X")))
         locked = asyncio.Event()
         lock_x = select(guards.c.key).where((guards.c.workspace == "ws") & (guards.c.key == "X")).with_for_update()
@@ -365,9 +362,6 @@ async def test_a_lone_command_waits_for_a_lock_as_long_as_its_holder_keeps_it(db
         assert await a.transact(wait_for_x) == 2
         assert await holder == 1
         assert stat("lost_races") == lost and stat("batch_rollbacks") > rollbacks
-    finally:
-        for s in (a, b):
-            await s.close()
 
 
 async def test_two_writers_in_one_replica_keep_the_log_contiguous(db_url: str, backend: str) -> None:
@@ -424,10 +418,6 @@ async def test_a_guard_locked_in_one_statement_holds_off_another_replica(
     from eventcoord.handlers.common import load_session_and_lock_guard, lock_guard
     from eventcoord.handlers.issues import lock_project_rules
 
-    a, b = open_store(db_url), open_store(db_url)
-    for s in (a, b):
-        await s.start()
-    await a.migrate()
     key = streams.project("P")
 
     def take(conn: Connection) -> None:
@@ -441,7 +431,7 @@ async def test_a_guard_locked_in_one_statement_holds_off_another_replica(
         else:
             assert load_session_and_lock_guard(conn, ctx, "s-nobody", key) is None
 
-    try:
+    async with two_replicas(db_url) as (a, b):
         if existing:
             await a.transact(lambda c: c.execute(insert(guards).values(workspace="ws", key=key)))
         taken = asyncio.Event()
@@ -465,9 +455,6 @@ async def test_a_guard_locked_in_one_statement_holds_off_another_replica(
         assert granted_at >= released_at[0]
         rows = await a.query(lambda c: c.execute(select(func.count()).select_from(guards)).scalar_one())
         assert rows == 1
-    finally:
-        for s in (a, b):
-            await s.close()
 
 
 @pytest.mark.parametrize("fresh_for", [0.020, 0.0], ids=["clock carried over", "clock read again"])
