@@ -333,6 +333,19 @@ def fmt_run(r: Run) -> str:
 # ------------------------------------------------------------------------ profile
 
 
+def batching(base: str) -> dict[str, float]:
+    """The store's writer counters, from /metrics (average batch, rollbacks, re-decided)."""
+    text = httpx.get(base + "/metrics", timeout=5.0).text
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("eventcoord_store_") and "_created" not in line:
+            name, _, value = line.partition(" ")
+            values[name.removeprefix("eventcoord_store_").removesuffix("_total")] = float(value)
+    if values.get("batches"):
+        values["average_batch"] = round(values.get("batched", 0) / values["batches"], 1)
+    return values
+
+
 def py_spy() -> str | None:
     """The py-spy binary (``.venv/bin/pip install py-spy``), if installed."""
     beside = Path(PYTHON).with_name("py-spy")

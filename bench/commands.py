@@ -49,8 +49,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import command_path as cp  # the shared harness: servers, wrk, CPU accounting
 
@@ -461,21 +459,8 @@ def run_backend(args: argparse.Namespace, backend: str, db_url: str | None, work
                     "warmup",
                 )
         bench.run(args.commands)
-        bench.results["batching"] = batching(ec.base)
+        bench.results["batching"] = cp.batching(ec.base)
         return bench.results
-
-
-def batching(base: str) -> dict[str, float]:
-    """The store's writer counters, from /metrics (average batch, rollbacks, re-decided)."""
-    text = httpx.get(base + "/metrics", timeout=5.0).text
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("eventcoord_store_") and "_created" not in line:
-            name, _, value = line.partition(" ")
-            values[name.removeprefix("eventcoord_store_").removesuffix("_total")] = float(value)
-    if values.get("batches"):
-        values["average_batch"] = round(values.get("batched", 0) / values["batches"], 1)
-    return values
 
 
 def run_replicas(args: argparse.Namespace, db: str, work: Path) -> dict[str, Any]:

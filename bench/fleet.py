@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from command_path import (
     TOKEN,
     Server,
+    batching,
     free_port,
     fresh_postgres,
     start_eventcoord,
@@ -243,6 +244,7 @@ async def run_step(
             for k, v in sorted(c.lat.items())
         },
         "errors": c.errors,
+        "writer": batching(server.base),
     }
     return out
 
@@ -254,7 +256,7 @@ def fmt_step(r: dict[str, Any]) -> str:
         f"  {r['commands_per_s']:>7.1f}/s of {r['offered_per_s']:.1f} offered  p50 {r['p50_ms']:.2f} ms  p99 "
         f"{r['p99_ms']:.2f} ms"
         f"  server {r['server_cpu_us_per_command']} us CPU/command, {r['server_cores']} cores (rest of machine "
-        f"{r['rest_of_machine_cores']})"
+        f"{r['rest_of_machine_cores']})\n      writer (since the server started): {json.dumps(r['writer'])}"
     )
 
 
