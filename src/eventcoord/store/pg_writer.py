@@ -116,9 +116,9 @@ _CLOCK = "SELECT " + _CLOCK_COLUMNS
 _CLOCK_WAIT_BRIEFLY = _CLOCK + f", set_config('lock_timeout', '{LOCK_WAIT_MS}ms', true)"
 #: A careful pass in a chained transaction: the clock, and the usual lock wait back ($1).
 _CLOCK_WAIT_USUALLY = _CLOCK + ", set_config('lock_timeout', $1, true)"
-#: Commit, and begin the next batch's transaction with the fast pass's short lock wait.
-_COMMIT_AND_BEGIN = f"COMMIT; {_BEGIN}; SET LOCAL lock_timeout = '{LOCK_WAIT_MS}ms'"
 _WAIT_BRIEFLY = f"SET LOCAL lock_timeout = '{LOCK_WAIT_MS}ms'"
+#: Commit, and begin the next batch's transaction with the fast pass's short lock wait.
+_COMMIT_AND_BEGIN = f"COMMIT; {_BEGIN}; {_WAIT_BRIEFLY}"
 _ANSWERS = (
     "UPDATE idempotency AS i SET answer = u.a "
     "FROM unnest($1::varchar[], $2::varchar[], $3::text[]) AS u(ws, cid, a) "
