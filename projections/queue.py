@@ -8,12 +8,12 @@ statement is built once (``Prepared``).
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, bindparam, literal_column, null, select, update
+from sqlalchemy import Connection, bindparam, null, select, update
 
 from eventcoord.codec import encode
 from eventcoord.events import WorkClaimed, WorkEnqueued, WorkFinished, WorkRequeued, WorkStarted
 from eventcoord.store.log import RecordedEvent
-from eventcoord.store.prepared import Prepared
+from eventcoord.store.prepared import Prepared, unindexed
 
 from .base import Appliers
 from .tables import sessions, work_items, work_ledger
@@ -37,9 +37,7 @@ _INSERT_LEDGER = Prepared(
 # An item is found by its primary key, the only index this can use: the workspace is
 # checked, not searched by (``|| ''``), or a planner without statistics takes any index that
 # leads with the workspace and filters the workspace's every item (0011_one_index_each).
-_ITEM = (work_items.c.item_id == bindparam("item")) & (
-    work_items.c.workspace.op("||")(literal_column("''")) == bindparam("ws")
-)
+_ITEM = (work_items.c.item_id == bindparam("item")) & (unindexed(work_items.c.workspace) == bindparam("ws"))
 #: An item's *live key* on PostgreSQL: its workspace, project and ``queued`` while it is
 #: queued, ``active`` while claimed or running, NULL once finished. Compared by equality (one
 #: probe: a list of keys cost more than a sequential scan of a small table, and a generic

@@ -30,13 +30,13 @@ from eventcoord.handlers.common import (
 from eventcoord.handlers.waits import join_state, load_line
 from eventcoord.liveness import live_clause
 from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions
-from eventcoord.store.prepared import Prepared
+from eventcoord.store.prepared import Prepared, unindexed
 
-_RULES = Prepared(
-    lambda d: select(projects.c.wip_limit, projects.c.lock_delay_seconds, projects.c.agent_wip_limit).where(
-        (projects.c.workspace == WS) & (projects.c.project == bindparam("project"))
-    )
-)
+_RULE_COLUMNS = (projects.c.wip_limit, projects.c.lock_delay_seconds, projects.c.agent_wip_limit)
+_OF_PROJECT = (projects.c.workspace == WS) & (projects.c.project == bindparam("project"))
+#: A one-row base: rows LEFT JOINed to it are NULLs when missing, rather than no row.
+_ONE = select(literal_column("1").label("one")).subquery("one")
+_RULES = Prepared(lambda d: select(*_RULE_COLUMNS).where(_OF_PROJECT))
 
 
 def _locked_rules(dialect: str) -> Executable:
@@ -50,12 +50,8 @@ def _locked_rules(dialect: str) -> Executable:
     which is harmless (a lock row, in no read model) and saves rolling the batch back.
     """
     assert dialect == "postgresql", "SQLite runs the guard and the rules as two statements"
-    one = select(literal_column("1").label("one")).subquery("one")
-    rules = (projects.c.workspace == WS) & (projects.c.project == bindparam("key_project"))
     return (
-        select(projects.c.wip_limit, projects.c.lock_delay_seconds, projects.c.agent_wip_limit)
-        .select_from(one.outerjoin(projects, rules))
-        .add_cte(guard_upsert().cte("guard"))
+        select(*_RULE_COLUMNS).select_from(_ONE.outerjoin(projects, _OF_PROJECT)).add_cte(guard_upsert().cte("guard"))
     )
 
 
@@ -98,7 +94,7 @@ _LEASED_IN_PROJECT = Prepared(
         & leases.c.released_us.is_(None)
         # Not indexable on purpose: only uq_leases_unreleased (workspace, issue) may serve
         # this, never ix_leases_project_live, whatever the statistics say.
-        & (leases.c.project.op("||")(literal_column("''")) == bindparam("project"))
+        & (unindexed(leases.c.project) == bindparam("project"))
     )
 )
 _LEASE = select(
@@ -124,22 +120,15 @@ def _claim_reads(dialect: str) -> Select[Any]:
     NULLs rather than no row (a claim runs ~10 statements; on PostgreSQL each is a round
     trip, the main cost of a command).
     """
-    one = select(literal_column("1").label("one")).subquery("one")
     joined = (
-        one.outerjoin(projects, (projects.c.workspace == WS) & (projects.c.project == bindparam("project")))
+        _ONE.outerjoin(projects, _OF_PROJECT)
         .outerjoin(
             project_leases,
             (project_leases.c.workspace == WS) & (project_leases.c.project == bindparam("project")),
         )
         .outerjoin(issues, (issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
     )
-    return select(
-        projects.c.wip_limit,
-        projects.c.lock_delay_seconds,
-        projects.c.agent_wip_limit,
-        project_leases.c.unreleased,
-        *_ISSUE_COLUMNS,
-    ).select_from(joined)
+    return select(*_RULE_COLUMNS, project_leases.c.unreleased, *_ISSUE_COLUMNS).select_from(joined)
 
 
 _CLAIM_READS = Prepared(_claim_reads)
@@ -171,7 +160,7 @@ def lock_project_rules(conn: Connection, ctx: Context, project: str) -> ProjectR
     """Serialise decisions on a project's cap; returns its configuration (defaults if none)."""
     if conn.dialect.name == "postgresql":  # one round trip instead of two
         key = streams.project(project)
-        return _rules(_LOCKED_RULES.first(conn, {"ws": ctx.workspace, "key": key, "key_project": project}))
+        return _rules(_LOCKED_RULES.first(conn, {"ws": ctx.workspace, "key": key, "project": project}))
     lock_guard(conn, ctx.workspace, streams.project(project))
     return _rules(_RULES.first(conn, {"ws": ctx.workspace, "project": project}))
 

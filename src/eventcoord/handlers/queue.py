@@ -35,7 +35,7 @@ from eventcoord.handlers.issues import (
 from eventcoord.liveness import not_live_clause
 from eventcoord.projections.queue import PG_LIVE_KEY, live_key
 from eventcoord.projections.tables import issues, sessions, work_items
-from eventcoord.store.prepared import Prepared
+from eventcoord.store.prepared import Prepared, unindexed
 from eventcoord.store.schema import workspaces
 
 PAGE = 100
@@ -80,16 +80,10 @@ def _item(row: Sequence[Any]) -> domain.ItemState:
 _ACTIVE_LITERAL = work_items.c.status.in_([literal_column(f"'{s}'") for s in domain.ACTIVE])
 
 
-def _unindexed(column: Any) -> ColumnElement[Any]:
-    """``column || ''``: the same value, but no index on ``column`` can serve a comparison."""
-    result: ColumnElement[Any] = column.op("||")(literal_column("''"))
-    return result
-
-
 # By the primary key only: the workspace is checked, not searched by (``|| ''``; see
 # projections/queue.py's ``_ITEM``).
 _ITEM_SELECT = select(*_ITEM_COLUMNS).where(
-    (work_items.c.item_id == bindparam("item")) & (_unindexed(work_items.c.workspace) == WS)
+    (work_items.c.item_id == bindparam("item")) & (unindexed(work_items.c.workspace) == WS)
 )
 _ITEM_PLAIN = Prepared(lambda d: _ITEM_SELECT)
 _ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update())
@@ -110,7 +104,7 @@ _STALE_WORKER = (sessions.c.kind != "human") & not_live_clause(
 _SUSPECTS = Prepared(
     lambda d: (
         select(work_items.c.session_id)
-        .select_from(work_items.join(sessions, sessions.c.session_id == _unindexed(work_items.c.session_id)))
+        .select_from(work_items.join(sessions, sessions.c.session_id == unindexed(work_items.c.session_id)))
         .where(
             (work_items.c.workspace == WS)
             & (work_items.c.project == bindparam("project"))
@@ -235,7 +229,7 @@ def load_stale_work(conn: Connection, ctx: Context, project: str, caller: str | 
             & work_items.c.session_id.in_(worker_ids)
         )
     else:  # by the live keys, like _SUSPECTS
-        of_workers = (literal_column(PG_LIVE_KEY) == key) & _unindexed(work_items.c.session_id).in_(worker_ids)
+        of_workers = (literal_column(PG_LIVE_KEY) == key) & unindexed(work_items.c.session_id).in_(worker_ids)
     rows = conn.execute(select(*_ITEM_COLUMNS).where(of_workers).order_by(work_items.c.item_id).with_for_update()).all()
     stale = domain.stale_items((_item(r) for r in rows), workers, ctx, caller)
     issues_of = dict.fromkeys(i.issue for i in stale if i.issue is not None)
@@ -285,7 +279,7 @@ class WorkReads:
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
         rows = self.conn.execute(
             select(work_items.c.item_id, work_items.c.status).where(
-                (_unindexed(work_items.c.workspace) == self.ctx.workspace) & work_items.c.item_id.in_(item_ids)
+                (unindexed(work_items.c.workspace) == self.ctx.workspace) & work_items.c.item_id.in_(item_ids)
             )
         )
         return {r.item_id: r.status for r in rows}
@@ -332,7 +326,7 @@ def enqueue_work(conn: Connection, ctx: Context, cmd: EnqueueWork) -> Decision:
         existing = list(
             conn.execute(
                 select(work_items.c.item_id).where(
-                    (_unindexed(work_items.c.workspace) == ctx.workspace)
+                    (unindexed(work_items.c.workspace) == ctx.workspace)
                     & work_items.c.item_id.in_(sorted(set(cmd.blocked_by)))
                 )
             ).scalars()

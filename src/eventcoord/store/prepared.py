@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import ColumnElement, Connection, literal_column
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg as pg_asyncpg
 from sqlalchemy.sql import Executable
@@ -155,6 +155,17 @@ class Prepared:
             _wrote(conn)
             return
         conn.execute(self.statement(conn.dialect.name), list(params))
+
+
+def unindexed(column: Any) -> ColumnElement[Any]:
+    """``column || ''``: the same value, but no index on ``column`` can serve a comparison.
+
+    For a column a statement checks but must not search by: a planner without statistics
+    would otherwise take any index that leads with it (a workspace's every row), where only
+    one index is meant to serve the statement (0011_one_index_each).
+    """
+    result: ColumnElement[Any] = column.op("||")(literal_column("''"))
+    return result
 
 
 def _wrote(conn: Connection) -> None:
