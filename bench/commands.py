@@ -433,9 +433,19 @@ class Bench:
         self.results["claim_issue_half_rate"] = {"target_rps": target, **asdict(r)}
 
 
-def serve_cmd() -> list[str]:
-    """``eventcoord serve`` with a TTL long enough that no-op runs never stale the sessions."""
-    return [cp.EVENTCOORD, "serve", "--ttl-seconds", "3600"]
+def serve_cmd(args: argparse.Namespace) -> list[str]:
+    """``eventcoord serve`` with a TTL long enough that no-op runs never stale the sessions.
+
+    With ``--gc-trace`` the server runs under ``gc_traced_serve.py``, which times the
+    collector's passes into ``DIR/gc.jsonl`` (one line per server, written when it stops).
+    """
+    serve = [cp.EVENTCOORD, "serve", "--ttl-seconds", "3600"]
+    if args.gc_trace is None:
+        return serve
+    args.gc_trace.mkdir(parents=True, exist_ok=True)
+    wrapper = str(Path(__file__).with_name("gc_traced_serve.py"))
+    traced = [cp.PYTHON, wrapper, "--trace", str(args.gc_trace / "gc.jsonl")]
+    return [*traced, *(["--no-freeze"] if args.no_freeze else []), *serve[1:]]
 
 
 def run_backend(args: argparse.Namespace, backend: str, db_url: str | None, work: Path) -> dict[str, Any]:
@@ -444,7 +454,7 @@ def run_backend(args: argparse.Namespace, backend: str, db_url: str | None, work
         noop = cp.start_noop(cp.free_port(), None)
         stack.callback(noop.stop)
         ec = cp.start_eventcoord(
-            work / "data", cp.free_port(), db_url, None, log=work / "eventcoord.log", serve=serve_cmd()
+            work / "data", cp.free_port(), db_url, None, log=work / "eventcoord.log", serve=serve_cmd(args)
         )
         stack.callback(ec.stop)
         sessions = cp.register_sessions(ec.base, args.connections)
@@ -471,7 +481,7 @@ def run_replicas(args: argparse.Namespace, db: str, work: Path) -> dict[str, Any
         servers = []
         for i in range(3):
             s = cp.start_eventcoord(
-                work / f"replica{i}", cp.free_port(), url, None, log=work / f"replica{i}.log", serve=serve_cmd()
+                work / f"replica{i}", cp.free_port(), url, None, log=work / f"replica{i}.log", serve=serve_cmd(args)
             )
             stack.callback(s.stop)
             servers.append(s)
@@ -528,6 +538,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--profile", type=Path, help="py-spy (.venv/bin/pip install py-spy) records the server in each command run here"
     )
+    p.add_argument("--gc-trace", type=Path, help="time the servers' garbage-collector passes into DIR/gc.jsonl")
+    p.add_argument("--no-freeze", action="store_true", help="with --gc-trace: servers without freeze_startup_heap")
     args = p.parse_args(argv)
     if args.pg_writers:
         os.environ["EVENTCOORD_PG_WRITERS"] = str(args.pg_writers)  # inherited by the servers

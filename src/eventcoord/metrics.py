@@ -30,6 +30,11 @@ RATE_LIMITED = Counter(
     registry=REGISTRY,
 )
 SSE_STREAMS = Gauge("eventcoord_sse_streams", "Server-Sent Events streams open on this process.", registry=REGISTRY)
+GC_FROZEN = Gauge(
+    "eventcoord_gc_frozen_objects",
+    "Objects alive once the service started, kept out of the cyclic collector's full passes (gc.freeze).",
+    registry=REGISTRY,
+)
 RELAY_LAG = Gauge("eventcoord_relay_lag", "Positions committed but not yet published to NATS.", registry=REGISTRY)
 
 
