@@ -64,7 +64,8 @@ _RELEASE = Prepared(
             f"UPDATE file_claims SET released_us = :at, release_reason = :reason WHERE {PG_ISSUE_KEY} = :key"
             " AND session_id IS NOT DISTINCT FROM CAST(:sid AS text) AND path = ANY(CAST(:paths AS text[]))"
         )
-    )
+    ),
+    writes="file_claims",
 )
 _INSERT_CONFLICT = Prepared(
     lambda d: conflicts.insert().values(
@@ -115,7 +116,7 @@ def file_claim_released(conn: Connection, r: RecordedEvent) -> None:
     if not e.paths:
         return
     paths: object = list(e.paths) if conn.dialect.name == "postgresql" else json.dumps(list(e.paths))
-    _RELEASE.run(
+    _RELEASE.write(
         conn,
         {
             "at": r.recorded_us,
@@ -132,7 +133,7 @@ def file_claim_released(conn: Connection, r: RecordedEvent) -> None:
 def claim_conflict(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, ClaimConflict)
-    _INSERT_CONFLICT.run(
+    _INSERT_CONFLICT.write(
         conn,
         {
             "position": r.position,

@@ -98,10 +98,10 @@ def lease_granted(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, LeaseGranted)
     ws = r.metadata.workspace
-    _UPSERT_ISSUE.run(
+    _UPSERT_ISSUE.write(
         conn, {"ws": ws, "issue": e.issue, "project": e.project, "token": e.fencing_token, "token2": e.fencing_token}
     )
-    _INSERT_LEASE.run(
+    _INSERT_LEASE.write(
         conn,
         {
             "id": r.position,
@@ -114,7 +114,7 @@ def lease_granted(conn: Connection, r: RecordedEvent) -> None:
             "at": r.recorded_us,
         },
     )
-    _COUNT_UNRELEASED.run(conn, {"ws": ws, "project": e.project, "delta": 1, "delta2": 1})
+    _COUNT_UNRELEASED.write(conn, {"ws": ws, "project": e.project, "delta": 1, "delta2": 1})
 
 
 def lease_released(conn: Connection, r: RecordedEvent) -> None:
@@ -122,18 +122,18 @@ def lease_released(conn: Connection, r: RecordedEvent) -> None:
     assert isinstance(e, LeaseReleased)
     ws = r.metadata.workspace
     for (project,) in _RELEASE_LEASE.rows(conn, {"ws": ws, "issue": e.issue, "at": r.recorded_us, "reason": e.reason}):
-        _COUNT_UNRELEASED.run(conn, {"ws": ws, "project": project, "delta": -1, "delta2": -1})
+        _COUNT_UNRELEASED.write(conn, {"ws": ws, "project": project, "delta": -1, "delta2": -1})
     if e.reason in ("expired", "superseded"):
         # The lock delay counts from here (SPEC §9); a queue re-queue records no ended_at.
         ended = e.ended_at_us if isinstance(e.ended_at_us, int) else r.recorded_us
-        _DELAY_FROM.run(conn, {"ws": ws, "issue": e.issue, "at": ended, "sid": e.session_id})
+        _DELAY_FROM.write(conn, {"ws": ws, "issue": e.issue, "at": ended, "sid": e.session_id})
 
 
 def handoff_noted(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, HandoffNoted)
     ws = r.metadata.workspace
-    _HANDOFF_NOTE.run(conn, {"ws": ws, "issue": e.issue, "note": e.note, "sid": e.session_id})
+    _HANDOFF_NOTE.write(conn, {"ws": ws, "issue": e.issue, "note": e.note, "sid": e.session_id})
 
 
 APPLIERS: Appliers = {

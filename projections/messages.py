@@ -27,7 +27,7 @@ _INSERT = Prepared(
 def message_posted(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, MessagePosted)
-    _INSERT.run(
+    _INSERT.write(
         conn,
         {
             "position": r.position,

@@ -133,7 +133,7 @@ def _ledger(
             actor_key, host = row[0], row[1]
     if session_id is None and actor_key is None:
         actor_key = r.metadata.actor_key
-    _INSERT_LEDGER.run(
+    _INSERT_LEDGER.write(
         conn,
         {
             "position": r.position,
@@ -152,7 +152,7 @@ def _ledger(
 def enqueued(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkEnqueued)
-    _INSERT_ITEM.run(
+    _INSERT_ITEM.write(
         conn,
         {
             "item": e.item_id,
@@ -183,7 +183,7 @@ def claimed(conn: Connection, r: RecordedEvent) -> None:
         "sid": e.session_id,
         "actor": e.actor_key,
     }
-    _CLAIMED.run(conn, {**params, "host": e.host, "token": e.fencing_token, "at": r.recorded_us})
+    _CLAIMED.write(conn, {**params, "host": e.host, "token": e.fencing_token, "at": r.recorded_us})
     detail = None if e.fencing_token is None else f"fencing_token={e.fencing_token}"
     _ledger(conn, r, e.item_id, "claimed", e.session_id, detail, e.actor_key, e.host)
 
@@ -191,14 +191,14 @@ def claimed(conn: Connection, r: RecordedEvent) -> None:
 def started(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkStarted)
-    _STARTED.run(conn, {"item": e.item_id, "ws": r.metadata.workspace, "status": "running", "at": r.recorded_us})
+    _STARTED.write(conn, {"item": e.item_id, "ws": r.metadata.workspace, "status": "running", "at": r.recorded_us})
     _ledger(conn, r, e.item_id, "started", e.session_id)
 
 
 def finished(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkFinished)
-    _FINISHED.run(
+    _FINISHED.write(
         conn,
         {"item": e.item_id, "ws": r.metadata.workspace, "status": e.outcome, "outcome": e.outcome, "at": r.recorded_us},
     )
@@ -208,7 +208,7 @@ def finished(conn: Connection, r: RecordedEvent) -> None:
 def requeued(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkRequeued)
-    _REQUEUED.run(conn, {"item": e.item_id, "ws": r.metadata.workspace, "status": "queued", "at": r.recorded_us})
+    _REQUEUED.write(conn, {"item": e.item_id, "ws": r.metadata.workspace, "status": "queued", "at": r.recorded_us})
     _ledger(conn, r, e.item_id, "requeued", e.session_id, e.reason)
 
 

@@ -33,7 +33,7 @@ _REGISTER = Prepared(
 def registered(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, AgentRegistered)
-    _REGISTER.run(
+    _REGISTER.write(
         conn,
         {
             "session_id": e.session_id,
@@ -106,11 +106,11 @@ class _Pending:
         if self.beats:
             params = {"sid": sid, "seen": self.seen, "n": self.beats}
             if self.declared:
-                _HEARTBEAT_DECLARING.run(conn, {**params, "working_on": self.working_on})
+                _HEARTBEAT_DECLARING.write(conn, {**params, "working_on": self.working_on})
             else:
-                _HEARTBEAT.run(conn, params)
+                _HEARTBEAT.write(conn, params)
         if self.after:
-            _SIGN_OF_LIFE.run(conn, {"sid": sid, "seen": self.after})
+            _SIGN_OF_LIFE.write(conn, {"sid": sid, "seen": self.after})
 
 
 def _write_many(conn: Connection, pending: dict[str, _Pending]) -> None:
@@ -199,7 +199,7 @@ _END = Prepared(
 def ended(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, AgentEnded)
-    _END.run(conn, {"sid": e.session_id, "at": r.recorded_us, "at2": r.recorded_us})
+    _END.write(conn, {"sid": e.session_id, "at": r.recorded_us, "at2": r.recorded_us})
 
 
 _SETS_LAST_SEEN = (AgentRegistered, AgentHeartbeat, AgentEnded)

@@ -76,9 +76,9 @@ def _leave(conn: Connection, workspace: str, kind: str, session_id: str, key: st
     """Remove a session's wait in one line (files: the wait of the issue ``key``)."""
     params = {"ws": workspace, "sid": session_id, "key": key}
     if kind == "files":
-        _LEAVE_FILES.run(conn, params)
+        _LEAVE_FILES.write(conn, params)
     else:
-        _LEAVE_LINE.run(conn, {**params, "kind": kind})
+        _LEAVE_LINE.write(conn, {**params, "kind": kind})
 
 
 def abandoned(conn: Connection, r: RecordedEvent) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Executable, Select, and_, bindparam, func, literal_column, select
+from sqlalchemy import Connection, Executable, Select, and_, bindparam, exists, func, literal_column, select
 
 from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
 from eventcoord.context import Context, Decision
@@ -29,7 +29,7 @@ from eventcoord.handlers.common import (
 )
 from eventcoord.handlers.waits import join_state, load_line
 from eventcoord.liveness import live_clause
-from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions
+from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions, waits
 from eventcoord.store.prepared import Prepared, unindexed
 
 _RULE_COLUMNS = (projects.c.wip_limit, projects.c.lock_delay_seconds, projects.c.agent_wip_limit)
@@ -118,7 +118,8 @@ def _claim_reads(dialect: str) -> Select[Any]:
 
     Three primary-key lookups, each LEFT JOINed to a one-row base so that a missing row is
     NULLs rather than no row (a claim runs ~10 statements; on PostgreSQL each is a round
-    trip, the main cost of a command).
+    trip, the main cost of a command). Columns: the rules (3), the unreleased count, the
+    issue's row (7), whether anyone waits for it, whether anyone declared working on it.
     """
     joined = (
         _ONE.outerjoin(projects, _OF_PROJECT)
@@ -128,7 +129,14 @@ def _claim_reads(dialect: str) -> Select[Any]:
         )
         .outerjoin(issues, (issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
     )
-    return select(*_RULE_COLUMNS, project_leases.c.unreleased, *_ISSUE_COLUMNS).select_from(joined)
+    # Whether anyone waits for the issue or declared working on it: both are rare, and
+    # only then are the line and the declarers read (two round trips fewer for a claim).
+    waiting = exists().where(
+        (waits.c.workspace == WS) & (waits.c.kind == "issue") & (waits.c.key == bindparam("issue"))
+    )
+    declared = exists().where((sessions.c.workspace == WS) & (sessions.c.working_on == bindparam("issue")))
+    columns = (*_RULE_COLUMNS, project_leases.c.unreleased, *_ISSUE_COLUMNS, waiting.label("w"), declared.label("d"))
+    return select(*columns).select_from(joined)
 
 
 _CLAIM_READS = Prepared(_claim_reads)
@@ -232,12 +240,22 @@ def load_issue_view(conn: Connection, ctx: Context, issue: str, *, lock: bool = 
 
 
 def issue_view(
-    conn: Connection, ctx: Context, issue: str, registry: domain.IssueState | None, *, lock: bool = False
+    conn: Connection,
+    ctx: Context,
+    issue: str,
+    registry: domain.IssueState | None,
+    *,
+    lock: bool = False,
+    declared: bool = True,
 ) -> domain.IssueView:
-    """The issue's lease, holder and live declarers, beside its registry row read already."""
+    """The issue's lease, holder and live declarers, beside its registry row read already.
+
+    ``declared=False``: the caller knows that no session declared working on the issue.
+    """
     lease = load_lease(conn, ctx, issue, lock=lock)
     holder = load_session(conn, ctx, lease.session_id, own=False) if lease else None
-    rows = _DECLARERS.rows(conn, {"ws": ctx.workspace, "issue": issue, "cutoff": ctx.cutoff_us})
+    params = {"ws": ctx.workspace, "issue": issue, "cutoff": ctx.cutoff_us}
+    rows = _DECLARERS.rows(conn, params) if declared else ()
     declarers = tuple(SessionState(*r) for r in rows)
     return domain.IssueView(issue, registry, lease, holder, declarers)
 
@@ -247,7 +265,9 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
     row = _CLAIM_READS.first(conn, {"ws": ctx.workspace, "project": cmd.project, "issue": cmd.issue})
     assert row is not None  # the one-row base
     rules = _rules(row[0:3])
-    view = issue_view(conn, ctx, cmd.issue, None if row[4] is None else domain.IssueState(*row[4:]), lock=True)
+    registry = None if row[4] is None else domain.IssueState(*row[4:11])
+    waiting, declared = row[11:13]
+    view = issue_view(conn, ctx, cmd.issue, registry, lock=True, declared=bool(declared))
     leased_here = view.lease is not None and view.lease.project == cmd.project
     live = cap_count(conn, ctx, cmd.project, cmd.issue, rules.wip_limit, int(row[3] or 0), leased_here)
     state = domain.ClaimState(
@@ -259,7 +279,7 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
         agent_held=lambda sid: (
             agent_held(conn, ctx, cmd.project, cmd.issue, sid) if rules.agent_wip_limit is not None else 0
         ),
-        line=load_line(conn, ctx, "issue", cmd.issue),
+        line=load_line(conn, ctx, "issue", cmd.issue) if waiting else [],
         joining=lambda line, holders: join_state(conn, ctx, cmd.session_id, line, holders),
     )
     return domain.decide_claim_issue(state, cmd, ctx)

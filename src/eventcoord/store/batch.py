@@ -68,6 +68,7 @@ class Batch:
     __slots__ = (
         "answers",
         "chained",
+        "deferred",
         "events",
         "lo",
         "next",
@@ -104,6 +105,9 @@ class Batch:
             [],
             [],
         )
+        #: The running command's read-model writes not sent yet (``prepared.Prepared.write``):
+        #: a statement and its arguments each.
+        self.deferred: list[tuple[Any, list[Any]]] = []
         #: (workspace, command_id, answer) of idempotency records whose answer is written at the end.
         self.answers: list[tuple[str, str, Callable[[Resolve], str]]] = []
         #: Set when the last batch's COMMIT also began the next transaction (commands were
@@ -119,6 +123,7 @@ class Batch:
         for column in self.events:
             column.clear()
         self.answers.clear()
+        self.deferred.clear()
 
     def mark(self) -> tuple[int, int, int, int, bool]:
         """Where the batch stands before a command runs (see :meth:`rewind`)."""
@@ -130,6 +135,7 @@ class Batch:
         for column in self.events:
             del column[n_events:]
         del self.answers[n_answers:]
+        self.deferred.clear()  # a command's own, never sent: they go with it
 
     def take(self, count: int) -> int:
         """Hand out ``count`` consecutive provisional positions; returns the first."""

@@ -87,6 +87,7 @@ from eventcoord.errors import ConcurrencyError, DomainError, StoreError
 from eventcoord.store import batch, stats
 from eventcoord.store.batch import Batch, Requeue, Resolve, identity
 from eventcoord.store.log import Pending
+from eventcoord.store.prepared import send_deferred
 
 #: Commands decided in one transaction at most (more wait for the next batch). Each one
 #: with a savepoint takes a subtransaction id; beyond 64 PostgreSQL's per-backend cache of
@@ -356,8 +357,11 @@ def _attempt(
                 await_(raw.execute("SAVEPOINT c"))
             mark = b.mark()
             try:
-                outcomes[i] = ("ok", job.fn(conn))
+                result = job.fn(conn)
+                send_deferred(conn)  # its read-model writes, in one round trip (prepared.py)
+                outcomes[i] = ("ok", result)
             except Exception as e:
+                b.deferred.clear()  # never sent: they go with the command
                 if connection_lost(e):
                     raise
                 if savepoints:

@@ -23,6 +23,7 @@ from eventcoord.errors import StoreError, StoreUnavailable
 from eventcoord.store import batch, pg_writer, stats
 from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
+from eventcoord.store.prepared import send_deferred
 
 T = TypeVar("T")
 RETRIES = pg_writer.RETRIES
@@ -48,6 +49,11 @@ def _count_writes(conn: Any, cursor: Any, statement: str, params: Any, context: 
     b = batch.current(conn)
     if b is not None and statement.lstrip().startswith(_WRITES) and (executemany or cursor.rowcount != 0):
         b.writes += 1
+
+
+def _send_deferred_first(conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool) -> None:
+    """Send the running command's deferred read-model writes before SQLAlchemy runs another."""
+    send_deferred(conn)
 
 
 class PostgresEventStore(EventStore):
@@ -83,6 +89,8 @@ class PostgresEventStore(EventStore):
             self.url, pool_size=self._writers, max_overflow=0, isolation_level="AUTOCOMMIT", connect_args=timeout
         )
         event.listen(self._writer_engine.sync_engine, "after_cursor_execute", _count_writes)
+        # A statement SQLAlchemy runs comes after the command's deferred writes, as written.
+        event.listen(self._writer_engine.sync_engine, "before_cursor_execute", _send_deferred_first)
         self._lanes = [
             asyncio.create_task(self._lane(), name=f"eventcoord-pg-writer-{i}") for i in range(self._writers)
         ]

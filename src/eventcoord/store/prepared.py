@@ -11,10 +11,18 @@ the driver connection of the current transaction:
   adaption. Bind parameters go positionally (``$1``, ``$2`` …).
 * Anything else (SQLite reads through aiosqlite): ``Connection.execute`` with the
   prebuilt statement.
+
+A read model's write whose row count nobody needs goes through :meth:`Prepared.write`.
+Inside a PostgreSQL batch it is not sent at once but kept on the batch, and the writes a
+command made are sent together, as one statement of data-modifying CTEs, when it ends (or
+before anything else of it runs): a claim's five read-model writes cost one round trip
+instead of five. Two writes go into one statement only where doing them together equals
+doing them in order: no write of the statement touches a table another one writes.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +30,7 @@ from sqlalchemy import ColumnElement, Connection, literal_column
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg as pg_asyncpg
 from sqlalchemy.sql import Executable
+from sqlalchemy.sql.util import find_tables
 from sqlalchemy.util import await_
 
 from eventcoord.store import batch
@@ -44,7 +53,7 @@ def _count(status: str) -> int:
 class _Pg:
     """A statement compiled for asyncpg: SQL text and the order of its parameters."""
 
-    __slots__ = ("defaults", "dml", "names", "sql")
+    __slots__ = ("defaults", "dml", "names", "sql", "tables", "target")
 
     def __init__(self, stmt: Executable) -> None:
         compiled = stmt.compile(dialect=_ASYNCPG)  # type: ignore[attr-defined]
@@ -55,6 +64,10 @@ class _Pg:
         self.defaults = {k: v for k, v in compiled.params.items() if v is not None}
         #: INSERT/UPDATE/DELETE (with RETURNING when read through ``rows``/``first``).
         self.dml = bool(compiled.isinsert or compiled.isupdate or compiled.isdelete)
+        #: The table a write changes, and every table it reads or changes (see ``Deferred``).
+        target = getattr(stmt, "table", None)
+        self.target: str | None = target.name if self.dml and target is not None else None
+        self.tables = frozenset(t.name for t in find_tables(stmt, include_crud=True))  # type: ignore[arg-type]
 
     def args(self, params: Mapping[str, Any]) -> list[Any]:
         if self.defaults:
@@ -65,8 +78,11 @@ class _Pg:
 class Prepared:
     """One statement, built once per dialect by ``build(dialect_name)``."""
 
-    def __init__(self, build: Callable[[str], Executable]) -> None:
+    def __init__(self, build: Callable[[str], Executable], writes: str | None = None) -> None:
+        """``writes``: for a statement in SQL text, the one table it reads and changes, which
+        lets :meth:`write` defer it (a built statement's tables are found in it)."""
         self._build = build
+        self._writes = writes
         self._stmts: dict[str, Executable] = {}
         self._sqlite_sql: str | None = None
         self._defaults: dict[str, Any] = {}
@@ -94,6 +110,8 @@ class Prepared:
         pg = self._pg
         if pg is None:
             pg = self._pg = _Pg(self.statement("postgresql"))
+            if self._writes is not None and pg.dml is False:  # SQL text: as declared
+                pg.target, pg.tables = self._writes, frozenset((self._writes,))
         return pg
 
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
@@ -104,6 +122,7 @@ class Prepared:
             return rows
         if driver == "asyncpg":
             pg = self._asyncpg()
+            send_deferred(conn)
             records: Sequence[Sequence[Any]] = await_(_driver(conn).fetch(pg.sql, *pg.args(params)))
             if pg.dml and records:
                 _wrote(conn)
@@ -118,6 +137,7 @@ class Prepared:
             return row
         if driver == "asyncpg":
             pg = self._asyncpg()
+            send_deferred(conn)
             record: Sequence[Any] | None = await_(_driver(conn).fetchrow(pg.sql, *pg.args(params)))
             if pg.dml and record is not None:
                 _wrote(conn)
@@ -137,11 +157,26 @@ class Prepared:
             return int(_driver(conn).execute(self._sql(), self._params(params)).rowcount)
         if driver == "asyncpg":
             pg = self._asyncpg()
+            send_deferred(conn)
             count = _count(await_(_driver(conn).execute(pg.sql, *pg.args(params))))
             if count:
                 _wrote(conn)
             return count
         return int(conn.execute(self.statement(conn.dialect.name), params).rowcount)
+
+    def write(self, conn: Connection, params: Mapping[str, Any]) -> None:
+        """Execute a read model's write whose row count is not needed; in a PostgreSQL
+        batch, deferred to the end of the command (see the module's docstring)."""
+        if conn.dialect.driver == "asyncpg":
+            pending = batch.current(conn)
+            pg = self._asyncpg()
+            if pending is not None and pg.target is not None:  # SQL text: tables unknown, sent now
+                deferred = pending.deferred
+                if deferred and not pg.tables.isdisjoint(t.target for t, _ in deferred):
+                    send_deferred(conn)  # it touches what a deferred write changes: in order
+                deferred.append((pg, pg.args(params)))
+                return
+        self.run(conn, params)
 
     def many(self, conn: Connection, params: Iterable[Mapping[str, Any]]) -> None:
         """Execute once per parameter set (executemany)."""
@@ -151,6 +186,7 @@ class Prepared:
             return
         if driver == "asyncpg":
             pg = self._asyncpg()
+            send_deferred(conn)
             await_(_driver(conn).executemany(pg.sql, [pg.args(x) for x in params]))
             _wrote(conn)
             return
@@ -166,6 +202,41 @@ def unindexed(column: Any) -> ColumnElement[Any]:
     """
     result: ColumnElement[Any] = column.op("||")(literal_column("''"))
     return result
+
+
+_PARAM = re.compile(r"\$(\d+)")
+_COMBINED: dict[tuple[str, ...], str] = {}
+
+
+def _combined(statements: Sequence[_Pg]) -> str:
+    """One statement running ``statements`` as data-modifying CTEs, parameters renumbered."""
+    key = tuple(pg.sql for pg in statements)
+    sql = _COMBINED.get(key)
+    if sql is None:
+        parts, offset = [], 0
+        for i, pg in enumerate(statements):
+            renumbered = _PARAM.sub(lambda m, o=offset: f"${int(m.group(1)) + o}", pg.sql)  # type: ignore[misc]
+            parts.append(f"w{i} AS ({renumbered})")
+            offset += len(pg.names)
+        sql = _COMBINED[key] = "WITH " + ", ".join(parts) + " SELECT 1"
+    return sql
+
+
+def send_deferred(conn: Connection) -> None:
+    """Send the running command's deferred writes now, in one round trip (PostgreSQL batch)."""
+    pending = batch.current(conn)
+    if pending is None or not pending.deferred:
+        return
+    deferred = pending.deferred
+    if len(deferred) == 1:
+        pg, args = deferred[0]
+        sql = pg.sql
+    else:
+        sql = _combined([pg for pg, _ in deferred])
+        args = [a for _, xs in deferred for a in xs]
+    deferred.clear()  # sent or failed, they are gone: a failure rolls the command back
+    await_(pending.raw.execute(sql, *args))
+    pending.writes += 1
 
 
 def _wrote(conn: Connection) -> None:
