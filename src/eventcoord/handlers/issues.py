@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Executable, Select, and_, bindparam, exists, func, literal_column, select
+from sqlalchemy import Connection, Executable, Select, and_, bindparam, exists, func, literal_column, select, true
 
 from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
 from eventcoord.context import Context, Decision
@@ -116,11 +116,15 @@ _ISSUE_COLUMNS = (
 def _claim_reads(dialect: str) -> Select[Any]:
     """A project's rules, its unreleased leases and an issue's registry row: one round trip.
 
-    Three primary-key lookups, each LEFT JOINed to a one-row base so that a missing row is
-    NULLs rather than no row (a claim runs ~10 statements; on PostgreSQL each is a round
-    trip, the main cost of a command). Columns: the rules (3), the unreleased count, the
-    issue's row (7), whether anyone waits for it, whether anyone declared working on it.
+    Primary-key lookups, each LEFT JOINed to a one-row base so that a missing row is NULLs
+    rather than no row (on PostgreSQL each statement is a round trip, the main cost of a
+    command). Columns, sliced by the ``_AT_*`` below: the rules, the unreleased count, the
+    issue's row, whether anyone waits for it or declared working on it, and its unreleased
+    lease, locked (``FOR UPDATE`` in a CTE: PostgreSQL locks no row on the nullable side of
+    an outer join). It runs after the project's guard is locked, in a statement of its own,
+    so that it reads what the guard's previous holder committed.
     """
+    lease = (_LEASE.with_for_update() if dialect == "postgresql" else _LEASE).cte("lease")
     joined = (
         _ONE.outerjoin(projects, _OF_PROJECT)
         .outerjoin(
@@ -128,6 +132,7 @@ def _claim_reads(dialect: str) -> Select[Any]:
             (project_leases.c.workspace == WS) & (project_leases.c.project == bindparam("project")),
         )
         .outerjoin(issues, (issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
+        .outerjoin(lease, true())
     )
     # Whether anyone waits for the issue or declared working on it: both are rare, and
     # only then are the line and the declarers read (two round trips fewer for a claim).
@@ -136,10 +141,18 @@ def _claim_reads(dialect: str) -> Select[Any]:
     )
     declared = exists().where((sessions.c.workspace == WS) & (sessions.c.working_on == bindparam("issue")))
     columns = (*_RULE_COLUMNS, project_leases.c.unreleased, *_ISSUE_COLUMNS, waiting.label("w"), declared.label("d"))
-    return select(*columns).select_from(joined)
+    return select(*columns, *lease.c).select_from(joined)
 
 
 _CLAIM_READS = Prepared(_claim_reads)
+_AT_RULES, _AT_UNRELEASED, _AT_ISSUE, _AT_WAITING, _AT_DECLARED, _AT_LEASE = (
+    slice(0, 3),
+    3,
+    slice(4, 11),
+    11,
+    12,
+    slice(13, 18),
+)
 _ISSUE = Prepared(
     lambda d: select(*_ISSUE_COLUMNS).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
 )
@@ -252,7 +265,19 @@ def issue_view(
 
     ``declared=False``: the caller knows that no session declared working on the issue.
     """
-    lease = load_lease(conn, ctx, issue, lock=lock)
+    return issue_view_with(conn, ctx, issue, registry, load_lease(conn, ctx, issue, lock=lock), declared=declared)
+
+
+def issue_view_with(
+    conn: Connection,
+    ctx: Context,
+    issue: str,
+    registry: domain.IssueState | None,
+    lease: domain.LeaseState | None,
+    *,
+    declared: bool = True,
+) -> domain.IssueView:
+    """The issue's holder and live declarers, beside its registry row and lease read already."""
     holder = load_session(conn, ctx, lease.session_id, own=False) if lease else None
     params = {"ws": ctx.workspace, "issue": issue, "cutoff": ctx.cutoff_us}
     rows = _DECLARERS.rows(conn, params) if declared else ()
@@ -264,12 +289,12 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
     caller = load_session_and_lock_guard(conn, ctx, cmd.session_id, streams.project(cmd.project))
     row = _CLAIM_READS.first(conn, {"ws": ctx.workspace, "project": cmd.project, "issue": cmd.issue})
     assert row is not None  # the one-row base
-    rules = _rules(row[0:3])
-    registry = None if row[4] is None else domain.IssueState(*row[4:11])
-    waiting, declared = row[11:13]
-    view = issue_view(conn, ctx, cmd.issue, registry, lock=True, declared=bool(declared))
+    rules = _rules(row[_AT_RULES])
+    registry = None if row[_AT_ISSUE.start] is None else domain.IssueState(*row[_AT_ISSUE])
+    lease = None if row[_AT_LEASE.start] is None else domain.LeaseState(*row[_AT_LEASE])
+    view = issue_view_with(conn, ctx, cmd.issue, registry, lease, declared=bool(row[_AT_DECLARED]))
     leased_here = view.lease is not None and view.lease.project == cmd.project
-    live = cap_count(conn, ctx, cmd.project, cmd.issue, rules.wip_limit, int(row[3] or 0), leased_here)
+    live = cap_count(conn, ctx, cmd.project, cmd.issue, rules.wip_limit, int(row[_AT_UNRELEASED] or 0), leased_here)
     state = domain.ClaimState(
         caller,
         view,
@@ -279,7 +304,7 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
         agent_held=lambda sid: (
             agent_held(conn, ctx, cmd.project, cmd.issue, sid) if rules.agent_wip_limit is not None else 0
         ),
-        line=load_line(conn, ctx, "issue", cmd.issue) if waiting else [],
+        line=load_line(conn, ctx, "issue", cmd.issue) if row[_AT_WAITING] else [],
         joining=lambda line, holders: join_state(conn, ctx, cmd.session_id, line, holders),
     )
     return domain.decide_claim_issue(state, cmd, ctx)
