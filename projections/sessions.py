@@ -13,6 +13,19 @@ from eventcoord.store.prepared import Prepared
 from .base import Appliers
 from .tables import sessions
 
+#: A session's declaring key on PostgreSQL: ``workspace chr(1) working_on`` until it ends,
+#: NULL once ended or while it declares nothing; ``ix_sessions_declaring_key``
+#: (0013_declaring_key) is on exactly this expression.
+PG_DECLARING_KEY = (
+    "(CASE WHEN sessions.ended_us IS NULL THEN sessions.workspace || E'\\x01' || sessions.working_on END)"
+)
+
+
+def declaring_key(workspace: str, issue: str) -> str:
+    """The value of ``PG_DECLARING_KEY`` for the live sessions declaring ``issue``."""
+    return f"{workspace}\x01{issue}"
+
+
 _REGISTER = Prepared(
     lambda d: sessions.insert().values(
         {

@@ -43,6 +43,10 @@ sessions = Table(
     # registered (0010_agents_order).
     Index("ix_sessions_registered", "workspace", "registered_us", "session_id"),
 )
+# PostgreSQL only (migration 0013_declaring_key, not declared here: an expression index):
+# ix_sessions_declaring_key ON sessions ((CASE WHEN ended_us IS NULL THEN workspace || E'\x01'
+#   || working_on END), last_seen_us) WHERE (…) IS NOT NULL — an issue's live declarers
+#   (handlers/issues.py): the only index that reads them, holding only sessions that declare.
 
 projects = Table(
     "projects",

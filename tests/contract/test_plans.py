@@ -33,6 +33,7 @@ from eventcoord.handlers import queue as queue_handler
 from eventcoord.projections import files as files_projection
 from eventcoord.projections import leases as leases_projection
 from eventcoord.projections import queue as queue_projection
+from eventcoord.projections.sessions import declaring_key
 from eventcoord.projections.tables import conflicts, file_claims, leases, project_leases, sessions, work_items
 from eventcoord.service import Service
 from eventcoord.store.prepared import Prepared, _Pg
@@ -618,3 +619,41 @@ async def test_the_queue_statements_find_the_same_items_on_both_backends(store: 
     assert [r[0] for r in first] == ["live-1", "live-0", "live-2"]  # priority 1 first, then in enqueue order
     assert [r[0] for r in after] == ["live-0", "live-2"]
     assert others == [(1,)]
+
+
+async def test_a_claims_reads_find_each_row_by_its_own_index(store: Any, backend: str) -> None:
+    """claim_issue reads its project's rules and count, the issue's row and live lease and
+    whether anyone waits or declared, in one statement (``_CLAIM_READS``), and the live
+    declarers when someone did (``_DECLARERS``). With 5,000 live leases and 2,000 sessions
+    in the workspace, before ANALYZE and after, the lease and the declarers are read by the
+    indexes made for them, never by the workspace's every live lease or session. Before
+    (PostgreSQL, generic plans) the declarers walked ``ix_sessions_workspace_seen``."""
+    declaring = {"declaring": declaring_key(WS, "LOAD-7")}
+    claim = {"ws": WS, "project": "M", "issue": "LOAD-7", "kind_1": "issue", "cutoff": 5, **declaring}
+    declarers = {"ws": WS, "issue": "LOAD-7", "cutoff": 5, **declaring}
+    statements = [(issues_handler._CLAIM_READS, claim), (issues_handler._DECLARERS, declarers)]
+    pg = backend == "postgresql"
+    by_key = "ix_sessions_declaring_key" if pg else "ix_sessions_working_on"
+    every = ["issues_pkey", by_key, "ix_waits_line", "project_leases_pkey", "projects_pkey", "uq_leases_unreleased"]
+    if not pg:
+        every = sorted(f"sqlite_autoindex_{i[:-5]}_1" if i.endswith("_pkey") else i for i in every)
+
+    async def check(when: str) -> None:
+        plans = await (_generic_plans(store, statements) if pg else _plans(store, statements))
+        claim_plan, declarers_plan = plans
+        if when == "empty tables":  # every row by its own index
+            assert _index_of(claim_plan) == every and "Seq Scan" not in claim_plan, (when, claim_plan)
+        for index in ("uq_leases_unreleased", by_key):  # the tables that grow with the fleet
+            assert index in _index_of(claim_plan), (when, claim_plan)
+        assert "Seq Scan on leases" not in claim_plan and "Seq Scan on sessions" not in claim_plan, (when, claim_plan)
+        assert _index_of(declarers_plan) == [by_key] and "Seq Scan" not in declarers_plan, (when, declarers_plan)
+
+    await check("empty tables")
+    people, _ = _queue_history()
+    for n, person in enumerate(people):  # a few live sessions declare, on other issues
+        person["working_on"] = f"LOAD-{n + 100}" if n < 16 else None
+    await store.transact(lambda conn: conn.execute(leases.insert(), _leases(5_000)))
+    await store.transact(lambda conn: conn.execute(sessions.insert(), people))
+    await check("filled, before ANALYZE")
+    await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
+    await check("after ANALYZE")

@@ -10,7 +10,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Executable, Select, and_, bindparam, exists, func, literal_column, select, true
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Executable,
+    Select,
+    and_,
+    bindparam,
+    exists,
+    func,
+    literal_column,
+    select,
+    true,
+)
 
 from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
 from eventcoord.context import Context, Decision
@@ -29,6 +41,7 @@ from eventcoord.handlers.common import (
 )
 from eventcoord.handlers.waits import join_state, load_line
 from eventcoord.liveness import live_clause
+from eventcoord.projections.sessions import PG_DECLARING_KEY, declaring_key
 from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions, waits
 from eventcoord.store.prepared import Prepared, unindexed
 
@@ -113,6 +126,23 @@ _ISSUE_COLUMNS = (
 )
 
 
+def _declaring(dialect: str) -> ColumnElement[bool]:
+    """The live sessions that declared working on an issue (binds ``declaring``, ``cutoff``).
+
+    PostgreSQL compares the declaring key, which only ``ix_sessions_declaring_key`` can
+    serve (0013_declaring_key); SQLite the columns, which ``ix_sessions_working_on`` serves.
+    """
+    if dialect == "postgresql":
+        return (literal_column(PG_DECLARING_KEY) == bindparam("declaring")) & (
+            sessions.c.last_seen_us > bindparam("cutoff")
+        )
+    return and_(
+        sessions.c.workspace == WS,
+        sessions.c.working_on == bindparam("issue"),
+        live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff")),
+    )
+
+
 def _claim_reads(dialect: str) -> Select[Any]:
     """A project's rules, its unreleased leases and an issue's registry row: one round trip.
 
@@ -139,7 +169,7 @@ def _claim_reads(dialect: str) -> Select[Any]:
     waiting = exists().where(
         (waits.c.workspace == WS) & (waits.c.kind == "issue") & (waits.c.key == bindparam("issue"))
     )
-    declared = exists().where((sessions.c.workspace == WS) & (sessions.c.working_on == bindparam("issue")))
+    declared = exists().where(_declaring(dialect))
     columns = (*_RULE_COLUMNS, project_leases.c.unreleased, *_ISSUE_COLUMNS, waiting.label("w"), declared.label("d"))
     return select(*columns, *lease.c).select_from(joined)
 
@@ -157,18 +187,7 @@ _ISSUE = Prepared(
     lambda d: select(*_ISSUE_COLUMNS).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
 )
 _DECLARERS = Prepared(
-    lambda d: (
-        select(*SESSION_COLUMNS)
-        .where(
-            and_(
-                sessions.c.workspace == WS,
-                sessions.c.working_on == bindparam("issue"),
-                live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff")),
-            )
-        )
-        .order_by(sessions.c.last_seen_us.desc())
-        .limit(5)
-    )
+    lambda d: select(*SESSION_COLUMNS).where(_declaring(d)).order_by(sessions.c.last_seen_us.desc()).limit(5)
 )
 
 
@@ -279,7 +298,12 @@ def issue_view_with(
 ) -> domain.IssueView:
     """The issue's holder and live declarers, beside its registry row and lease read already."""
     holder = load_session(conn, ctx, lease.session_id, own=False) if lease else None
-    params = {"ws": ctx.workspace, "issue": issue, "cutoff": ctx.cutoff_us}
+    params = {
+        "ws": ctx.workspace,
+        "issue": issue,
+        "cutoff": ctx.cutoff_us,
+        "declaring": declaring_key(ctx.workspace, issue),
+    }
     rows = _DECLARERS.rows(conn, params) if declared else ()
     declarers = tuple(SessionState(*r) for r in rows)
     return domain.IssueView(issue, registry, lease, holder, declarers)
@@ -287,7 +311,14 @@ def issue_view_with(
 
 def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
     caller = load_session_and_lock_guard(conn, ctx, cmd.session_id, streams.project(cmd.project))
-    row = _CLAIM_READS.first(conn, {"ws": ctx.workspace, "project": cmd.project, "issue": cmd.issue})
+    params = {
+        "ws": ctx.workspace,
+        "project": cmd.project,
+        "issue": cmd.issue,
+        "cutoff": ctx.cutoff_us,
+        "declaring": declaring_key(ctx.workspace, cmd.issue),
+    }
+    row = _CLAIM_READS.first(conn, params)
     assert row is not None  # the one-row base
     rules = _rules(row[_AT_RULES])
     registry = None if row[_AT_ISSUE.start] is None else domain.IssueState(*row[_AT_ISSUE])
