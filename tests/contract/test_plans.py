@@ -621,17 +621,25 @@ async def test_the_queue_statements_find_the_same_items_on_both_backends(store: 
     assert others == [(1,)]
 
 
-async def test_a_claims_reads_find_each_row_by_its_own_index(store: Any, backend: str) -> None:
+async def test_a_claims_and_a_releases_reads_find_each_row_by_its_own_index(store: Any, backend: str) -> None:
     """claim_issue reads its project's rules and count, the issue's row and live lease and
     whether anyone waits or declared, in one statement (``_CLAIM_READS``), and the live
-    declarers when someone did (``_DECLARERS``). With 5,000 live leases and 2,000 sessions
+    declarers when someone did (``_DECLARERS``); release_issue reads the caller's session
+    and the lease, then the lease locked and whether anyone waits (``_RELEASE_PEEK``,
+    ``_RELEASE_READS``). With 5,000 live leases and 2,000 sessions
     in the workspace, before ANALYZE and after, the lease and the declarers are read by the
     indexes made for them, never by the workspace's every live lease or session. Before
     (PostgreSQL, generic plans) the declarers walked ``ix_sessions_workspace_seen``."""
     declaring = {"declaring": declaring_key(WS, "LOAD-7")}
     claim = {"ws": WS, "project": "M", "issue": "LOAD-7", "kind_1": "issue", "cutoff": 5, **declaring}
     declarers = {"ws": WS, "issue": "LOAD-7", "cutoff": 5, **declaring}
-    statements = [(issues_handler._CLAIM_READS, claim), (issues_handler._DECLARERS, declarers)]
+    release = {"ws": WS, "sid": "s7", "issue": "LOAD-7", "kind_1": "issue"}
+    statements = [
+        (issues_handler._CLAIM_READS, claim),
+        (issues_handler._DECLARERS, declarers),
+        (issues_handler._RELEASE_PEEK, release),
+        (issues_handler._RELEASE_READS, release),
+    ]
     pg = backend == "postgresql"
     by_key = "ix_sessions_declaring_key" if pg else "ix_sessions_working_on"
     every = ["issues_pkey", by_key, "ix_waits_line", "project_leases_pkey", "projects_pkey", "uq_leases_unreleased"]
@@ -640,7 +648,14 @@ async def test_a_claims_reads_find_each_row_by_its_own_index(store: Any, backend
 
     async def check(when: str) -> None:
         plans = await (_generic_plans(store, statements) if pg else _plans(store, statements))
-        claim_plan, declarers_plan = plans
+        claim_plan, declarers_plan, peek_plan, release_plan = plans
+        session_key = "sessions_pkey" if pg else "sqlite_autoindex_sessions_1"
+        assert _index_of(peek_plan) == sorted([session_key, "uq_leases_unreleased"]), (when, peek_plan)
+        assert "uq_leases_unreleased" in _index_of(release_plan), (when, release_plan)
+        if when == "empty tables":  # (after ANALYZE the planner knows the line is empty)
+            assert _index_of(release_plan) == ["ix_waits_line", "uq_leases_unreleased"], (when, release_plan)
+        for plan in (peek_plan, release_plan):
+            assert "Seq Scan on leases" not in plan and "Seq Scan on sessions" not in plan, (when, plan)
         if when == "empty tables":  # every row by its own index
             assert _index_of(claim_plan) == every and "Seq Scan" not in claim_plan, (when, claim_plan)
         for index in ("uq_leases_unreleased", by_key):  # the tables that grow with the fleet

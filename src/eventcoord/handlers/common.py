@@ -6,6 +6,9 @@ SQLite the single writer already serialises everything and the clause renders to
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from sqlalchemy import Connection, bindparam, false, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable
@@ -59,9 +62,14 @@ def load_session(
     row = (_SESSION_FOR_UPDATE if lock else _SESSION).first(conn, {"sid": session_id, "ws": ctx.workspace})
     if row is None:
         return None
+    return own_session(ctx, row) if own else SessionState(*row)
+
+
+def own_session(ctx: Context, row: Sequence[Any]) -> SessionState:
+    """The session the command acts as, from a row of ``SESSION_COLUMNS``: 403 FORBIDDEN if it
+    was registered under another token and the caller is not an admin (SPEC §5)."""
     session = SessionState(*row)
-    if own:
-        authorize_session(ctx.caller, session.session_id, session.token_id)
+    authorize_session(ctx.caller, session.session_id, session.token_id)
     return session
 
 
@@ -88,11 +96,7 @@ def load_session_and_lock_guard(conn: Connection, ctx: Context, session_id: str,
         lock_guard(conn, ctx.workspace, key)
         return session
     row = _SESSION_LOCKING_GUARD.first(conn, {"sid": session_id, "ws": ctx.workspace, "key": key})
-    if row is None:
-        return None
-    session = SessionState(*row)
-    authorize_session(ctx.caller, session.session_id, session.token_id)
-    return session
+    return None if row is None else own_session(ctx, row)
 
 
 def load_sessions(conn: Connection, ctx: Context, session_ids: set[str]) -> dict[str, SessionState]:

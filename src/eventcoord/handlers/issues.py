@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
+    CTE,
     ColumnElement,
     Connection,
     Executable,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     select,
     true,
 )
+from sqlalchemy.sql.elements import Label
 
 from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
 from eventcoord.context import Context, Decision
@@ -38,6 +40,7 @@ from eventcoord.handlers.common import (
     load_session,
     load_session_and_lock_guard,
     lock_guard,
+    own_session,
 )
 from eventcoord.handlers.waits import join_state, load_line
 from eventcoord.liveness import live_clause
@@ -154,7 +157,7 @@ def _claim_reads(dialect: str) -> Select[Any]:
     an outer join). It runs after the project's guard is locked, in a statement of its own,
     so that it reads what the guard's previous holder committed.
     """
-    lease = (_LEASE.with_for_update() if dialect == "postgresql" else _LEASE).cte("lease")
+    lease = _locked_lease(dialect)
     joined = (
         _ONE.outerjoin(projects, _OF_PROJECT)
         .outerjoin(
@@ -166,15 +169,39 @@ def _claim_reads(dialect: str) -> Select[Any]:
     )
     # Whether anyone waits for the issue or declared working on it: both are rare, and
     # only then are the line and the declarers read (two round trips fewer for a claim).
-    waiting = exists().where(
-        (waits.c.workspace == WS) & (waits.c.kind == "issue") & (waits.c.key == bindparam("issue"))
-    )
     declared = exists().where(_declaring(dialect))
-    columns = (*_RULE_COLUMNS, project_leases.c.unreleased, *_ISSUE_COLUMNS, waiting.label("w"), declared.label("d"))
+    columns = (*_RULE_COLUMNS, project_leases.c.unreleased, *_ISSUE_COLUMNS, _waiting(), declared.label("d"))
     return select(*columns, *lease.c).select_from(joined)
 
 
+def _waiting() -> Label[bool]:
+    """Whether anyone waits in an issue's line (binds ``ws``, ``issue``)."""
+    line = (waits.c.workspace == WS) & (waits.c.kind == "issue") & (waits.c.key == bindparam("issue"))
+    return exists().where(line).label("w")
+
+
+def _locked_lease(dialect: str) -> CTE:
+    """An issue's unreleased lease, locked on PostgreSQL (binds ``ws``, ``issue``)."""
+    return (_LEASE.with_for_update() if dialect == "postgresql" else _LEASE).cte("lease")
+
+
 _CLAIM_READS = Prepared(_claim_reads)
+#: A release's first read: the caller's session and the issue's unreleased lease, unlocked.
+_RELEASE_PEEK = Prepared(
+    lambda d: select(*SESSION_COLUMNS, *_LEASE.selected_columns).select_from(
+        # By its id alone (the primary key): no index that leads with the workspace may serve it.
+        _ONE.outerjoin(
+            sessions, (sessions.c.session_id == bindparam("sid")) & (unindexed(sessions.c.workspace) == WS)
+        ).outerjoin(
+            leases, (leases.c.workspace == WS) & (leases.c.issue == bindparam("issue")) & leases.c.released_us.is_(None)
+        )
+    )
+)
+#: A release's read after its project's guard is locked: the lease, locked, and whether
+#: anyone waits (the line is read only then).
+_RELEASE_READS = Prepared(
+    lambda d: select(_waiting(), *(lease := _locked_lease(d)).c).select_from(_ONE.outerjoin(lease, true()))
+)
 _AT_RULES, _AT_UNRELEASED, _AT_ISSUE, _AT_WAITING, _AT_DECLARED, _AT_LEASE = (
     slice(0, 3),
     3,
@@ -348,6 +375,11 @@ def issue_line(conn: Connection, ctx: Context, issue: str, project: str) -> Issu
     so no waiter can join between this read and the commit of the release.
     """
     lock_guard(conn, ctx.workspace, streams.project(project))
+    return _line_after_lock(conn, ctx, issue, project)
+
+
+def _line_after_lock(conn: Connection, ctx: Context, issue: str, project: str) -> IssueLine | None:
+    """:func:`issue_line` once the project's guard is held."""
     line = load_line(conn, ctx, "issue", issue)
     if not line:
         return None
@@ -373,14 +405,24 @@ def issue_line(conn: Connection, ctx: Context, issue: str, project: str) -> Issu
 
 
 def release_issue(conn: Connection, ctx: Context, cmd: ReleaseIssue) -> Decision:
-    caller = load_session(conn, ctx, cmd.session_id)
-    peek = load_lease(conn, ctx, cmd.issue)
-    free = (
-        issue_line(conn, ctx, cmd.issue, peek.project)
-        if peek is not None and peek.session_id == cmd.session_id
-        else None
-    )
-    state = domain.ReleaseState(caller, load_lease(conn, ctx, cmd.issue, lock=True), lambda: free)
+    params = {"ws": ctx.workspace, "sid": cmd.session_id, "issue": cmd.issue}
+    row = _RELEASE_PEEK.first(conn, params)
+    assert row is not None  # the one-row base
+    n = len(SESSION_COLUMNS)
+    caller = None if row[0] is None else own_session(ctx, row[:n])
+    peek = None if row[n] is None else domain.LeaseState(*row[n:])
+    free: IssueLine | None = None
+    if peek is not None and peek.session_id == cmd.session_id:
+        # The guard first, always: a claim that joins the line holds it too, so no waiter
+        # can join between this read and the commit (as in issue_line).
+        lock_guard(conn, ctx.workspace, streams.project(peek.project))
+        reads = _RELEASE_READS.first(conn, params)
+        assert reads is not None  # the one-row base
+        lease = None if reads[1] is None else domain.LeaseState(*reads[1:])
+        free = _line_after_lock(conn, ctx, cmd.issue, peek.project) if reads[0] else None
+    else:
+        lease = load_lease(conn, ctx, cmd.issue, lock=True)
+    state = domain.ReleaseState(caller, lease, lambda: free)
     return domain.decide_release_issue(state, cmd, ctx)
 
 
