@@ -197,19 +197,23 @@ _RELEASE_PEEK = Prepared(
         )
     )
 )
+
+
 #: A release's read after its project's guard is locked: the lease, locked, and whether
 #: anyone waits (the line is read only then).
-_RELEASE_READS = Prepared(
-    lambda d: select(_waiting(), *(lease := _locked_lease(d)).c).select_from(_ONE.outerjoin(lease, true()))
-)
-_AT_RULES, _AT_UNRELEASED, _AT_ISSUE, _AT_WAITING, _AT_DECLARED, _AT_LEASE = (
-    slice(0, 3),
-    3,
-    slice(4, 11),
-    11,
-    12,
-    slice(13, 18),
-)
+def _release_reads(dialect: str) -> Select[Any]:
+    lease = _locked_lease(dialect)
+    return select(_waiting(), *lease.c).select_from(_ONE.outerjoin(lease, true()))
+
+
+_RELEASE_READS = Prepared(_release_reads)
+#: Where ``_CLAIM_READS``'s columns are: rules, unreleased count, issue row, waiting, declared, lease.
+_AT_RULES = slice(0, len(_RULE_COLUMNS))
+_AT_UNRELEASED = _AT_RULES.stop
+_AT_ISSUE = slice(_AT_UNRELEASED + 1, _AT_UNRELEASED + 1 + len(_ISSUE_COLUMNS))
+_AT_WAITING = _AT_ISSUE.stop
+_AT_DECLARED = _AT_WAITING + 1
+_AT_LEASE = slice(_AT_DECLARED + 1, None)
 _ISSUE = Prepared(
     lambda d: select(*_ISSUE_COLUMNS).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
 )
@@ -299,19 +303,10 @@ def load_issue_view(conn: Connection, ctx: Context, issue: str, *, lock: bool = 
 
 
 def issue_view(
-    conn: Connection,
-    ctx: Context,
-    issue: str,
-    registry: domain.IssueState | None,
-    *,
-    lock: bool = False,
-    declared: bool = True,
+    conn: Connection, ctx: Context, issue: str, registry: domain.IssueState | None, *, lock: bool = False
 ) -> domain.IssueView:
-    """The issue's lease, holder and live declarers, beside its registry row read already.
-
-    ``declared=False``: the caller knows that no session declared working on the issue.
-    """
-    return issue_view_with(conn, ctx, issue, registry, load_lease(conn, ctx, issue, lock=lock), declared=declared)
+    """The issue's lease, holder and live declarers, beside its registry row read already."""
+    return issue_view_with(conn, ctx, issue, registry, load_lease(conn, ctx, issue, lock=lock))
 
 
 def issue_view_with(
@@ -323,7 +318,10 @@ def issue_view_with(
     *,
     declared: bool = True,
 ) -> domain.IssueView:
-    """The issue's holder and live declarers, beside its registry row and lease read already."""
+    """The issue's holder and live declarers, beside its registry row and lease read already.
+
+    ``declared=False``: the caller knows that no live session declared working on the issue.
+    """
     holder = load_session(conn, ctx, lease.session_id, own=False) if lease else None
     params = {
         "ws": ctx.workspace,

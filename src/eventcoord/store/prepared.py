@@ -55,7 +55,7 @@ class _Pg:
 
     __slots__ = ("defaults", "dml", "names", "sql", "tables", "target")
 
-    def __init__(self, stmt: Executable) -> None:
+    def __init__(self, stmt: Executable, writes: str | None = None) -> None:
         compiled = stmt.compile(dialect=_ASYNCPG)  # type: ignore[attr-defined]
         assert not compiled._bind_processors, "a Prepared statement's types need no bind processing"
         self.sql = str(compiled)
@@ -64,10 +64,15 @@ class _Pg:
         self.defaults = {k: v for k, v in compiled.params.items() if v is not None}
         #: INSERT/UPDATE/DELETE (with RETURNING when read through ``rows``/``first``).
         self.dml = bool(compiled.isinsert or compiled.isupdate or compiled.isdelete)
-        #: The table a write changes, and every table it reads or changes (see ``Deferred``).
+        #: The table a write changes, and every table it reads or changes (``Prepared.write``);
+        #: SQL text names no tables to find: ``writes`` declares its one table.
         target = getattr(stmt, "table", None)
-        self.target: str | None = target.name if self.dml and target is not None else None
-        self.tables = frozenset(t.name for t in find_tables(stmt, include_crud=True))  # type: ignore[arg-type]
+        if writes is not None:
+            self.target: str | None = writes
+            self.tables = frozenset((writes,))
+        else:
+            self.target = target.name if self.dml and target is not None else None
+            self.tables = frozenset(t.name for t in find_tables(stmt, include_crud=True))  # type: ignore[arg-type]
 
     def args(self, params: Mapping[str, Any]) -> list[Any]:
         if self.defaults:
@@ -109,9 +114,7 @@ class Prepared:
     def _asyncpg(self) -> _Pg:
         pg = self._pg
         if pg is None:
-            pg = self._pg = _Pg(self.statement("postgresql"))
-            if self._writes is not None and pg.dml is False:  # SQL text: as declared
-                pg.target, pg.tables = self._writes, frozenset((self._writes,))
+            pg = self._pg = _Pg(self.statement("postgresql"), self._writes)
         return pg
 
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
@@ -170,7 +173,7 @@ class Prepared:
         if conn.dialect.driver == "asyncpg":
             pending = batch.current(conn)
             pg = self._asyncpg()
-            if pending is not None and pg.target is not None:  # SQL text: tables unknown, sent now
+            if pending is not None and pg.target is not None:  # else not a write it can place: sent now
                 deferred = pending.deferred
                 if deferred and not pg.tables.isdisjoint(t.target for t, _ in deferred):
                     send_deferred(conn)  # it touches what a deferred write changes: in order
