@@ -8,7 +8,7 @@ the PostgreSQL batches whose COMMIT began the next batch's transaction.
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 from eventcoord.metrics import REGISTRY
 
@@ -32,5 +32,15 @@ LOST_RACES = Counter(
 CHAINED = Counter(
     "eventcoord_store_chained_total",
     "Batches whose COMMIT also began the next batch's transaction (PostgreSQL, commands waiting).",
+    registry=REGISTRY,
+)
+WAL_FRAMES = Gauge(
+    "eventcoord_sqlite_wal_frames",
+    "Frames (pages) in SQLite's write-ahead log at the last checkpoint.",
+    registry=REGISTRY,
+)
+WAL_FINISHED = Counter(
+    "eventcoord_sqlite_wal_finished_total",
+    "Checkpoints that held the writer to copy the log to its end, so that it starts over (SQLite).",
     registry=REGISTRY,
 )
