@@ -231,7 +231,6 @@ work_items = Table(
     Column("updated_us", BigInt, nullable=False),
     Column("outcome", String(16), nullable=True),
     Column("attempts", Integer, nullable=False),
-    Index("ix_work_items_queue", "workspace", "project", "status", "priority", "enqueued_position"),
     # GET /v1/queue pages in enqueue order, all items or one status's: walks, not sorts of
     # every item the workspace ever had (0009_queue_order).
     Index("ix_work_items_order", "workspace", "enqueued_position"),
@@ -239,6 +238,17 @@ work_items = Table(
     Index("ix_work_items_session", "session_id", "status"),
     # The PostgreSQL group commit renumbers provisional positions by a range of this column.
     Index("ix_work_items_enqueued", "enqueued_position"),
+)
+# A pull reads a project's queued items in pull order, highest priority first, then in
+# enqueue order: a walk of this index. With the priority ascending here SQLite sorted every
+# queued item of the project on each pull (0014_queue_pull_order).
+Index(
+    "ix_work_items_queue",
+    work_items.c.workspace,
+    work_items.c.project,
+    work_items.c.status,
+    work_items.c.priority.desc(),
+    work_items.c.enqueued_position,
 )
 # PostgreSQL only (migration 0012_queue_live_key, not declared here: an expression index):
 # ix_work_items_live_key ON work_items ((CASE WHEN status = 'queued' THEN workspace || E'\x01'

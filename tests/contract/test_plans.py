@@ -571,7 +571,9 @@ async def test_the_queue_reads_only_live_items_whatever_the_statistics(store: An
     suspects walked ``ix_work_items_status_order`` by the workspace alone (every item it
     ever had) and, after ANALYZE, every item of each stale session through
     ``ix_work_items_session``; the pages were a sequential scan after ANALYZE; the count
-    read every item the session ever held (its statuses bound, so only a filter)."""
+    read every item the session ever held (its statuses bound, so only a filter). On
+    SQLite the pages sorted every queued item of the project (priority ascending in
+    ``ix_work_items_queue``, 0014_queue_pull_order)."""
     statements = [(stmt, params) for stmt, params, _, _ in _QUEUE]
     expected = [pg if backend == "postgresql" else lite for _, _, pg, lite in _QUEUE]
 
@@ -581,8 +583,9 @@ async def test_the_queue_reads_only_live_items_whatever_the_statistics(store: An
             where = (when, _sql(stmt, backend), plan)
             assert _index_of(plan) == indexes and "Seq Scan" not in plan, where
             assert "status_order" not in plan and "ix_work_items_order" not in plan, where
-            if backend == "postgresql" and stmt is not queue_handler._OTHER_ACTIVE:
-                assert "Sort Key: work_items.priority" not in plan, where  # walked in pull order
+            if stmt is not queue_handler._OTHER_ACTIVE:  # walked in pull order, never sorted
+                # (SQLite sorted every queued item of the project on each pull before 0014)
+                assert "Sort Key: work_items.priority" not in plan and "TEMP B-TREE" not in plan, where
         if backend == "postgresql":  # the count reads the session's active items only
             assert re.search(r"Index Cond: .*session_id.*status", plans[-1]), (when, plans[-1])
 
