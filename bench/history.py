@@ -490,8 +490,10 @@ async def _tier_history(t: _Tier, cycles: int, workers: int = 16) -> None:
     await asyncio.gather(*(worker(w) for w in range(workers)))
 
 
-async def _tier_load(t: _Tier, live_claims: int, live_leases: int, workers: int = 16) -> None:
-    """Live rows that the measured commands must not read: claims in other paths, leases."""
+async def _tier_load(t: _Tier, live_claims: int, live_leases: int, queued: int, workers: int = 16) -> None:
+    """Live rows that the measured commands must not read: claims in other paths, leases,
+    and items queued in the measured queue behind the measured item (a lower priority):
+    each pull must find its item first without reading or sorting them."""
     holder = await t.register("load-claims")
     for start in range(0, live_claims, 100):
         paths = [f"load/d{i % 100}/f{i}.py" for i in range(start, min(start + 100, live_claims))]
@@ -501,6 +503,8 @@ async def _tier_load(t: _Tier, live_claims: int, live_leases: int, workers: int 
     async def worker(w: int) -> None:
         for k in range(w, live_leases, workers):
             await t.send({"type": "claim_issue", "session_id": sids[w], "project": "M", "issue": f"LOAD-{k}"})
+        for _ in range(w, queued, workers):
+            await t.send({"type": "enqueue_work", "project": "Q", "priority": -1})
 
     await asyncio.gather(*(worker(w) for w in range(workers)))
 
@@ -552,7 +556,9 @@ async def _tier_sample(t: _Tier, k: int, lat: dict[str, list[float]], inner: dic
 TIER_LABELS = ("fresh", "history", "load")
 
 
-def tiers_child(db: str | None, cycles: int, live_claims: int, live_leases: int, samples: int) -> dict[str, Any]:
+def tiers_child(
+    db: str | None, cycles: int, live_claims: int, live_leases: int, queued: int, samples: int
+) -> dict[str, Any]:
     """Fresh, history and load stores on one backend (fresh databases made outside the loop)."""
     with contextlib.ExitStack() as stack:
         if db:
@@ -562,11 +568,17 @@ def tiers_child(db: str | None, cycles: int, live_claims: int, live_leases: int,
         else:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eventcoord-tiers-")))
             urls = {label: f"sqlite+aiosqlite:///{folder}/{label}.db" for label in TIER_LABELS}
-        return asyncio.run(_tiers(urls, cycles, live_claims, live_leases, samples))
+        return asyncio.run(_tiers(urls, cycles, live_claims, live_leases, queued, samples))
 
 
 async def _tiers(
-    urls: dict[str, str], cycles: int, live_claims: int, live_leases: int, samples: int, chunk: int = 10
+    urls: dict[str, str],
+    cycles: int,
+    live_claims: int,
+    live_leases: int,
+    queued: int,
+    samples: int,
+    chunk: int = 10,
 ) -> dict[str, Any]:
     """The three stores, filled, then measured alternately, in this process."""
     from eventcoord.store import open_store
@@ -586,7 +598,7 @@ async def _tiers(
         await _tier_history(tiers["history"], cycles)
         out["history_fill_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
-        await _tier_load(tiers["load"], live_claims, live_leases)
+        await _tier_load(tiers["load"], live_claims, live_leases, queued)
         out["load_fill_s"] = round(time.perf_counter() - t0, 1)
         if os.environ.get("TIERS_ANALYZE"):  # diagnosis: the same with planner statistics gathered
             for t in tiers.values():
@@ -642,9 +654,8 @@ def run_tiers(args: argparse.Namespace) -> dict[str, Any]:
                 "--live-claims",
                 str(args.live_claims),
             ]
-            argv += ["--live-leases", str(args.live_leases), "--samples", str(args.samples)] + (
-                ["--db", args.db] if args.db else []
-            )
+            argv += ["--live-leases", str(args.live_leases), "--queued", str(args.queued)]
+            argv += ["--samples", str(args.samples)] + (["--db", args.db] if args.db else [])
             print(
                 f"{name}: filling history ({args.cycles:,} cycles of every command) and load, then measuring ...",
                 flush=True,
@@ -712,11 +723,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     tiers.add_argument(
         "--live-leases", type=int, default=5000, help="load: unreleased leases in the measured project (default 5,000)"
     )
+    tiers.add_argument(
+        "--queued", type=int, default=5000, help="load: items queued behind the measured pulls (default 5,000)"
+    )
     tiers.add_argument("--samples", type=int, default=300, help="timed samples of each command per store (default 300)")
     tiers.add_argument("--tiers-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.tiers_child:
-        print(json.dumps(tiers_child(args.db, args.cycles, args.live_claims, args.live_leases, args.samples)))
+        print(
+            json.dumps(tiers_child(args.db, args.cycles, args.live_claims, args.live_leases, args.queued, args.samples))
+        )
         return 0
     if args.tiers:
         tier_results = run_tiers(args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from eventcoord.commands import AcquireLease, ReleaseLease, RenewLease
 from eventcoord.context import Context, Decision
@@ -14,9 +14,41 @@ from eventcoord.domain.handoff import LeaseLine
 from eventcoord.domain.sessions import SessionState
 from eventcoord.errors import DomainError
 from eventcoord.events import WaitStarted
-from eventcoord.handlers.common import load_session, lock_guard
+from eventcoord.handlers.common import WS, load_session, lock_guard
 from eventcoord.handlers.waits import join_state, load_line
 from eventcoord.projections.tables import named_lease_slots, named_leases
+from eventcoord.store.prepared import Prepared
+
+_NAME = (named_leases.c.workspace == WS) & (named_leases.c.name == bindparam("name"))
+# The hot statements of named leases, built once (``Prepared``), like the issue tier's.
+_LAST_GRANT = Prepared(
+    lambda d: (
+        select(
+            named_leases.c.name,
+            named_leases.c.session_id,
+            named_leases.c.actor_key,
+            named_leases.c.fencing_token,
+            named_leases.c.ttl_seconds,
+            named_leases.c.expires_us,
+        )
+        .where(_NAME)
+        .with_for_update()
+    )
+)
+_CAPACITY = Prepared(lambda d: select(named_leases.c.capacity).where(_NAME))
+_SLOTS = Prepared(
+    lambda d: (
+        select(
+            named_lease_slots.c.session_id,
+            named_lease_slots.c.actor_key,
+            named_lease_slots.c.fencing_token,
+            named_lease_slots.c.ttl_seconds,
+            named_lease_slots.c.expires_us,
+        )
+        .where((named_lease_slots.c.workspace == WS) & (named_lease_slots.c.name == bindparam("name")))
+        .order_by(named_lease_slots.c.fencing_token)
+    )
+)
 
 
 def load_named_lease(conn: Connection, ctx: Context, name: str) -> domain.NamedLeaseState | None:
@@ -26,40 +58,16 @@ def load_named_lease(conn: Connection, ctx: Context, name: str) -> domain.NamedL
     too; the read-model row itself is written only by the projection.
     """
     lock_guard(conn, ctx.workspace, streams.named_lease(name))
-    row = conn.execute(
-        select(
-            named_leases.c.name,
-            named_leases.c.session_id,
-            named_leases.c.actor_key,
-            named_leases.c.fencing_token,
-            named_leases.c.ttl_seconds,
-            named_leases.c.expires_us,
-        )
-        .where((named_leases.c.workspace == ctx.workspace) & (named_leases.c.name == name))
-        .with_for_update()
-    ).one_or_none()
+    row = _LAST_GRANT.first(conn, {"ws": ctx.workspace, "name": name})
     return None if row is None else domain.NamedLeaseState(*row)
 
 
 def load_slots(conn: Connection, ctx: Context, name: str) -> tuple[list[domain.Slot], int | None]:
     """The holders of a name (in token order) and its fixed capacity (None if never acquired)."""
-    capacity = conn.execute(
-        select(named_leases.c.capacity).where(
-            (named_leases.c.workspace == ctx.workspace) & (named_leases.c.name == name)
-        )
-    ).scalar_one_or_none()
-    rows = conn.execute(
-        select(
-            named_lease_slots.c.session_id,
-            named_lease_slots.c.actor_key,
-            named_lease_slots.c.fencing_token,
-            named_lease_slots.c.ttl_seconds,
-            named_lease_slots.c.expires_us,
-        )
-        .where((named_lease_slots.c.workspace == ctx.workspace) & (named_lease_slots.c.name == name))
-        .order_by(named_lease_slots.c.fencing_token)
-    )
-    return [domain.Slot(*r) for r in rows], None if capacity is None else int(capacity)
+    params = {"ws": ctx.workspace, "name": name}
+    capacity = _CAPACITY.scalar(conn, params)
+    slots = [domain.Slot(*r) for r in _SLOTS.rows(conn, params)]
+    return slots, None if capacity is None else int(capacity)
 
 
 def _state(
