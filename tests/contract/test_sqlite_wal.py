@@ -19,11 +19,16 @@ from typing import Any
 
 from eventcoord.codec import decode_command
 from eventcoord.context import Caller
+from eventcoord.metrics import REGISTRY
 from eventcoord.service import Service
-from eventcoord.store import open_store, stats
+from eventcoord.store import open_store
 from eventcoord.store.sqlite import SqliteEventStore
 
 OPERATOR = Caller("default", "admin", operator=True)
+
+
+def sample(name: str) -> float:
+    return REGISTRY.get_sample_value(name) or 0.0
 
 
 def wal_restarts(db: Path) -> int:
@@ -64,13 +69,17 @@ async def test_the_wal_starts_over_while_commands_keep_coming(tmp_path: Path) ->
     try:
         service = Service(store)
         sessions = await register(service, 16)
-        finished, restarts = stats.WAL_FINISHED._value.get(), wal_restarts(db)
+        finished, holds, restarts = (
+            sample("eventcoord_sqlite_wal_finished_total"),
+            sample("eventcoord_sqlite_wal_hold_seconds_count"),
+            wal_restarts(db),
+        )
         peak = 0
 
         async def watch(deadline: float) -> None:
             nonlocal peak
             while time.monotonic() < deadline:
-                peak = max(peak, int(stats.WAL_FRAMES._value.get()))
+                peak = max(peak, int(sample("eventcoord_sqlite_wal_frames")))
                 await asyncio.sleep(0.01)
 
         deadline = time.monotonic() + 3.0
@@ -83,7 +92,8 @@ async def test_the_wal_starts_over_while_commands_keep_coming(tmp_path: Path) ->
         assert wal_restarts(db) - restarts >= 5
         # ~9 pages a claim: unchecked, the log would have held every page of every claim.
         assert 0 < peak < claims * 9 / 2
-        assert stats.WAL_FINISHED._value.get() - finished >= 5
+        assert sample("eventcoord_sqlite_wal_finished_total") - finished >= 5
+        assert sample("eventcoord_sqlite_wal_hold_seconds_count") - holds >= 5
     finally:
         await store.close()
 

@@ -3,12 +3,14 @@
 The average batch is ``commands / batches``; ``again`` counts commands a PostgreSQL batch
 handed to the next one (a lost race, a lock wait cut short, a requeue), ``lost_races``
 the races among them, ``rollbacks`` the fast passes that had to be rolled back, ``chained``
-the PostgreSQL batches whose COMMIT began the next batch's transaction.
+the PostgreSQL batches whose COMMIT began the next batch's transaction. The SQLite store
+also shows its write-ahead log: its length at the last checkpoint, and the checkpoints
+that held the writer so that it starts over (how many, how long).
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 from eventcoord.metrics import REGISTRY
 
@@ -42,5 +44,11 @@ WAL_FRAMES = Gauge(
 WAL_FINISHED = Counter(
     "eventcoord_sqlite_wal_finished_total",
     "Checkpoints that held the writer to copy the log to its end, so that it starts over (SQLite).",
+    registry=REGISTRY,
+)
+WAL_HOLD_SECONDS = Histogram(
+    "eventcoord_sqlite_wal_hold_seconds",
+    "How long such a checkpoint held the writer's next batch (SQLite).",
+    buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),
     registry=REGISTRY,
 )
