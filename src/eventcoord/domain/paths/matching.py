@@ -41,7 +41,7 @@ def _segment_matches(tokens: tuple[Token, ...], name: str) -> bool:
             ti += 1
         elif token is not None and (
             isinstance(token, AnyChar)
-            or (isinstance(token, Lit) and token.char == name[ni])
+            or (isinstance(token, Lit) and token == name[ni])
             or (isinstance(token, CharClass) and charsets.contains(token.chars, ord(name[ni])))
         ):
             ti += 1
