@@ -307,9 +307,10 @@ def test_a_cached_patterns_characters_are_no_objects_for_the_collector() -> None
     """``analyse`` keeps parsed patterns for the life of the process (an LRU of 8,192). Their
     segments must be tuples of strings, which the cyclic collector stops tracking, not
     tuples of one object per character that it walks on every full pass (~70,000 under a
-    claim_files load: 75 ms pauses of the event loop)."""
+    claim_files load: 75 ms pauses of the event loop), nor patterns it tracks."""
     _, pattern = syntax.analyse("src/app/models/user_profile.py")
     gc.collect()  # untracks the segments (tuples of strings), then the tuple of them
     gc.collect()
+    assert not gc.is_tracked(pattern)  # holds no object that could close a cycle
     assert pattern.segments and not gc.is_tracked(pattern.segments)
     assert not any(gc.is_tracked(segment) for segment in pattern.segments)

@@ -34,6 +34,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+import msgspec
+
 from eventcoord.domain.paths import charsets
 from eventcoord.domain.paths.charsets import DOT_ONLY, SEGMENT_CHARS, CharSet, Interval
 
@@ -100,9 +102,12 @@ _STAR: Final = Star()
 GLOBSTAR: Final = Globstar()
 
 
-@dataclass(frozen=True, slots=True)
-class Pattern:
-    """A parsed, validated pattern."""
+class Pattern(msgspec.Struct, frozen=True, gc=False):
+    """A parsed, validated pattern.
+
+    Never tracked by the cyclic collector (``gc=False``): it holds strings, tuples and
+    the token singletons, so it can be in no cycle, and ``analyse`` keeps 8,192 of them.
+    """
 
     # The implicit "**" of a trailing "/" is already appended here.
     segments: tuple[Segment, ...]
