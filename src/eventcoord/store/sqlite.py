@@ -16,8 +16,8 @@ a write begins on a log copied to its end. Under sustained load the WAL then gre
 end (a gigabyte in ten seconds of claims) and every command slowed with it (claim_issue's
 CPU doubled). So when the log has grown past ``WAL_RESTART_FRAMES``, the checkpointer
 copies what it can beside the writer, then holds the writer's next batch (commands keep
-arriving and wait; the loop is never blocked) while it copies the few frames written
-meanwhile; the next batch starts the log over, and ``journal_size_limit`` trims the file.
+arriving and wait; the loop is never blocked) while it copies the frames written
+meanwhile (a few milliseconds); the next batch starts the log over, and ``journal_size_limit`` trims the file.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ GROUP_COMMIT_WINDOW = 0.001
 #: How often the WAL is checkpointed into the database file, off the event loop.
 CHECKPOINT_INTERVAL = 0.25
 #: WAL frames (pages) past which a checkpoint holds the writer to finish, so the log
-#: starts over: 16 MiB of 4 KiB pages, about a tenth of a second of claims at full rate.
+#: starts over: 16 MiB of 4 KiB pages, about a sixth of a second of claims at full rate.
 WAL_RESTART_FRAMES = 4096
 #: Copies beside the writer before the held one, at most, each of what was written while
 #: the one before ran; they stop when one took less than ``SHORT_COPY_S``.
@@ -191,7 +191,7 @@ class SqliteEventStore(EventStore):
 
     def _flush(self) -> None:
         """Commit the waiting commands as one batch and answer them."""
-        if self._held:  # _finish_log schedules the batch when the checkpoint is done
+        if self._held or not self._pending:  # checkpoint() schedules the batch once done
             self._flush_scheduled = False
             return
         jobs, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
