@@ -1,14 +1,16 @@
 """The command pipeline without HTTP: ``Service.execute`` from many concurrent tasks.
 
-Measures what the store layer costs per command: commands/s and the process's CPU time
-per command (user + system), for heartbeat_agent or claim_issue (new issues, two per new
-project), on a fresh SQLite file or a fresh PostgreSQL database. With ``--baseline REF``
+Measures what the store layer costs per command: commands/s, the process's CPU time per
+command (user + system) and, on SQLite, the WAL file's size at the end, for
+heartbeat_agent or claim_issue (new issues, two per new project), on a fresh SQLite file
+or a fresh PostgreSQL database. With ``--baseline REF``
 it also runs the same load on the code of another git revision (``git archive`` into a
 temporary folder, imported first on ``PYTHONPATH``), alternating the two ``--rounds``
 times, so a busy machine moves both sides alike.
 
     .venv/bin/python bench/inprocess.py --db postgresql+asyncpg://postgres@127.0.0.1:5432 --baseline 3872cb8
     .venv/bin/python bench/inprocess.py --kind claim_issue --db postgresql+asyncpg://postgres@127.0.0.1:5432
+    .venv/bin/python bench/inprocess.py --kind claim_issue --per-task 1000 --baseline 44828ea   # the WAL
 """
 
 from __future__ import annotations
@@ -74,10 +76,13 @@ async def measure(kind: str, url: str | None, tasks: int, per_task: int) -> dict
             t0, c0 = time.perf_counter(), os.times()
             await asyncio.gather(*(worker(i) for i in range(tasks)))
             c1, wall = os.times(), time.perf_counter() - t0
+            wal = Path(folder) / "eventcoord.db-wal"  # SQLite: the log's size at the end
+            wal_mb = wal.stat().st_size / 2**20 if url is None and wal.exists() else 0.0
         finally:
             await store.close()
     n = tasks * per_task
-    return {"per_s": n / wall, "cpu_us": ((c1.user - c0.user) + (c1.system - c0.system)) / n * 1e6}
+    cpu_us = ((c1.user - c0.user) + (c1.system - c0.system)) / n * 1e6
+    return {"per_s": n / wall, "cpu_us": cpu_us, "wal_mb": wal_mb}
 
 
 class _nothing:
@@ -145,7 +150,11 @@ def main() -> int:
             for name, src in ((("baseline", base),) if base else ()) + (("this tree", None),):
                 r = run_child(src, args)
                 runs[name].append(r)
-                print(f"  {name:<10} {r['per_s']:8.0f} commands/s   {r['cpu_us']:6.0f} us CPU per command", flush=True)
+                wal = f"   WAL {r['wal_mb']:,.0f} MB at the end" if r.get("wal_mb") else ""
+                print(
+                    f"  {name:<10} {r['per_s']:8.0f} commands/s   {r['cpu_us']:6.0f} us CPU per command{wal}",
+                    flush=True,
+                )
     for name, rs in runs.items():
         if rs:
             print(
