@@ -8,7 +8,10 @@ holder's slot, one statement each.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, bindparam, delete, null, update
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Connection, Table, bindparam, delete, null, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable
 
@@ -19,59 +22,40 @@ from eventcoord.store.prepared import Prepared
 from .base import Appliers
 from .tables import named_lease_slots, named_leases
 
-
-def _upsert_grant(dialect: str) -> Executable:
-    """The name's last grant; the capacity is fixed by the first one (kept on conflict)."""
-    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(named_leases)
-    return insert.values(
-        workspace=bindparam("ws"),
-        name=bindparam("name"),
-        session_id=bindparam("sid"),
-        actor_key=bindparam("actor"),
-        fencing_token=bindparam("token"),
-        ttl_seconds=bindparam("ttl"),
-        expires_us=bindparam("expires"),
-        acquired_us=bindparam("at"),
-        capacity=bindparam("capacity"),
-    ).on_conflict_do_update(
-        index_elements=[named_leases.c.workspace, named_leases.c.name],
-        set_={
-            "session_id": insert.excluded.session_id,
-            "actor_key": insert.excluded.actor_key,
-            "fencing_token": insert.excluded.fencing_token,
-            "ttl_seconds": insert.excluded.ttl_seconds,
-            "expires_us": insert.excluded.expires_us,
-            "acquired_us": insert.excluded.acquired_us,
-        },
-    )
+#: A grant's columns and the parameters they take.
+_GRANT_PARAMS = {
+    "workspace": "ws",
+    "name": "name",
+    "session_id": "sid",
+    "actor_key": "actor",
+    "fencing_token": "token",
+    "ttl_seconds": "ttl",
+    "expires_us": "expires",
+    "acquired_us": "at",
+}
 
 
-def _upsert_slot(dialect: str) -> Executable:
-    """The holder's slot (a holder acquiring again takes its slot anew)."""
-    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(named_lease_slots)
-    return insert.values(
-        workspace=bindparam("ws"),
-        name=bindparam("name"),
-        session_id=bindparam("sid"),
-        actor_key=bindparam("actor"),
-        fencing_token=bindparam("token"),
-        ttl_seconds=bindparam("ttl"),
-        expires_us=bindparam("expires"),
-        acquired_us=bindparam("at"),
-    ).on_conflict_do_update(
-        index_elements=[named_lease_slots.c.workspace, named_lease_slots.c.name, named_lease_slots.c.session_id],
-        set_={
-            "actor_key": insert.excluded.actor_key,
-            "fencing_token": insert.excluded.fencing_token,
-            "ttl_seconds": insert.excluded.ttl_seconds,
-            "expires_us": insert.excluded.expires_us,
-            "acquired_us": insert.excluded.acquired_us,
-        },
-    )
+def _upsert(table: Table, key: tuple[str, ...], *, capacity: bool = False) -> Callable[[str], Executable]:
+    """A grant written into ``table`` (its row is ``key``): inserted, or its columns set anew.
+    ``capacity``: also the name's capacity, which only the insert sets (the first grant's)."""
+
+    def build(dialect: str) -> Executable:
+        insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+        values: dict[str, Any] = {column: bindparam(param) for column, param in _GRANT_PARAMS.items()}
+        if capacity:
+            values["capacity"] = bindparam("capacity")
+        kept = [column for column in _GRANT_PARAMS if column not in key]
+        return insert.values(**values).on_conflict_do_update(
+            index_elements=[table.c[column] for column in key], set_={c: insert.excluded[c] for c in kept}
+        )
+
+    return build
 
 
-_UPSERT_GRANT = Prepared(_upsert_grant)
-_UPSERT_SLOT = Prepared(_upsert_slot)
+#: The name's last grant (the capacity is fixed by the first) and the holder's slot (a
+#: holder acquiring again takes its slot anew).
+_UPSERT_GRANT = Prepared(_upsert(named_leases, ("workspace", "name"), capacity=True))
+_UPSERT_SLOT = Prepared(_upsert(named_lease_slots, ("workspace", "name", "session_id")))
 _HOLDER = (
     (named_leases.c.workspace == bindparam("ws"))
     & (named_leases.c.name == bindparam("name"))

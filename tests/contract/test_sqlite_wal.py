@@ -11,9 +11,11 @@ concurrent commands on a real SQLite file and read the log's own header.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import struct
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -58,15 +60,24 @@ async def claims_until(service: Service, session: str, tag: str, deadline: float
     return n
 
 
-async def test_the_wal_starts_over_while_commands_keep_coming(tmp_path: Path) -> None:
-    db = tmp_path / "eventcoord.db"
+@contextlib.asynccontextmanager
+async def sqlite_store(db: Path, interval: float, restart_frames: int) -> AsyncIterator[SqliteEventStore]:
+    """A started, migrated store on ``db`` that checkpoints every ``interval`` seconds and
+    finishes the log past ``restart_frames``; closed after."""
     store = open_store(f"sqlite+aiosqlite:///{db}")
     assert isinstance(store, SqliteEventStore)
-    store.checkpoint_interval = 0.05
-    store.wal_restart_frames = 256
+    store.checkpoint_interval, store.wal_restart_frames = interval, restart_frames
     await store.start()
     await store.migrate()
     try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def test_the_wal_starts_over_while_commands_keep_coming(tmp_path: Path) -> None:
+    db = tmp_path / "eventcoord.db"
+    async with sqlite_store(db, 0.05, 256) as store:
         service = Service(store)
         sessions = await register(service, 16)
         finished, holds, restarts = (
@@ -94,20 +105,12 @@ async def test_the_wal_starts_over_while_commands_keep_coming(tmp_path: Path) ->
         assert 0 < peak < claims * 9 / 2
         assert sample("eventcoord_sqlite_wal_finished_total") - finished >= 5
         assert sample("eventcoord_sqlite_wal_hold_seconds_count") - holds >= 5
-    finally:
-        await store.close()
 
 
 async def test_a_held_writer_answers_every_command_once_the_checkpoint_is_done(tmp_path: Path) -> None:
     """Commands sent while the last copy holds the writer wait for it, then all commit."""
     db = tmp_path / "eventcoord.db"
-    store = open_store(f"sqlite+aiosqlite:///{db}")
-    assert isinstance(store, SqliteEventStore)
-    store.checkpoint_interval = 3600.0  # only this test's own checkpoint() runs
-    store.wal_restart_frames = 1
-    await store.start()
-    await store.migrate()
-    try:
+    async with sqlite_store(db, 3600.0, 1) as store:  # only this test's own checkpoint() runs
         service = Service(store)
         sessions = await register(service, 8)
         restarts = wal_restarts(db)
@@ -126,5 +129,3 @@ async def test_a_held_writer_answers_every_command_once_the_checkpoint_is_done(t
         positions = sorted(a.position for a in answers)
         assert positions == list(range(positions[0], positions[0] + len(sessions)))
         assert wal_restarts(db) == restarts + 1  # that batch began on a log copied to its end
-    finally:
-        await store.close()
