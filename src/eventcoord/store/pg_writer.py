@@ -12,7 +12,9 @@ statements on the driver (asyncpg):
     COMMIT
 
 A command arriving alone finds a free writer and is committed at once: no window. Those
-arriving while the writer is busy form the next batch (group commit without a timer).
+arriving while the writer is busy form the next batch; after a batch of more than one, if
+fewer wait than it held, the writer first waits ``postgres.GROUP_COMMIT_WINDOW`` (1 ms)
+for more, as SQLite's writer does.
 
 **Chained batches.** When commands are already waiting as a batch commits, its COMMIT
 also begins the next transaction (``COMMIT; BEGIN …; SET LOCAL lock_timeout``, one round

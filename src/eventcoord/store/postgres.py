@@ -5,8 +5,9 @@ project, workspace or session row a decision depends on), and a race lost inside
 database (deadlock, serialisation failure, a unique key taken concurrently) is decided
 again. Writes go through one writer per replica that commits the commands waiting at a
 moment in one transaction (``store/pg_writer.py`` explains the batch, its positions and
-its failure rules); a command arriving alone is committed at once. Several replicas share
-nothing but this database.
+its failure rules); a command arriving alone is committed at once, and under load a
+writer waits ``GROUP_COMMIT_WINDOW`` for more before its next batch. Several replicas
+share nothing but this database.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ _MIGRATION_LOCK = 0x6576636F  # "evco": one replica migrates at a time
 WRITERS = 1
 #: Seconds to wait for a new connection before the database counts as unreachable (503).
 CONNECT_TIMEOUT = 5.0
+#: How long a writer whose last batch had company waits for more commands when fewer wait
+#: than that batch held (as SQLite's writer does): the BEGIN, the end statement and the
+#: COMMIT are shared by more commands, and a replica spends less CPU on each. A command
+#: arriving after a batch of one is committed at once. Heartbeats on one replica: 0.13 ->
+#: 0.17 of the no-op stack (bench/commands.py, two rounds each, docs/performance.md).
+GROUP_COMMIT_WINDOW = 0.001
 _WRITES = ("INSERT", "UPDATE", "DELETE", "insert", "update", "delete")
 
 
@@ -173,6 +180,8 @@ class PostgresEventStore(EventStore):
                         conn = None
                     # Jobs to decide again go first, in front of the newcomers.
                     self._pending[:0] = again
+                    if len(jobs) > 1 and len(self._pending) < len(jobs):  # under load: gather more
+                        await asyncio.sleep(GROUP_COMMIT_WINDOW)
                     continue
                 if self._closing:
                     return
