@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, delete, null, update
+from sqlalchemy import ColumnElement, Connection, Table, bindparam, delete, null, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable
 
@@ -56,16 +56,18 @@ def _upsert(table: Table, key: tuple[str, ...], *, capacity: bool = False) -> Ca
 #: holder acquiring again takes its slot anew).
 _UPSERT_GRANT = Prepared(_upsert(named_leases, ("workspace", "name"), capacity=True))
 _UPSERT_SLOT = Prepared(_upsert(named_lease_slots, ("workspace", "name", "session_id")))
-_HOLDER = (
-    (named_leases.c.workspace == bindparam("ws"))
-    & (named_leases.c.name == bindparam("name"))
-    & (named_leases.c.session_id == bindparam("sid"))
-)
-_SLOT = (
-    (named_lease_slots.c.workspace == bindparam("ws"))
-    & (named_lease_slots.c.name == bindparam("name"))
-    & (named_lease_slots.c.session_id == bindparam("sid"))
-)
+
+
+def _holder(table: Table) -> ColumnElement[bool]:
+    """The row of ``table`` for the name's holder ``sid``."""
+    return (
+        (table.c.workspace == bindparam("ws"))
+        & (table.c.name == bindparam("name"))
+        & (table.c.session_id == bindparam("sid"))
+    )
+
+
+_HOLDER, _SLOT = _holder(named_leases), _holder(named_lease_slots)
 _RENEW = Prepared(
     lambda d: update(named_leases).where(_HOLDER).values(ttl_seconds=bindparam("ttl"), expires_us=bindparam("expires"))
 )

@@ -245,7 +245,7 @@ class SqliteEventStore(EventStore):
             stats.WAL_HOLD_SECONDS.observe(loop.time() - started)
             if self._pending and not self._flush_scheduled:
                 self._flush_scheduled = True
-                asyncio.get_running_loop().call_soon(self._flush)
+                loop.call_soon(self._flush)
         if copied >= frames:
             stats.WAL_FINISHED.inc()
 
