@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, delete
 
 from eventcoord.events import AgentEnded, AgentHeartbeat, AgentRegistered
-from eventcoord.store import log
+from eventcoord.store import batch, log
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.schema import store_head
 
@@ -46,22 +46,49 @@ def _run(
     """Apply ``recorded`` in order through ``dispatch``; ``life``: keep the sessions' liveness too.
 
     Heartbeats and signs of life are folded per session (``sessions.Liveness``) and written
-    before anything else touches that session's row, and at the end.
+    before anything else touches that session's row, and at the end. In a PostgreSQL
+    batch's fast pass a heartbeat is instead carried on the batch (and so is every later
+    sign of life of its session), to be written with the others' before anything reads
+    that row and before the batch ends (``prepared.send_carried``): a heartbeat then costs
+    one round trip, its read. A session's liveness is pending in one fold at a time, so
+    the two folds never reorder its writes.
     """
+    b = batch.current(conn) if life else None
+    carry = b is not None and b.carry
     folded = sessions.Liveness()
     for r in recorded:
         e = r.event
         if life:
             if type(e) is AgentHeartbeat:
-                folded.heartbeat(r)
+                if carry:
+                    assert b is not None
+                    folded.flush(conn, e.session_id)  # its signs of life so far go first
+                    _carried(b).heartbeat(r)
+                else:
+                    folded.heartbeat(r)
             elif isinstance(e, (AgentRegistered, AgentEnded)):
-                folded.flush(conn, e.session_id)  # their appliers write the row: what is pending goes first
+                # their appliers write the row: what is pending for it goes first
+                folded.flush(conn, e.session_id)
+                if b is not None and b.liveness is not None:
+                    b.liveness.flush(conn, e.session_id)
+            elif b is not None and b.liveness is not None and b.liveness.has(r.metadata.session_id):
+                b.liveness.sign_of_life(r)
             else:
                 folded.sign_of_life(r)
         for fn in dispatch.get(type(e), ()):
             fn(conn, r)
     if life:
         folded.flush(conn)
+
+
+def _carried(b: batch.Batch) -> sessions.Liveness:
+    """The batch's carried liveness (begun if none is carried); carrying counts as a write:
+    a refusal after it must roll the pass back."""
+    if b.liveness is None:
+        b.liveness = sessions.Liveness()
+    b.writes += 1
+    live: sessions.Liveness = b.liveness
+    return live
 
 
 def apply(conn: Connection, recorded: Iterable[RecordedEvent]) -> None:

@@ -70,7 +70,8 @@ _HEARTBEAT = Prepared(
         update(sessions)
         .where(sessions.c.session_id == bindparam("sid"))
         .values(last_seen_us=bindparam("seen"), heartbeats=sessions.c.heartbeats + bindparam("n"))
-    )
+    ),
+    session_row="sid",
 )
 _HEARTBEAT_DECLARING = Prepared(
     lambda d: (
@@ -81,7 +82,8 @@ _HEARTBEAT_DECLARING = Prepared(
             heartbeats=sessions.c.heartbeats + bindparam("n"),
             working_on=bindparam("working_on"),
         )
-    )
+    ),
+    session_row="sid",
 )
 _SIGN_OF_LIFE = Prepared(
     lambda d: (
@@ -92,7 +94,8 @@ _SIGN_OF_LIFE = Prepared(
             & (sessions.c.last_seen_us < bindparam("seen"))
         )
         .values(last_seen_us=bindparam("seen"))
-    )
+    ),
+    session_row="sid",
 )
 
 
@@ -185,6 +188,14 @@ class Liveness:
             p = self._pending[sid] = _Pending()
         p.after = max(p.after, r.recorded_us)
 
+    def __len__(self) -> int:
+        """Sessions with something pending."""
+        return len(self._pending)
+
+    def has(self, sid: str) -> bool:
+        """Whether something is pending for session ``sid``."""
+        return sid in self._pending
+
     def flush(self, conn: Connection, sid: str | None = None) -> None:
         """Write what is pending (of one session, or all)."""
         if sid is None:
@@ -205,7 +216,8 @@ _END = Prepared(
         update(sessions)
         .where(sessions.c.session_id == bindparam("sid"))
         .values(ended_us=bindparam("at"), last_seen_us=bindparam("at2"), working_on=null())
-    )
+    ),
+    session_row="sid",
 )
 
 

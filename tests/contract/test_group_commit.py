@@ -16,6 +16,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 import pytest
 from sqlalchemy import BigInteger, Connection, Integer, func, insert, select
 from sqlalchemy.util import await_
@@ -27,6 +28,7 @@ from eventcoord.errors import ConcurrencyError, DomainError
 from eventcoord.events import AgentHeartbeat
 from eventcoord.metrics import REGISTRY
 from eventcoord.projections.tables import READ_MODEL_TABLES
+from eventcoord.projections.tables import sessions as sessions_table
 from eventcoord.service import Outcome, Service
 from eventcoord.store import dbclock, log, open_store
 from eventcoord.store.batch import PROVISIONAL_BASE
@@ -203,6 +205,9 @@ async def test_no_provisional_position_reaches_a_committed_row(store: Any, backe
             {"type": "claim_next_work", "session_id": s, "project": "W"},
             {"type": "release_issue", "session_id": s, "issue": f"P-{i % 5}"},
         ]
+    # Places in line hold positions too: all but one of each group wait (and stay waiting).
+    mix += [{"type": "claim_issue", "session_id": s, "project": "Q", "issue": "Q-1", "wait": True} for s in sessions]
+    mix += [{"type": "acquire_lease", "session_id": s, "name": "deploy", "wait": True} for s in sessions]
     answers = await asyncio.gather(*(execute(service, body) for body in mix))
     assert any(isinstance(a, Outcome) and a.status == 200 for a in answers)
     head = await store.head()
@@ -218,6 +223,10 @@ async def test_no_provisional_position_reaches_a_committed_row(store: Any, backe
 
     largest = await store.query(largest_numbers)
     assert all(v < PROVISIONAL_BASE for v in largest.values()), largest
+    # The mix left a position in every column that holds one: a table the end statement
+    # failed to renumber (it renumbers only those the batch wrote) is caught above.
+    holding = [f"{t.name}.{c.name}" for t in READ_MODEL_TABLES for c in t.columns if c.info.get("position")]
+    assert len(holding) >= 7 and all(largest[k] > 0 for k in holding), largest
     # Every position a read model holds is the position of an event of the log.
     assert (
         max(v for k, v in largest.items() if k.split(".")[1] in ("position", "lease_id", "enqueued_position")) <= head
@@ -494,3 +503,81 @@ async def test_chained_batches_keep_the_log_contiguous_and_the_clock_moving_forw
         assert len(times) == 299 and times == sorted(times)
     finally:
         await store.close()
+
+
+async def _register(service: Service, actor: str) -> str:
+    answer = await execute(service, {"type": "register_agent", "actor": actor})
+    assert isinstance(answer, Outcome)
+    return str(json.loads(encoded(answer))["result"]["session_id"])
+
+
+def _gone_quiet(sid: str) -> Any:
+    """A transaction that moves a session's last sign of life an hour back (it looks dead)."""
+
+    def run(conn: Connection) -> None:
+        conn.execute(
+            sessions_table.update()
+            .where(sessions_table.c.session_id == sid)
+            .values(last_seen_us=sessions_table.c.last_seen_us - 3_600_000_000)
+        )
+
+    return run
+
+
+async def test_a_heartbeat_revives_its_session_for_the_next_command_of_its_batch(store: Any) -> None:
+    """On PostgreSQL a heartbeat's write is carried to the batch's end; a later command of
+    the batch that reads that session's liveness must still see it."""
+    service = Service(store)
+    holder, other = await _register(service, "holder"), await _register(service, "other")
+    for issue in ("P-1", "P-2"):
+        answer = await execute(service, {"type": "claim_issue", "session_id": holder, "project": "P", "issue": issue})
+        assert isinstance(answer, Outcome) and answer.status == 200
+    # Without a heartbeat, a quiet holder's issue goes to whoever claims it (the control).
+    await store.transact(_gone_quiet(holder))
+    taken = await execute(service, {"type": "claim_issue", "session_id": other, "project": "P", "issue": "P-2"})
+    assert isinstance(taken, Outcome) and taken.status == 200, taken
+    # The holder's heartbeat and the other's claim, in one batch, in that order.
+    await store.transact(_gone_quiet(holder))
+    batches = stat("batches")
+    beat, claim = await asyncio.gather(
+        execute(service, {"type": "heartbeat_agent", "session_id": holder}),
+        execute(service, {"type": "claim_issue", "session_id": other, "project": "P", "issue": "P-1"}),
+    )
+    if store.dialect == "postgresql":
+        assert stat("batches") == batches + 1  # one transaction: the heartbeat was carried
+    assert isinstance(beat, Outcome) and beat.status == 200
+    assert isinstance(claim, DomainError) and claim.code == "ISSUE_HELD", claim
+
+
+async def test_a_batch_of_heartbeats_reads_each_session_and_writes_them_all_at_once(store: Any, backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("round trips to the database are PostgreSQL's cost")
+    service = Service(store)
+    sids = [await _register(service, f"a{i}") for i in range(16)]
+    sent: list[str] = []
+    originals = {name: getattr(asyncpg.Connection, name) for name in ("execute", "executemany", "fetch", "fetchrow")}
+
+    def counting(name: str) -> Any:
+        original = originals[name]
+
+        async def call(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+            sent.append(query)
+            return await original(self, query, *args, **kwargs)
+
+        return call
+
+    for name in originals:
+        setattr(asyncpg.Connection, name, counting(name))
+    try:
+        answers = await asyncio.gather(*(execute(service, {"type": "heartbeat_agent", "session_id": s}) for s in sids))
+    finally:
+        for name, original in originals.items():
+            setattr(asyncpg.Connection, name, original)
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in answers)
+    # BEGIN, the clock, a read per session, the carried heartbeats, the end, COMMIT (the
+    # first heartbeat may be a batch of its own: the writer was idle).
+    assert len(sent) <= len(sids) + 5 + 4, sent
+    rows = await store.query(
+        lambda conn: dict(conn.execute(select(sessions_table.c.session_id, sessions_table.c.heartbeats)).all())
+    )
+    assert all(rows[s] == 1 for s in sids), rows

@@ -43,7 +43,7 @@ def _session_by_id(lock: bool) -> Prepared:
     stmt = select(*SESSION_COLUMNS).where(
         (sessions.c.session_id == bindparam("sid")) & (sessions.c.workspace == bindparam("ws"))
     )
-    return Prepared(lambda d: stmt.with_for_update() if lock else stmt)
+    return Prepared(lambda d: stmt.with_for_update() if lock else stmt, session_row="sid")
 
 
 _SESSION = _session_by_id(lock=False)
@@ -78,7 +78,8 @@ _SESSION_LOCKING_GUARD = Prepared(
         select(*SESSION_COLUMNS)
         .where((sessions.c.session_id == bindparam("sid")) & (sessions.c.workspace == bindparam("ws")))
         .add_cte(guard_upsert().cte("guard"))
-    )
+    ),
+    session_row="sid",
 )
 
 

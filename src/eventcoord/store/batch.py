@@ -67,14 +67,17 @@ class Batch:
 
     __slots__ = (
         "answers",
+        "carry",
         "chained",
         "deferred",
         "events",
+        "liveness",
         "lo",
         "next",
         "now_us",
         "pinned",
         "raw",
+        "renumber",
         "ttl",
         "usual_lock_timeout",
         "writes",
@@ -110,6 +113,17 @@ class Batch:
         self.deferred: list[tuple[Any, list[Any]]] = []
         #: (workspace, command_id, answer) of idempotency records whose answer is written at the end.
         self.answers: list[tuple[str, str, Callable[[Resolve], str]]] = []
+        #: Tables with a position column a statement of the batch touched: only those can
+        #: hold its provisional positions, so only those are renumbered at the end. None:
+        #: a statement whose tables are not known ran, so every such table is.
+        self.renumber: set[str] | None = set()
+        #: Whether the running pass carries the sessions' signs of life to its end (the fast
+        #: pass: a careful pass writes each command's own with it, inside its savepoint).
+        self.carry = False
+        #: The signs of life carried so far (``projections.sessions.Liveness``), written
+        #: before anything reads the rows they change, and before the end statement
+        #: (``prepared.send_carried``). None: nothing carried.
+        self.liveness: Any = None
         #: Set when the last batch's COMMIT also began the next transaction (commands were
         #: waiting): the database clock and TTL its end statement read, and when
         #: (``time.monotonic()``). Not cleared by :meth:`reset`: it belongs to the connection.
@@ -124,6 +138,19 @@ class Batch:
             column.clear()
         self.answers.clear()
         self.deferred.clear()
+        self.renumber = set()
+        self.liveness = None
+
+    def touch(self, tables: frozenset[str] | None) -> None:
+        """Note that a statement touching ``tables`` (None: unknown ones) ran in the batch.
+
+        Kept when a command is rolled back to its savepoint: renumbering a table that holds
+        none of the batch's positions costs a probe, never a wrong row.
+        """
+        if tables is None:
+            self.renumber = None
+        elif tables and self.renumber is not None:
+            self.renumber |= tables
 
     def mark(self) -> tuple[int, int, int, int, bool]:
         """Where the batch stands before a command runs (see :meth:`rewind`)."""
@@ -136,6 +163,7 @@ class Batch:
             del column[n_events:]
         del self.answers[n_answers:]
         self.deferred.clear()  # a command's own, never sent: they go with it
+        self.liveness = None  # carried only in a pass without savepoints: none to keep
 
     def take(self, count: int) -> int:
         """Hand out ``count`` consecutive provisional positions; returns the first."""

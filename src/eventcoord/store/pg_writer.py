@@ -29,7 +29,8 @@ no snapshot and no lock.
 **Positions.** A command's events get provisional positions (``store/batch.py``), and the
 counter is advanced once per batch by the end statement, which also inserts the events
 with their real positions and moves every provisional position in the read models to its
-real one. The counter's row lock is therefore held only from that statement to COMMIT,
+real one (in the tables the batch wrote: a batch of heartbeats renumbers none). The
+counter's row lock is therefore held only from that statement to COMMIT,
 never while commands are decided, so replicas decide their batches in parallel and
 serialise only on that last step. Commits stay ordered by position (a batch takes its
 numbers under the lock and releases it by committing) and a rolled-back batch gives its
@@ -74,6 +75,7 @@ nothing, so no cycle runs through the counter.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -89,7 +91,7 @@ from eventcoord.errors import ConcurrencyError, DomainError, StoreError
 from eventcoord.store import batch, stats
 from eventcoord.store.batch import Batch, Requeue, Resolve, identity
 from eventcoord.store.log import Pending
-from eventcoord.store.prepared import send_deferred
+from eventcoord.store.prepared import send_carried, send_deferred
 
 #: Commands decided in one transaction at most (more wait for the next batch). Each one
 #: with a savepoint takes a subtransaction id; beyond 64 PostgreSQL's per-backend cache of
@@ -149,8 +151,13 @@ AGAIN = Again()
 Outcome = tuple[str, Any] | Again | None
 
 
-def end_statement() -> str:
+def end_statement(renumber: frozenset[str] | None = None) -> str:
     """Advance the counter, move stream heads, insert the events, renumber: one statement.
+
+    ``renumber``: the tables whose position columns may hold the batch's provisional
+    positions (those its statements wrote; None: every table with one). Each table
+    renumbered costs an index probe even when it holds none, so a batch of heartbeats,
+    which write no position, renumbers nothing.
 
     ``$1`` the number of staged events, ``$2…$8`` their columns, ``$9…$10`` the batch's
     provisional range ``[lo, hi)`` (a provisional ``p`` becomes ``p - lo + base + 1``),
@@ -183,21 +190,40 @@ def end_statement() -> str:
         "FROM h, u LEFT JOIN w ON w.n = u.n LEFT JOIN s ON s.workspace = w.ws AND s.stream = w.st "
         "RETURNING position, version)",
     ]
-    columns = sorted((t.name, c.name) for t in metadata.tables.values() for c in t.columns if c.info.get("position"))
+    columns = sorted(
+        (t.name, c.name)
+        for t in metadata.tables.values()
+        if renumber is None or t.name in renumber
+        for c in t.columns
+        if c.info.get("position")
+    )
     for i, (table, col) in enumerate(columns):
         ctes.append(
             f"r{i} AS (UPDATE {table} SET {col} = {table}.{col} - $9 + h.base + 1 FROM h "
             f"WHERE {table}.{col} >= $9 AND {table}.{col} < $10)"
         )
+    # With nothing to renumber the range is still bound: typed here, it is not read.
+    unread = "" if columns else ", $9::bigint, $10::bigint"
     return (
         "WITH "
         + ", ".join(ctes)
         + " SELECT (SELECT base FROM h), (SELECT array_agg(version ORDER BY position) FROM e), "
         + _CLOCK_COLUMNS
+        + unread
     )
 
 
-_END: list[str] = []
+#: End statements by the tables they renumber (a few kinds of batch, a few texts).
+_END: dict[frozenset[str] | None, str] = {}
+
+
+@functools.cache
+def _position_tables() -> frozenset[str]:
+    """The tables with a column that holds positions (renumbered at a batch's end)."""
+    import eventcoord.projections.tables  # noqa: F401  (registers the read-model tables)
+    from eventcoord.store.schema import metadata
+
+    return frozenset(t.name for t in metadata.tables.values() if any(c.info.get("position") for c in t.columns))
 
 
 def sqlstate(e: BaseException) -> str | None:
@@ -270,9 +296,10 @@ def _message(e: BaseException) -> str:
 
 @dataclass(slots=True)
 class _Abort:
-    """The fast pass was rolled back because job ``index`` raised ``error``."""
+    """The fast pass was rolled back because job ``index`` raised ``error`` (None: no one
+    job did; the signs of life carried to the end failed to be written)."""
 
-    index: int
+    index: int | None
     error: BaseException
 
 
@@ -295,12 +322,13 @@ def run_batch(
         if not isinstance(result, _Abort):
             return result, False
         outcomes: list[Outcome] = [None] * len(jobs)
-        victim, state = jobs[result.index], sqlstate(result.error)
-        first = _first_live(jobs) == result.index
-        if state is not None and not (first and state == _LOCK_NOT_AVAILABLE):
+        index = result.index  # None: no victim, every command is decided again carefully
+        state = sqlstate(result.error)
+        first = _first_live(jobs) == index
+        if index is not None and state is not None and not (first and state == _LOCK_NOT_AVAILABLE):
             # A race or a store error: the victim is out. (The first command's short lock
             # wait is not its own rule: it is decided again below and waits as needed.)
-            outcomes[result.index] = failed(victim, result.error, first)
+            outcomes[index] = failed(jobs[index], result.error, first)
         rerun = [i for i in range(len(jobs)) if outcomes[i] is None and not jobs[i].future.done()]
         if not rerun:
             return outcomes, True
@@ -343,6 +371,7 @@ def _attempt(
     """One transaction over ``jobs``: a pass, then the end statement and COMMIT."""
     raw = b.raw
     b.reset()
+    b.carry = not savepoints
     open_ = True
     try:
         _begin(b, savepoints)
@@ -375,6 +404,15 @@ def _attempt(
                     return _Abort(i, e)
                 outcomes[i] = failed(job, e, first)
             first = False
+        if b.liveness is not None:
+            try:
+                send_carried(conn)
+            except Exception as e:  # e.g. a row another batch holds: decide them carefully
+                if connection_lost(e):
+                    raise
+                open_ = False
+                await_(raw.execute("ROLLBACK"))
+                return _Abort(None, e)
         # Nothing after this waits for a row lock but the end statement, which ends the
         # short wait itself: the answers' UPDATE touches only this batch's own rows.
         resolve, clock = _end(b)
@@ -408,9 +446,11 @@ def _end(b: Batch) -> tuple[Resolve, tuple[int, int] | None]:
     resolve: Resolve = identity
     clock = None
     if b.appended:
-        if not _END:
-            _END.append(end_statement())
-        row = await_(b.raw.fetchrow(_END[0], b.appended, *b.events, b.lo, b.next, b.usual_lock_timeout))
+        key = None if b.renumber is None else frozenset(b.renumber & _position_tables())
+        sql = _END.get(key)
+        if sql is None:
+            sql = _END[key] = end_statement(key)
+        row = await_(b.raw.fetchrow(sql, b.appended, *b.events, b.lo, b.next, b.usual_lock_timeout))
         resolve = b.resolver(int(row[0]), row[1])
         clock = (int(row[2]), int(row[3]))
     if b.answers:

@@ -24,7 +24,7 @@ from eventcoord.errors import StoreError, StoreUnavailable
 from eventcoord.store import batch, pg_writer, stats
 from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
-from eventcoord.store.prepared import send_deferred
+from eventcoord.store.prepared import send_carried, send_deferred, writes_sql
 
 T = TypeVar("T")
 RETRIES = pg_writer.RETRIES
@@ -59,7 +59,15 @@ def _count_writes(conn: Any, cursor: Any, statement: str, params: Any, context: 
 
 
 def _send_deferred_first(conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool) -> None:
-    """Send the running command's deferred read-model writes before SQLAlchemy runs another."""
+    """Send the running command's deferred read-model writes before SQLAlchemy runs another.
+
+    A statement SQLAlchemy runs that may write makes the batch renumber every table at its
+    end: its tables are not looked for (no hot command writes this way).
+    """
+    b = batch.current(conn)
+    if b is not None and writes_sql(statement):
+        b.touch(None)
+    send_carried(conn)  # whatever it reads, it sees the signs of life carried so far
     send_deferred(conn)
 
 

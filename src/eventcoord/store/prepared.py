@@ -53,9 +53,9 @@ def _count(status: str) -> int:
 class _Pg:
     """A statement compiled for asyncpg: SQL text and the order of its parameters."""
 
-    __slots__ = ("defaults", "dml", "names", "sql", "tables", "target")
+    __slots__ = ("defaults", "dml", "names", "reads_sessions", "session_row", "sql", "tables", "target", "writes_to")
 
-    def __init__(self, stmt: Executable, writes: str | None = None) -> None:
+    def __init__(self, stmt: Executable, writes: str | None = None, session_row: str | None = None) -> None:
         compiled = stmt.compile(dialect=_ASYNCPG)  # type: ignore[attr-defined]
         assert not compiled._bind_processors, "a Prepared statement's types need no bind processing"
         self.sql = str(compiled)
@@ -73,6 +73,16 @@ class _Pg:
         else:
             self.target = target.name if self.dml and target is not None else None
             self.tables = frozenset(t.name for t in find_tables(stmt, include_crud=True))  # type: ignore[arg-type]
+        #: The tables it may write (a batch renumbers its provisional positions only in
+        #: tables written): none for a statement with no write in its text, None when a
+        #: write's tables cannot be known (SQL text that declares none).
+        self.writes_to: frozenset[str] | None = (
+            frozenset() if not writes_sql(self.sql) else self.tables if writes is not None or self.tables else None
+        )
+        #: Whether it may read or write ``sessions`` (the text is searched too: SQL text
+        #: names no tables to find), and the parameter naming the one row it touches there.
+        self.reads_sessions = "sessions" in self.tables or _SESSIONS.search(self.sql) is not None
+        self.session_row = session_row
 
     def args(self, params: Mapping[str, Any]) -> list[Any]:
         if self.defaults:
@@ -83,11 +93,19 @@ class _Pg:
 class Prepared:
     """One statement, built once per dialect by ``build(dialect_name)``."""
 
-    def __init__(self, build: Callable[[str], Executable], writes: str | None = None) -> None:
+    def __init__(
+        self, build: Callable[[str], Executable], writes: str | None = None, session_row: str | None = None
+    ) -> None:
         """``writes``: for a statement in SQL text, the one table it reads and changes, which
-        lets :meth:`write` defer it (a built statement's tables are found in it)."""
+        lets :meth:`write` defer it (a built statement's tables are found in it).
+
+        ``session_row``: the parameter holding the ``session_id`` of the one ``sessions`` row
+        the statement reads (it touches no other): in a PostgreSQL batch it runs without
+        first writing the signs of life carried for other sessions (``send_carried``).
+        """
         self._build = build
         self._writes = writes
+        self._session_row = session_row
         self._stmts: dict[str, Executable] = {}
         self._sqlite_sql: str | None = None
         self._defaults: dict[str, Any] = {}
@@ -114,7 +132,7 @@ class Prepared:
     def _asyncpg(self) -> _Pg:
         pg = self._pg
         if pg is None:
-            pg = self._pg = _Pg(self.statement("postgresql"), self._writes)
+            pg = self._pg = _Pg(self.statement("postgresql"), self._writes, self._session_row)
         return pg
 
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
@@ -125,7 +143,7 @@ class Prepared:
             return rows
         if driver == "asyncpg":
             pg = self._asyncpg()
-            send_deferred(conn)
+            _before(conn, pg, params)
             records: Sequence[Sequence[Any]] = await_(_driver(conn).fetch(pg.sql, *pg.args(params)))
             if pg.dml and records:
                 _wrote(conn)
@@ -140,7 +158,7 @@ class Prepared:
             return row
         if driver == "asyncpg":
             pg = self._asyncpg()
-            send_deferred(conn)
+            _before(conn, pg, params)
             record: Sequence[Any] | None = await_(_driver(conn).fetchrow(pg.sql, *pg.args(params)))
             if pg.dml and record is not None:
                 _wrote(conn)
@@ -160,7 +178,7 @@ class Prepared:
             return int(_driver(conn).execute(self._sql(), self._params(params)).rowcount)
         if driver == "asyncpg":
             pg = self._asyncpg()
-            send_deferred(conn)
+            _before(conn, pg, params)
             count = _count(await_(_driver(conn).execute(pg.sql, *pg.args(params))))
             if count:
                 _wrote(conn)
@@ -174,9 +192,12 @@ class Prepared:
             pending = batch.current(conn)
             pg = self._asyncpg()
             if pending is not None and pg.target is not None:  # else not a write it can place: sent now
+                if pending.liveness is not None and _meets_carried(pending, pg, params):
+                    send_carried(conn)  # the signs of life carried go first: in order
                 deferred = pending.deferred
                 if deferred and not pg.tables.isdisjoint(t.target for t, _ in deferred):
                     send_deferred(conn)  # it touches what a deferred write changes: in order
+                pending.touch(pg.writes_to)
                 deferred.append((pg, pg.args(params)))
                 return
         self.run(conn, params)
@@ -189,7 +210,7 @@ class Prepared:
             return
         if driver == "asyncpg":
             pg = self._asyncpg()
-            send_deferred(conn)
+            _before(conn, pg, None)
             await_(_driver(conn).executemany(pg.sql, [pg.args(x) for x in params]))
             _wrote(conn)
             return
@@ -207,6 +228,15 @@ def unindexed(column: Any) -> ColumnElement[Any]:
     return result
 
 
+_WRITE = re.compile(r"\b(INSERT|DELETE|MERGE|TRUNCATE)\b|(?<!\bFOR )(?<!\bFOR NO KEY )\bUPDATE\b", re.IGNORECASE)
+
+
+def writes_sql(sql: str) -> bool:
+    """Whether SQL text may write a row: it names INSERT, UPDATE (not a ``FOR UPDATE`` lock), DELETE …"""
+    return _WRITE.search(sql) is not None
+
+
+_SESSIONS = re.compile(r"\bsessions\b", re.IGNORECASE)
 _PARAM = re.compile(r"\$(\d+)")
 _COMBINED: dict[tuple[str, ...], str] = {}
 
@@ -240,6 +270,48 @@ def send_deferred(conn: Connection) -> None:
     deferred.clear()  # sent or failed, they are gone: a failure rolls the command back
     await_(pending.raw.execute(sql, *args))
     pending.writes += 1
+
+
+def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None) -> None:
+    """Before a statement of the running PostgreSQL batch: note what it writes, send what
+    waits for it (the signs of life carried that it could read, the deferred writes)."""
+    pending = batch.current(conn)
+    if pending is not None:
+        pending.touch(pg.writes_to)
+        if pending.liveness is not None and _meets_carried(pending, pg, params):
+            send_carried(conn)
+        if pending.deferred:
+            send_deferred(conn)
+
+
+def _meets_carried(pending: batch.Batch, pg: _Pg, params: Mapping[str, Any] | None) -> bool:
+    """Whether ``pg`` may touch a ``sessions`` row whose signs of life are carried."""
+    if not pg.reads_sessions:
+        return False
+    if pg.session_row is None or params is None:
+        return True
+    return bool(pending.liveness.has(params[pg.session_row]))
+
+
+def send_carried(conn: Connection) -> None:
+    """Write the signs of life the running PostgreSQL batch carries (``projections.sessions``).
+
+    A fast pass carries every command's heartbeats and signs of life to here, folded per
+    session, instead of writing them with each command: a heartbeat costs one round trip,
+    its read, instead of two. They are written before any statement that could read or
+    change those rows (a read of another session's row needs nothing), and before the end.
+    """
+    pending = batch.current(conn)
+    if pending is None or pending.liveness is None:
+        return
+    send_deferred(conn)  # the running command's own writes first (none is to a carried row)
+    # The commands that carried them counted these writes already: a refusal of the
+    # running one after them needs no rollback of the pass.
+    writes = pending.writes
+    carried, pending.liveness = pending.liveness, None
+    carried.flush(conn)
+    send_deferred(conn)
+    pending.writes = writes
 
 
 def _wrote(conn: Connection) -> None:
