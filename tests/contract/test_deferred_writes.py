@@ -1,8 +1,8 @@
-"""Deferred read-model writes: sent together at the end of a command, as if sent in order.
+"""Deferred read-model writes: sent together, later, as if sent in order.
 
 On PostgreSQL ``Prepared.write`` keeps a command's read-model writes and sends them as one
-statement when the command ends or before anything else of it runs (store/prepared.py);
-on SQLite it writes at once. On both, what a command sees and what commits must be what
+statement, in front of the batch's next statement or alone before it when they touch what
+it reads (store/prepared.py); on SQLite it writes at once. On both, what a command sees and what commits must be what
 the writes in order would give, and a write that fails fails its own command only.
 """
 

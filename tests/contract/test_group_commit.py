@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
-from sqlalchemy import BigInteger, Connection, Integer, func, insert, select
+from sqlalchemy import BigInteger, Connection, Integer, func, insert, select, text
 from sqlalchemy.util import await_
 
 from eventcoord.api.answers import outcome_response
@@ -549,11 +549,9 @@ async def test_a_heartbeat_revives_its_session_for_the_next_command_of_its_batch
     assert isinstance(claim, DomainError) and claim.code == "ISSUE_HELD", claim
 
 
-async def test_a_batch_of_heartbeats_reads_each_session_and_writes_them_all_at_once(store: Any, backend: str) -> None:
-    if backend != "postgresql":
-        pytest.skip("round trips to the database are PostgreSQL's cost")
-    service = Service(store)
-    sids = [await _register(service, f"a{i}") for i in range(16)]
+@contextlib.contextmanager
+def statements_sent() -> Iterator[list[str]]:
+    """Every statement sent through asyncpg meanwhile (each one a round trip)."""
     sent: list[str] = []
     originals = {name: getattr(asyncpg.Connection, name) for name in ("execute", "executemany", "fetch", "fetchrow")}
 
@@ -569,10 +567,19 @@ async def test_a_batch_of_heartbeats_reads_each_session_and_writes_them_all_at_o
     for name in originals:
         setattr(asyncpg.Connection, name, counting(name))
     try:
-        answers = await asyncio.gather(*(execute(service, {"type": "heartbeat_agent", "session_id": s}) for s in sids))
+        yield sent
     finally:
         for name, original in originals.items():
             setattr(asyncpg.Connection, name, original)
+
+
+async def test_a_batch_of_heartbeats_reads_each_session_and_writes_them_all_at_once(store: Any, backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("round trips to the database are PostgreSQL's cost")
+    service = Service(store)
+    sids = [await _register(service, f"a{i}") for i in range(16)]
+    with statements_sent() as sent:
+        answers = await asyncio.gather(*(execute(service, {"type": "heartbeat_agent", "session_id": s}) for s in sids))
     assert all(isinstance(a, Outcome) and a.status == 200 for a in answers)
     # BEGIN, the clock, a read per session, the carried heartbeats, the end, COMMIT (the
     # first heartbeat may be a batch of its own: the writer was idle).
@@ -581,3 +588,24 @@ async def test_a_batch_of_heartbeats_reads_each_session_and_writes_them_all_at_o
         lambda conn: dict(conn.execute(select(sessions_table.c.session_id, sessions_table.c.heartbeats)).all())
     )
     assert all(rows[s] == 1 for s in sids), rows
+
+
+async def test_a_command_s_writes_go_with_the_next_command_s_first_statement(store: Any, backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("round trips to the database are PostgreSQL's cost")
+    service = Service(store)
+    sids = [await _register(service, f"a{i}") for i in range(16)]
+    await execute(service, {"type": "configure_project", "project": "P", "wip_limit": 100})
+    with statements_sent() as sent:
+        answers = await asyncio.gather(
+            *(
+                execute(service, {"type": "claim_issue", "session_id": s, "project": "P", "issue": f"P-{i}"})
+                for i, s in enumerate(sids)
+            )
+        )
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
+    # Per claim: its session and guard, then its reads (3 with its writes sent alone); the
+    # batch's BEGIN, clock, last writes, end and COMMIT (and the first claim, maybe alone).
+    assert len(sent) <= 2 * len(sids) + 5 + 6, sent
+    leases = await store.query(lambda conn: conn.execute(text("SELECT issue, session_id FROM leases")).all())
+    assert sorted(leases) == sorted((f"P-{i}", s) for i, s in enumerate(sids))

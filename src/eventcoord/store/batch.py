@@ -73,8 +73,10 @@ class Batch:
         "events",
         "liveness",
         "lo",
+        "mixed",
         "next",
         "now_us",
+        "own",
         "pinned",
         "raw",
         "renumber",
@@ -108,9 +110,16 @@ class Batch:
             [],
             [],
         )
-        #: The running command's read-model writes not sent yet (``prepared.Prepared.write``):
-        #: a statement and its arguments each.
-        self.deferred: list[tuple[Any, list[Any]]] = []
+        #: Read-model writes not sent yet (``prepared.Prepared.write``): a statement, its
+        #: arguments, and the ``sessions`` row it touches (None: no one row). Those before
+        #: ``own`` were made by earlier commands of a fast pass, carried to go with the next
+        #: statement the batch sends.
+        self.deferred: list[tuple[Any, list[Any], Any]] = []
+        #: Where the running command's own deferred writes begin.
+        self.own = 0
+        #: Whether a statement of the running command carried an earlier command's writes:
+        #: if it failed, it cannot tell whose write it was.
+        self.mixed = False
         #: (workspace, command_id, answer) of idempotency records whose answer is written at the end.
         self.answers: list[tuple[str, str, Callable[[Resolve], str]]] = []
         #: Tables with a position column a statement of the batch touched: only those can
@@ -138,6 +147,8 @@ class Batch:
             column.clear()
         self.answers.clear()
         self.deferred.clear()
+        self.own = 0
+        self.mixed = False
         self.renumber = set()
         self.liveness = None
 
@@ -152,6 +163,16 @@ class Batch:
         elif tables and self.renumber is not None:
             self.renumber |= tables
 
+    def begin_command(self) -> tuple[int, int, int, int, bool]:
+        """A command starts: the deferred writes so far are carried; where it stands (:meth:`rewind`)."""
+        self.own = len(self.deferred)
+        self.mixed = False
+        return self.mark()
+
+    def drop_own(self) -> None:
+        """Forget the running command's deferred writes, never sent (it failed)."""
+        del self.deferred[self.own :]
+
     def mark(self) -> tuple[int, int, int, int, bool]:
         """Where the batch stands before a command runs (see :meth:`rewind`)."""
         return self.next, len(self.events[0]), len(self.answers), self.writes, self.pinned
@@ -162,7 +183,8 @@ class Batch:
         for column in self.events:
             del column[n_events:]
         del self.answers[n_answers:]
-        self.deferred.clear()  # a command's own, never sent: they go with it
+        self.deferred.clear()  # a command's own (a careful pass carries none), never sent
+        self.own = 0
         self.liveness = None  # carried only in a pass without savepoints: none to keep
 
     def take(self, count: int) -> int:

@@ -386,13 +386,15 @@ def _attempt(
                 waits_briefly = True
             if savepoints:
                 await_(raw.execute("SAVEPOINT c"))
-            mark = b.mark()
+            mark = b.begin_command()
             try:
                 result = job.fn(conn)
-                send_deferred(conn)  # its read-model writes, in one round trip (prepared.py)
+                if savepoints:  # its read-model writes, in one round trip, inside its savepoint
+                    send_deferred(conn)
+                # (a fast pass carries them: they go with the next statement, prepared.py)
                 outcomes[i] = ("ok", result)
             except Exception as e:
-                b.deferred.clear()  # never sent: they go with the command
+                b.drop_own()  # never sent: they go with the command
                 if connection_lost(e):
                     raise
                 if savepoints:
@@ -401,12 +403,15 @@ def _attempt(
                 elif sqlstate(e) is not None or b.writes != mark[3]:
                     open_ = False
                     await_(raw.execute("ROLLBACK"))
-                    return _Abort(i, e)
+                    # A statement that carried an earlier command's writes cannot tell whose
+                    # failed: then no one is the victim, and all are decided carefully.
+                    return _Abort(None if b.mixed else i, e)
                 outcomes[i] = failed(job, e, first)
             first = False
-        if b.liveness is not None:
+        if b.liveness is not None or b.deferred:
             try:
                 send_carried(conn)
+                send_deferred(conn)
             except Exception as e:  # e.g. a row another batch holds: decide them carefully
                 if connection_lost(e):
                     raise

@@ -48,6 +48,8 @@ CONNECT_TIMEOUT = 5.0
 #: arriving after a batch of one is committed at once. Heartbeats on one replica: 0.13 ->
 #: 0.17 of the no-op stack (bench/commands.py, two rounds each, docs/performance.md).
 GROUP_COMMIT_WINDOW = 0.001
+#: Prepared statements a writer's connection keeps (asyncpg's cache; 100 by default).
+WRITER_STATEMENTS = 512
 _WRITES = ("INSERT", "UPDATE", "DELETE", "insert", "update", "delete")
 
 
@@ -100,8 +102,14 @@ class PostgresEventStore(EventStore):
         )
         # Writers issue BEGIN/COMMIT themselves on the driver connection; SQLAlchemy must
         # not open transactions of its own on theirs.
+        # A command's deferred writes go with the next statement (prepared.py): each pair
+        # of texts is a statement of its own, more than asyncpg's 100 kept by default.
         self._writer_engine = create_async_engine(
-            self.url, pool_size=self._writers, max_overflow=0, isolation_level="AUTOCOMMIT", connect_args=timeout
+            self.url,
+            pool_size=self._writers,
+            max_overflow=0,
+            isolation_level="AUTOCOMMIT",
+            connect_args={**timeout, "statement_cache_size": WRITER_STATEMENTS},
         )
         event.listen(self._writer_engine.sync_engine, "after_cursor_execute", _count_writes)
         # A statement SQLAlchemy runs comes after the command's deferred writes, as written.

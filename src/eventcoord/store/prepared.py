@@ -13,11 +13,16 @@ the driver connection of the current transaction:
   prebuilt statement.
 
 A read model's write whose row count nobody needs goes through :meth:`Prepared.write`.
-Inside a PostgreSQL batch it is not sent at once but kept on the batch, and the writes a
-command made are sent together, as one statement of data-modifying CTEs, when it ends (or
-before anything else of it runs): a claim's five read-model writes cost one round trip
-instead of five. Two writes go into one statement only where doing them together equals
-doing them in order: no write of the statement touches a table another one writes.
+Inside a PostgreSQL batch it is not sent at once but kept on the batch, and the writes
+kept go together, as data-modifying CTEs, in front of the next statement the batch sends
+(``_statement``): a claim's five read-model writes cost no round trip of their own, they
+ride on the next command's first read (a careful pass, with a savepoint per command,
+sends each command's own at its end, and the batch sends what is left before its end
+statement). Writes go into one statement only where doing them together equals doing
+them in order: no statement of it touches a table another one writes (or, in
+``sessions``, it touches another row: ``Prepared(session_row=…)``), and all of them run
+on the statement's one snapshot, which the writes do not change for the others. Where
+that does not hold, the writes kept are sent first, alone.
 """
 
 from __future__ import annotations
@@ -143,8 +148,8 @@ class Prepared:
             return rows
         if driver == "asyncpg":
             pg = self._asyncpg()
-            _before(conn, pg, params)
-            records: Sequence[Sequence[Any]] = await_(_driver(conn).fetch(pg.sql, *pg.args(params)))
+            sql, args = _statement(conn, pg, params)
+            records: Sequence[Sequence[Any]] = await_(_driver(conn).fetch(sql, *args))
             if pg.dml and records:
                 _wrote(conn)
             return records
@@ -158,8 +163,8 @@ class Prepared:
             return row
         if driver == "asyncpg":
             pg = self._asyncpg()
-            _before(conn, pg, params)
-            record: Sequence[Any] | None = await_(_driver(conn).fetchrow(pg.sql, *pg.args(params)))
+            sql, args = _statement(conn, pg, params)
+            record: Sequence[Any] | None = await_(_driver(conn).fetchrow(sql, *args))
             if pg.dml and record is not None:
                 _wrote(conn)
             return record
@@ -178,8 +183,8 @@ class Prepared:
             return int(_driver(conn).execute(self._sql(), self._params(params)).rowcount)
         if driver == "asyncpg":
             pg = self._asyncpg()
-            _before(conn, pg, params)
-            count = _count(await_(_driver(conn).execute(pg.sql, *pg.args(params))))
+            sql, args = _statement(conn, pg, params)
+            count = _count(await_(_driver(conn).execute(sql, *args)))
             if count:
                 _wrote(conn)
             return count
@@ -194,11 +199,11 @@ class Prepared:
             if pending is not None and pg.target is not None:  # else not a write it can place: sent now
                 if pending.liveness is not None and _meets_carried(pending, pg, params):
                     send_carried(conn)  # the signs of life carried go first: in order
-                deferred = pending.deferred
-                if deferred and not pg.tables.isdisjoint(t.target for t, _ in deferred):
+                row = params[pg.session_row] if pg.session_row is not None else None
+                if pending.deferred and not _apart(pending.deferred, pg, row):
                     send_deferred(conn)  # it touches what a deferred write changes: in order
                 pending.touch(pg.writes_to)
-                deferred.append((pg, pg.args(params)))
+                pending.deferred.append((pg, pg.args(params), row))
                 return
         self.run(conn, params)
 
@@ -211,6 +216,7 @@ class Prepared:
         if driver == "asyncpg":
             pg = self._asyncpg()
             _before(conn, pg, None)
+            send_deferred(conn)  # executemany takes no company
             await_(_driver(conn).executemany(pg.sql, [pg.args(x) for x in params]))
             _wrote(conn)
             return
@@ -239,49 +245,103 @@ def writes_sql(sql: str) -> bool:
 _SESSIONS = re.compile(r"\bsessions\b", re.IGNORECASE)
 _PARAM = re.compile(r"\$(\d+)")
 _COMBINED: dict[tuple[str, ...], str] = {}
+_ALONE = "SELECT 1"
 
 
-def _combined(statements: Sequence[_Pg]) -> str:
-    """One statement running ``statements`` as data-modifying CTEs, parameters renumbered."""
-    key = tuple(pg.sql for pg in statements)
+def _combined(statements: Sequence[_Pg], main: _Pg | None = None) -> str:
+    """One statement running ``statements`` as data-modifying CTEs, then ``main`` (or
+    nothing), parameters renumbered in that order."""
+    key = (*(pg.sql for pg in statements), main.sql if main is not None else _ALONE)
     sql = _COMBINED.get(key)
     if sql is None:
         parts, offset = [], 0
         for i, pg in enumerate(statements):
-            renumbered = _PARAM.sub(lambda m, o=offset: f"${int(m.group(1)) + o}", pg.sql)  # type: ignore[misc]
-            parts.append(f"w{i} AS ({renumbered})")
+            parts.append(f"deferred_{i} AS ({_shifted(pg.sql, offset)})")
             offset += len(pg.names)
-        sql = _COMBINED[key] = "WITH " + ", ".join(parts) + " SELECT 1"
+        tail = _ALONE if main is None else _shifted(main.sql, offset)
+        if tail[:5].upper() == "WITH ":  # its own CTEs follow the deferred ones
+            sql = "WITH " + ", ".join(parts) + ", " + tail[5:]
+        else:
+            sql = "WITH " + ", ".join(parts) + " " + tail
+        _COMBINED[key] = sql
     return sql
 
 
+def _shifted(sql: str, offset: int) -> str:
+    """``sql`` with its parameters ``$n`` renumbered ``$(n + offset)``."""
+    return _PARAM.sub(lambda m: f"${int(m.group(1)) + offset}", sql) if offset else sql
+
+
+def _apart(deferred: Sequence[tuple[_Pg, list[Any], Any]], pg: _Pg, row: Any) -> bool:
+    """Whether ``pg`` touches no table a deferred write changes, but maybe another row of
+    ``sessions`` than theirs (``row``: the one ``pg`` touches there, if it says)."""
+    for d, _, d_row in deferred:
+        if d.target in pg.tables and not (
+            d.target == "sessions" and row is not None and d_row is not None and d_row != row
+        ):
+            return False
+    return True
+
+
 def send_deferred(conn: Connection) -> None:
-    """Send the running command's deferred writes now, in one round trip (PostgreSQL batch)."""
+    """Send the deferred writes now, in one round trip (PostgreSQL batch)."""
     pending = batch.current(conn)
     if pending is None or not pending.deferred:
         return
     deferred = pending.deferred
     if len(deferred) == 1:
-        pg, args = deferred[0]
+        pg, args, _ = deferred[0]
         sql = pg.sql
     else:
-        sql = _combined([pg for pg, _ in deferred])
-        args = [a for _, xs in deferred for a in xs]
-    deferred.clear()  # sent or failed, they are gone: a failure rolls the command back
+        sql = _combined([pg for pg, _, _ in deferred])
+        args = [a for _, xs, _ in deferred for a in xs]
+    _sending(pending)
     await_(pending.raw.execute(sql, *args))
-    pending.writes += 1
 
 
-def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None) -> None:
-    """Before a statement of the running PostgreSQL batch: note what it writes, send what
-    waits for it (the signs of life carried that it could read, the deferred writes)."""
+def _sending(pending: batch.Batch) -> None:
+    """The deferred writes go now: they are gone (a failure rolls them back with the pass or
+    the command); a write of the running command counts; an earlier command's mixes."""
+    if pending.own > 0:
+        pending.mixed = True
+    if len(pending.deferred) > pending.own:
+        pending.writes += 1
+    pending.deferred.clear()
+    pending.own = 0
+
+
+def _statement(conn: Connection, pg: _Pg, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """The SQL and arguments to send for ``pg`` in the running PostgreSQL batch, if any.
+
+    The deferred writes it may not pass are sent first; those touching none of its
+    tables (or only other ``sessions`` rows) go with it, as CTEs in front of it: run with
+    its snapshot, which they do not change for it. That saves their round trip: in a fast
+    pass the writes a command leaves behind usually go with the next command's first read.
+    """
+    args = pg.args(params)
+    pending = _before(conn, pg, params)
+    if pending is None or not pending.deferred:
+        return pg.sql, args
+    row = params[pg.session_row] if pg.session_row is not None else None
+    if not pg.tables or pg.sql[:15].upper().startswith("WITH RECURSIVE") or not _apart(pending.deferred, pg, row):
+        send_deferred(conn)  # SQL text that names no table, or it touches their rows
+        return pg.sql, args
+    deferred = pending.deferred
+    sql = _combined([d for d, _, _ in deferred], pg)
+    carried = [a for _, xs, _ in deferred for a in xs]
+    _sending(pending)
+    return sql, carried + args
+
+
+def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None) -> batch.Batch | None:
+    """Before a statement of the running PostgreSQL batch: note what it writes, and write
+    the signs of life carried that it could read. Returns the batch (None: no batch)."""
     pending = batch.current(conn)
     if pending is not None:
         pending.touch(pg.writes_to)
         if pending.liveness is not None and _meets_carried(pending, pg, params):
             send_carried(conn)
-        if pending.deferred:
-            send_deferred(conn)
+    return pending
 
 
 def _meets_carried(pending: batch.Batch, pg: _Pg, params: Mapping[str, Any] | None) -> bool:
@@ -304,14 +364,14 @@ def send_carried(conn: Connection) -> None:
     pending = batch.current(conn)
     if pending is None or pending.liveness is None:
         return
-    send_deferred(conn)  # the running command's own writes first (none is to a carried row)
+    send_deferred(conn)  # the older writes first: a deferred sign of life may precede a carried heartbeat
     # The commands that carried them counted these writes already: a refusal of the
-    # running one after them needs no rollback of the pass.
+    # running one after them needs no rollback of the pass (and a failure, no victim).
     writes = pending.writes
     carried, pending.liveness = pending.liveness, None
     carried.flush(conn)
     send_deferred(conn)
-    pending.writes = writes
+    pending.writes, pending.mixed = writes, True
 
 
 def _wrote(conn: Connection) -> None:
