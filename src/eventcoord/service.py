@@ -23,7 +23,8 @@ from eventcoord.codec import EventMetadata, encode, event_type
 from eventcoord.commands import AnyCommand
 from eventcoord.context import Caller, Context, Decision
 from eventcoord.errors import DomainError, ErrorCode
-from eventcoord.handlers import HANDLERS
+from eventcoord.handlers import HANDLERS, READS_OWN_SESSION_FIRST
+from eventcoord.handlers.common import session_read_ahead
 from eventcoord.store import answers, dbclock, log
 from eventcoord.store.base import EventStore
 from eventcoord.store.log import NewEvent
@@ -123,8 +124,12 @@ class Service:
 
         kind = str(cmd.__struct_config__.tag)
         started = time.perf_counter()
+        # A heartbeat's one read is its session's row: a batch may read those of all at once.
+        ahead = None
+        if isinstance(cmd, READS_OWN_SESSION_FIRST):
+            ahead = session_read_ahead(caller.workspace, cmd.session_id)
         try:
-            outcome = await self.store.transact(run)
+            outcome = await self.store.transact(run, read_ahead=ahead)
         except DomainError as e:
             metrics.COMMANDS.labels(kind, e.code).inc()
             raise

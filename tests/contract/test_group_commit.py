@@ -573,7 +573,9 @@ def statements_sent() -> Iterator[list[str]]:
             setattr(asyncpg.Connection, name, original)
 
 
-async def test_a_batch_of_heartbeats_reads_each_session_and_writes_them_all_at_once(store: Any, backend: str) -> None:
+async def test_a_batch_of_heartbeats_reads_every_session_at_once_and_writes_them_all_at_once(
+    store: Any, backend: str
+) -> None:
     if backend != "postgresql":
         pytest.skip("round trips to the database are PostgreSQL's cost")
     service = Service(store)
@@ -581,9 +583,11 @@ async def test_a_batch_of_heartbeats_reads_each_session_and_writes_them_all_at_o
     with statements_sent() as sent:
         answers = await asyncio.gather(*(execute(service, {"type": "heartbeat_agent", "session_id": s}) for s in sids))
     assert all(isinstance(a, Outcome) and a.status == 200 for a in answers)
-    # BEGIN, the clock, a read per session, the carried heartbeats, the end, COMMIT (the
-    # first heartbeat may be a batch of its own: the writer was idle).
-    assert len(sent) <= len(sids) + 5 + 4, sent
+    # BEGIN, the clock, one read of every session (ahead of the commands), the carried
+    # heartbeats, the end, COMMIT (the first heartbeat may be a batch of its own, with a
+    # read of its own: the writer was idle).
+    assert sum("SKIP LOCKED" in q for q in sent) == 1, sent
+    assert len(sent) <= 6 + 5, sent
     rows = await store.query(
         lambda conn: dict(conn.execute(select(sessions_table.c.session_id, sessions_table.c.heartbeats)).all())
     )
@@ -609,3 +613,18 @@ async def test_a_command_s_writes_go_with_the_next_command_s_first_statement(sto
     assert len(sent) <= 2 * len(sids) + 5 + 6, sent
     leases = await store.query(lambda conn: conn.execute(text("SELECT issue, session_id FROM leases")).all())
     assert sorted(leases) == sorted((f"P-{i}", s) for i, s in enumerate(sids))
+
+
+async def test_a_session_row_read_ahead_is_not_used_once_the_batch_wrote_it(store: Any) -> None:
+    """A batch reads its heartbeats' sessions ahead (PostgreSQL); a session ended earlier in
+    the batch must be read again, and its heartbeat refused."""
+    service = Service(store)
+    ending, other = await _register(service, "ending"), await _register(service, "other")
+    end, beat, other_beat = await asyncio.gather(
+        execute(service, {"type": "end_agent", "session_id": ending}),
+        execute(service, {"type": "heartbeat_agent", "session_id": ending}),
+        execute(service, {"type": "heartbeat_agent", "session_id": other}),
+    )
+    assert isinstance(end, Outcome) and end.status == 200, end
+    assert isinstance(beat, DomainError) and beat.code == "SESSION_NOT_LIVE", beat
+    assert isinstance(other_beat, Outcome) and other_beat.status == 200, other_beat

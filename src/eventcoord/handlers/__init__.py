@@ -49,3 +49,7 @@ HANDLERS: dict[type[c.Command], Handler] = {
     c.IssueToken: tokens.issue_token,
     c.RevokeToken: tokens.revoke_token,
 }
+
+#: Commands whose first read is their own session's row, locked: a PostgreSQL batch may
+#: read those of all its commands in one statement (``store/session_rows.py``).
+READS_OWN_SESSION_FIRST = (c.HeartbeatAgent, c.EndAgent)

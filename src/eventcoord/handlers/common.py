@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, false, select
+from sqlalchemy import Connection, bindparam, false, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
@@ -18,8 +18,10 @@ from eventcoord.auth import authorize_session
 from eventcoord.context import Context
 from eventcoord.domain.sessions import SessionState
 from eventcoord.projections.tables import sessions
+from eventcoord.store import session_rows
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import guards
+from eventcoord.store.session_rows import SessionRead
 
 #: The workspace parameter, named the same way by every prepared statement of the handlers.
 WS: BindParameter[str] = bindparam("ws")
@@ -48,6 +50,22 @@ def _session_by_id(lock: bool) -> Prepared:
 
 _SESSION = _session_by_id(lock=False)
 _SESSION_FOR_UPDATE = _session_by_id(lock=True)
+#: The rows ``_SESSION_FOR_UPDATE`` reads, of many sessions at once (``ws`` and ``sid`` in
+#: pairs), each after its workspace, locked, skipping any another transaction holds:
+#: PostgreSQL's read ahead for a batch (``store/session_rows.py``).
+_SESSIONS_AHEAD = Prepared(
+    lambda d: text(
+        f"SELECT workspace, {', '.join(c.name for c in SESSION_COLUMNS)} FROM sessions"
+        " WHERE (workspace, session_id) IN (SELECT * FROM unnest(CAST(:ws AS text[]), CAST(:sid AS text[])))"
+        " ORDER BY session_id FOR UPDATE SKIP LOCKED"
+    )
+)
+
+
+def session_read_ahead(workspace: str, session_id: str) -> SessionRead:
+    """What a command that first loads its session locked (``load_session(lock=True)``) can
+    have read ahead by a PostgreSQL batch."""
+    return SessionRead(_SESSIONS_AHEAD, workspace, session_id)
 
 
 def load_session(
@@ -59,7 +77,9 @@ def load_session(
     registered under another token is 403 FORBIDDEN unless the caller is an admin (SPEC §5);
     ``own=False`` loads someone else's session (a holder, a message's target, a worker).
     """
-    row = (_SESSION_FOR_UPDATE if lock else _SESSION).first(conn, {"sid": session_id, "ws": ctx.workspace})
+    row = session_rows.read(conn, _SESSIONS_AHEAD, ctx.workspace, session_id) if lock else None
+    if row is None:
+        row = (_SESSION_FOR_UPDATE if lock else _SESSION).first(conn, {"sid": session_id, "ws": ctx.workspace})
     if row is None:
         return None
     return own_session(ctx, row) if own else SessionState(*row)

@@ -19,6 +19,7 @@ from eventcoord.codec import EventMetadata, WireEvent
 from eventcoord.events import Event
 from eventcoord.store import dbclock, log
 from eventcoord.store.log import Expected, NewEvent, Pending, RecordedEvent
+from eventcoord.store.session_rows import SessionRead
 
 T = TypeVar("T")
 
@@ -45,12 +46,18 @@ class EventStore(ABC):
         """Apply every Alembic revision up to head (idempotent, safe with replicas)."""
 
     @overload
-    async def transact(self, fn: Callable[[Connection], Pending[T]], *, retry: bool = True) -> T: ...
+    async def transact(
+        self, fn: Callable[[Connection], Pending[T]], *, retry: bool = True, read_ahead: SessionRead | None = None
+    ) -> T: ...
 
     @overload
-    async def transact(self, fn: Callable[[Connection], T], *, retry: bool = True) -> T: ...
+    async def transact(
+        self, fn: Callable[[Connection], T], *, retry: bool = True, read_ahead: SessionRead | None = None
+    ) -> T: ...
 
-    async def transact(self, fn: Callable[[Connection], Any], *, retry: bool = True) -> Any:
+    async def transact(
+        self, fn: Callable[[Connection], Any], *, retry: bool = True, read_ahead: SessionRead | None = None
+    ) -> Any:
         """Run ``fn`` inside one write transaction and commit it.
 
         Concurrent calls may share one transaction (group commit): each ``fn`` sees what
@@ -64,11 +71,14 @@ class EventStore(ABC):
         commit (PostgreSQL): a result that mentions them must be a
         :class:`~eventcoord.store.log.Pending`, whose ``finish`` the store calls with the
         final positions; ``transact`` returns what ``finish`` returns.
+
+        ``read_ahead``: the sessions row ``fn`` reads first, locked; a PostgreSQL batch may
+        read those of all its commands in one statement (``store/session_rows.py``).
         """
-        return await self._write(fn, retry)
+        return await self._write(fn, retry, read_ahead)
 
     @abstractmethod
-    async def _write(self, fn: Callable[[Connection], Any], retry: bool) -> Any:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: SessionRead | None) -> Any:
         """The backend's ``transact``: run ``fn`` in a write transaction, finish a Pending."""
 
     @abstractmethod

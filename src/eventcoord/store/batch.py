@@ -80,6 +80,7 @@ class Batch:
         "pinned",
         "raw",
         "renumber",
+        "sessions_read",
         "ttl",
         "usual_lock_timeout",
         "writes",
@@ -117,6 +118,10 @@ class Batch:
         self.deferred: list[tuple[Any, list[Any], Any]] = []
         #: Where the running command's own deferred writes begin.
         self.own = 0
+        #: Sessions rows read ahead for the pass's commands (``session_rows``), by the
+        #: statement that read them and the session: its workspace and the row. A statement
+        #: that may write a row of ``sessions`` forgets it (or all, when it cannot say which).
+        self.sessions_read: dict[tuple[Any, str], tuple[str, tuple[Any, ...]]] = {}
         #: Whether a statement of the running command carried an earlier command's writes:
         #: if it failed, it cannot tell whose write it was.
         self.mixed = False
@@ -150,6 +155,7 @@ class Batch:
         self.own = 0
         self.mixed = False
         self.renumber = set()
+        self.sessions_read.clear()
         self.liveness = None
 
     def touch(self, tables: frozenset[str] | None) -> None:

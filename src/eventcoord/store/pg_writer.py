@@ -88,10 +88,11 @@ from sqlalchemy.exc import InterfaceError as SAInterfaceError
 from sqlalchemy.util import await_
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.store import batch, stats
+from eventcoord.store import batch, session_rows, stats
 from eventcoord.store.batch import Batch, Requeue, Resolve, identity
 from eventcoord.store.log import Pending
 from eventcoord.store.prepared import send_carried, send_deferred
+from eventcoord.store.session_rows import SessionRead
 
 #: Commands decided in one transaction at most (more wait for the next batch). Each one
 #: with a savepoint takes a subtransaction id; beyond 64 PostgreSQL's per-backend cache of
@@ -138,6 +139,8 @@ class Job:
     fn: Callable[[Connection], Any]
     future: asyncio.Future[Any]
     retry: bool
+    #: The sessions row it reads first, which a fast pass may read ahead with the others.
+    read_ahead: SessionRead | None = None
     #: Races lost so far.
     attempts: int = 0
 
@@ -375,6 +378,10 @@ def _attempt(
     open_ = True
     try:
         _begin(b, savepoints)
+        if not savepoints:
+            reads = [j.read_ahead for j in jobs if j.read_ahead is not None and not j.future.done()]
+            if len(reads) > 1:  # one read of many rows, instead of one each
+                session_rows.read_ahead(conn, reads)
         outcomes: list[Outcome] = [None] * len(jobs)
         waits_briefly = not savepoints
         first = True

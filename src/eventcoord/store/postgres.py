@@ -25,6 +25,7 @@ from eventcoord.store import batch, pg_writer, stats
 from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
 from eventcoord.store.prepared import send_carried, send_deferred, writes_sql
+from eventcoord.store.session_rows import SessionRead
 
 T = TypeVar("T")
 RETRIES = pg_writer.RETRIES
@@ -69,6 +70,7 @@ def _send_deferred_first(conn: Any, cursor: Any, statement: str, params: Any, co
     b = batch.current(conn)
     if b is not None and writes_sql(statement):
         b.touch(None)
+        b.sessions_read.clear()
     send_carried(conn)  # whatever it reads, it sees the signs of life carried so far
     send_deferred(conn)
 
@@ -141,11 +143,11 @@ class PostgresEventStore(EventStore):
         if self._engine is None:
             await engine.dispose()
 
-    async def _write(self, fn: Callable[[Connection], Any], retry: bool) -> Any:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: SessionRead | None) -> Any:
         if not self._lanes or self._closing:
             raise StoreError("postgresql: the store is not started or already closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending.append(Job(fn, future, retry))
+        self._pending.append(Job(fn, future, retry, read_ahead))
         self._wake.set()
         return await future
 

@@ -197,6 +197,8 @@ class Prepared:
             pending = batch.current(conn)
             pg = self._asyncpg()
             if pending is not None and pg.target is not None:  # else not a write it can place: sent now
+                if pending.sessions_read:
+                    forget_sessions_read(pending, pg, params)
                 if pending.liveness is not None and _meets_carried(pending, pg, params):
                     send_carried(conn)  # the signs of life carried go first: in order
                 row = params[pg.session_row] if pg.session_row is not None else None
@@ -339,9 +341,24 @@ def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None) -> batc
     pending = batch.current(conn)
     if pending is not None:
         pending.touch(pg.writes_to)
+        if pending.sessions_read:
+            forget_sessions_read(pending, pg, params)
         if pending.liveness is not None and _meets_carried(pending, pg, params):
             send_carried(conn)
     return pending
+
+
+def forget_sessions_read(pending: batch.Batch, pg: _Pg | None, params: Mapping[str, Any] | None) -> None:
+    """A statement (None: one whose tables are unknown) is about to run or be deferred: the
+    ``sessions`` rows read ahead that it may write no longer hold (``session_rows``)."""
+    if pg is not None and pg.writes_to is not None and "sessions" not in pg.writes_to:
+        return
+    if pg is not None and pg.session_row is not None and params is not None:
+        sid = params[pg.session_row]
+        for key in [k for k in pending.sessions_read if k[1] == sid]:
+            del pending.sessions_read[key]
+    else:
+        pending.sessions_read.clear()
 
 
 def _meets_carried(pending: batch.Batch, pg: _Pg, params: Mapping[str, Any] | None) -> bool:

@@ -40,6 +40,7 @@ from eventcoord.store import stats
 from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.batch import identity
 from eventcoord.store.log import Pending
+from eventcoord.store.session_rows import SessionRead
 
 T = TypeVar("T")
 #: Commands committed together at most (more wait for the next batch).
@@ -171,7 +172,7 @@ class SqliteEventStore(EventStore):
         if self._writer is None:
             engine.dispose()
 
-    async def _write(self, fn: Callable[[Connection], Any], retry: bool) -> Any:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: SessionRead | None) -> Any:
         assert self._writer is not None, "store not started"
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
