@@ -7,7 +7,7 @@ built once (``Prepared``), and a grant upserts its issue row in one statement.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, bindparam, null, update
+from sqlalchemy import Connection, bindparam, literal, null, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable
 
@@ -117,12 +117,45 @@ def lease_granted(conn: Connection, r: RecordedEvent) -> None:
     _COUNT_UNRELEASED.write(conn, {"ws": ws, "project": e.project, "delta": 1, "delta2": 1})
 
 
+def _release_counted() -> Executable:
+    """PostgreSQL: release the lease and count it off its project, in one statement.
+
+    The release's ``RETURNING`` feeds the count as a data-modifying CTE, so the pair is one
+    deferrable write (``Prepared.write``) rather than a read of the project, then a write.
+    """
+    released = (
+        update(leases)
+        .where(
+            (leases.c.workspace == bindparam("ws"))
+            & (leases.c.issue == bindparam("issue"))
+            & leases.c.released_us.is_(None)
+        )
+        .values(released_us=bindparam("at"), release_reason=bindparam("reason"))
+        .returning(leases.c.workspace, leases.c.project)
+        .cte("released")
+    )
+    count = postgresql.insert(project_leases).from_select(
+        ["workspace", "project", "unreleased"], select(released.c.workspace, released.c.project, literal(-1))
+    )
+    return count.on_conflict_do_update(
+        index_elements=[project_leases.c.workspace, project_leases.c.project],
+        set_={"unreleased": project_leases.c.unreleased - 1},
+    ).add_cte(released)
+
+
+_RELEASE_COUNTED = Prepared(lambda d: _release_counted(), rows={"leases": ("ws", "issue")})
+
+
 def lease_released(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, LeaseReleased)
     ws = r.metadata.workspace
-    for (project,) in _RELEASE_LEASE.rows(conn, {"ws": ws, "issue": e.issue, "at": r.recorded_us, "reason": e.reason}):
-        _COUNT_UNRELEASED.write(conn, {"ws": ws, "project": project, "delta": -1, "delta2": -1})
+    params = {"ws": ws, "issue": e.issue, "at": r.recorded_us, "reason": e.reason}
+    if conn.dialect.name == "postgresql":
+        _RELEASE_COUNTED.write(conn, params)
+    else:
+        for (project,) in _RELEASE_LEASE.rows(conn, params):
+            _COUNT_UNRELEASED.write(conn, {"ws": ws, "project": project, "delta": -1, "delta2": -1})
     if e.reason in ("expired", "superseded"):
         # The lock delay counts from here (SPEC §9); a queue re-queue records no ended_at.
         ended = e.ended_at_us if isinstance(e.ended_at_us, int) else r.recorded_us

@@ -613,6 +613,19 @@ async def test_a_command_s_writes_go_with_the_next_command_s_first_statement(sto
     assert len(sent) <= 2 * len(sids) + 5 + 6, sent
     leases = await store.query(lambda conn: conn.execute(text("SELECT issue, session_id FROM leases")).all())
     assert sorted(leases) == sorted((f"P-{i}", s) for i, s in enumerate(sids))
+    with statements_sent() as sent:
+        answers = await asyncio.gather(
+            *(
+                execute(service, {"type": "release_issue", "session_id": s, "issue": f"P-{i}"})
+                for i, s in enumerate(sids)
+            )
+        )
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
+    # Per release: its session and lease, its project's guard, the lease locked; the lease
+    # released and counted off its project go with the next one's first read.
+    assert len(sent) <= 3 * len(sids) + 5 + 7, sent
+    unreleased = await store.query(lambda conn: conn.execute(text("SELECT unreleased FROM project_leases")).all())
+    assert unreleased == [(0,)]
 
 
 async def test_a_session_row_read_ahead_is_not_used_once_the_batch_wrote_it(store: Any) -> None:

@@ -31,3 +31,48 @@ def test_the_end_statement_renumbers_the_tables_it_is_given() -> None:
     assert "UPDATE leases SET lease_id" in leases_only and "UPDATE waits" not in leases_only
     none = end_statement(frozenset())
     assert "UPDATE leases" not in none and "$9::bigint, $10::bigint" in none
+
+
+def test_a_statement_s_own_ctes_are_lifted_in_front_of_it() -> None:
+    from eventcoord.store.prepared import _split_with
+
+    ctes, body = _split_with("WITH x AS (SELECT '(' || E'\\x01)' || 'it''s)' FROM t), y AS (SELECT 1) SELECT * FROM x")
+    assert ctes == [("x", "x AS (SELECT '(' || E'\\x01)' || 'it''s)' FROM t)"), ("y", "y AS (SELECT 1)")]
+    assert body == "SELECT * FROM x"
+    assert _split_with("UPDATE t SET a = 1") == ([], "UPDATE t SET a = 1")
+
+
+def test_writes_with_ctes_of_their_own_combine_unless_the_names_clash() -> None:
+    from sqlalchemy import select, text
+
+    from eventcoord.projections.leases import _RELEASE_COUNTED
+    from eventcoord.projections.tables import sessions
+    from eventcoord.store.prepared import Prepared, _combined
+
+    release = _RELEASE_COUNTED._asyncpg()
+    read = Prepared(lambda d: select(sessions.c.session_id).where(sessions.c.session_id == "x"))._asyncpg()
+    sql = _combined([release], read)
+    assert sql is not None
+    # the release's CTE first, then the write that reads it, then the read; one WITH
+    assert sql.startswith("WITH released AS") and sql.count("WITH ") == 1
+    assert sql.index("released AS") < sql.index("deferred_0 AS") < sql.index("SELECT sessions.session_id")
+    clash = Prepared(lambda d: text("WITH released AS (SELECT 1) SELECT * FROM released"))._asyncpg()
+    assert _combined([release], clash) is None
+
+
+def test_a_deferred_write_goes_with_a_statement_only_where_their_rows_differ() -> None:
+    from eventcoord.handlers.issues import _RELEASE_PEEK
+    from eventcoord.projections.leases import _RELEASE_COUNTED
+    from eventcoord.projections.sessions import _SIGN_OF_LIFE
+    from eventcoord.store.prepared import _apart
+
+    release, sign, peek = _RELEASE_COUNTED._asyncpg(), _SIGN_OF_LIFE._asyncpg(), _RELEASE_PEEK._asyncpg()
+    released = (release, [], release.keys({"ws": "w", "issue": "P-1", "at": 1, "reason": "released"}))
+    signed = (sign, [], sign.keys({"sid": "s1", "seen": 1}))
+    other = peek.keys({"ws": "w", "issue": "P-2", "sid": "s2"})
+    assert _apart([released, signed], peek, other)
+    # the same lease, or the same session, must be read after the write
+    assert not _apart([released], peek, peek.keys({"ws": "w", "issue": "P-1", "sid": "s2"}))
+    assert not _apart([signed], peek, peek.keys({"ws": "w", "issue": "P-2", "sid": "s1"}))
+    # a statement that names no rows shares the tables whole
+    assert not _apart([released], peek, None)

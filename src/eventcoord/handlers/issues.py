@@ -195,7 +195,9 @@ _RELEASE_PEEK = Prepared(
         ).outerjoin(
             leases, (leases.c.workspace == WS) & (leases.c.issue == bindparam("issue")) & leases.c.released_us.is_(None)
         )
-    )
+    ),
+    session_row="sid",
+    rows={"leases": ("ws", "issue")},
 )
 
 

@@ -19,8 +19,8 @@ kept go together, as data-modifying CTEs, in front of the next statement the bat
 ride on the next command's first read (a careful pass, with a savepoint per command,
 sends each command's own at its end, and the batch sends what is left before its end
 statement). Writes go into one statement only where doing them together equals doing
-them in order: no statement of it touches a table another one writes (or, in
-``sessions``, it touches another row: ``Prepared(session_row=…)``), and all of them run
+them in order: no statement of it touches a table another one writes (or it touches
+other rows there, as both declare: ``Prepared(rows=…, session_row=…)``), and all of them run
 on the statement's one snapshot, which the writes do not change for the others. Where
 that does not hold, the writes kept are sent first, alone.
 """
@@ -58,9 +58,26 @@ def _count(status: str) -> int:
 class _Pg:
     """A statement compiled for asyncpg: SQL text and the order of its parameters."""
 
-    __slots__ = ("defaults", "dml", "names", "reads_sessions", "session_row", "sql", "tables", "target", "writes_to")
+    __slots__ = (
+        "defaults",
+        "dml",
+        "names",
+        "reads_sessions",
+        "rows",
+        "session_row",
+        "sql",
+        "tables",
+        "target",
+        "writes_to",
+    )
 
-    def __init__(self, stmt: Executable, writes: str | None = None, session_row: str | None = None) -> None:
+    def __init__(
+        self,
+        stmt: Executable,
+        writes: str | None = None,
+        session_row: str | None = None,
+        rows: Mapping[str, tuple[str, ...]] | None = None,
+    ) -> None:
         compiled = stmt.compile(dialect=_ASYNCPG)  # type: ignore[attr-defined]
         assert not compiled._bind_processors, "a Prepared statement's types need no bind processing"
         self.sql = str(compiled)
@@ -88,6 +105,17 @@ class _Pg:
         #: names no tables to find), and the parameter naming the one row it touches there.
         self.reads_sessions = "sessions" in self.tables or _SESSIONS.search(self.sql) is not None
         self.session_row = session_row
+        #: The tables it touches in one row only (or rows of one key): the parameters that
+        #: name it, by table.
+        self.rows: dict[str, tuple[str, ...]] = dict(rows or {})
+        if session_row is not None:
+            self.rows["sessions"] = (session_row,)
+
+    def keys(self, params: Mapping[str, Any]) -> dict[str, tuple[Any, ...]] | None:
+        """The row keys it touches, by table (None: it names none)."""
+        if not self.rows:
+            return None
+        return {table: tuple(params[n] for n in names) for table, names in self.rows.items()}
 
     def args(self, params: Mapping[str, Any]) -> list[Any]:
         if self.defaults:
@@ -99,18 +127,26 @@ class Prepared:
     """One statement, built once per dialect by ``build(dialect_name)``."""
 
     def __init__(
-        self, build: Callable[[str], Executable], writes: str | None = None, session_row: str | None = None
+        self,
+        build: Callable[[str], Executable],
+        writes: str | None = None,
+        session_row: str | None = None,
+        rows: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         """``writes``: for a statement in SQL text, the one table it reads and changes, which
         lets :meth:`write` defer it (a built statement's tables are found in it).
 
         ``session_row``: the parameter holding the ``session_id`` of the one ``sessions`` row
-        the statement reads (it touches no other): in a PostgreSQL batch it runs without
+        the statement touches (it touches no other): in a PostgreSQL batch it runs without
         first writing the signs of life carried for other sessions (``send_carried``).
+        ``rows``: likewise for other tables, the parameters that together name the rows it
+        touches there (``{"leases": ("ws", "issue")}``): a deferred write to other rows of
+        those tables may go with it (``_statement``).
         """
         self._build = build
         self._writes = writes
         self._session_row = session_row
+        self._rows = rows
         self._stmts: dict[str, Executable] = {}
         self._sqlite_sql: str | None = None
         self._defaults: dict[str, Any] = {}
@@ -137,7 +173,7 @@ class Prepared:
     def _asyncpg(self) -> _Pg:
         pg = self._pg
         if pg is None:
-            pg = self._pg = _Pg(self.statement("postgresql"), self._writes, self._session_row)
+            pg = self._pg = _Pg(self.statement("postgresql"), self._writes, self._session_row, self._rows)
         return pg
 
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
@@ -201,11 +237,11 @@ class Prepared:
                     forget_sessions_read(pending, pg, params)
                 if pending.liveness is not None and _meets_carried(pending, pg, params):
                     send_carried(conn)  # the signs of life carried go first: in order
-                row = params[pg.session_row] if pg.session_row is not None else None
-                if pending.deferred and not _apart(pending.deferred, pg, row):
+                keys = pg.keys(params)
+                if pending.deferred and not _apart(pending.deferred, pg, keys):
                     send_deferred(conn)  # it touches what a deferred write changes: in order
                 pending.touch(pg.writes_to)
-                pending.deferred.append((pg, pg.args(params), row))
+                pending.deferred.append((pg, pg.args(params), keys))
                 return
         self.run(conn, params)
 
@@ -246,27 +282,86 @@ def writes_sql(sql: str) -> bool:
 
 _SESSIONS = re.compile(r"\bsessions\b", re.IGNORECASE)
 _PARAM = re.compile(r"\$(\d+)")
-_COMBINED: dict[tuple[str, ...], str] = {}
+_COMBINED: dict[tuple[str, ...], str | None] = {}
 _ALONE = "SELECT 1"
 
 
-def _combined(statements: Sequence[_Pg], main: _Pg | None = None) -> str:
+def _combined(statements: Sequence[_Pg], main: _Pg | None = None) -> str | None:
     """One statement running ``statements`` as data-modifying CTEs, then ``main`` (or
-    nothing), parameters renumbered in that order."""
+    nothing), parameters renumbered in that order; None if their CTEs' names clash.
+
+    A statement with CTEs of its own has them lifted to the top (PostgreSQL allows a
+    data-modifying CTE only there), in front of the statement they belong to.
+    """
     key = (*(pg.sql for pg in statements), main.sql if main is not None else _ALONE)
-    sql = _COMBINED.get(key)
-    if sql is None:
-        parts, offset = [], 0
-        for i, pg in enumerate(statements):
-            parts.append(f"deferred_{i} AS ({_shifted(pg.sql, offset)})")
-            offset += len(pg.names)
-        tail = _ALONE if main is None else _shifted(main.sql, offset)
-        if tail[:5].upper() == "WITH ":  # its own CTEs follow the deferred ones
-            sql = "WITH " + ", ".join(parts) + ", " + tail[5:]
+    if key in _COMBINED:
+        return _COMBINED[key]
+    ctes: list[str] = []
+    names: set[str] = set()
+    offset = 0
+    main_body = _ALONE
+    for i, pg in enumerate([*statements, *([main] if main is not None else [])]):
+        own, body = _split_with(_shifted(pg.sql, offset))
+        offset += len(pg.names)
+        for name, text in own:
+            if name in names:
+                _COMBINED[key] = None
+                return None
+            names.add(name)
+            ctes.append(text)
+        if i < len(statements):
+            ctes.append(f"deferred_{i} AS ({body})")
         else:
-            sql = "WITH " + ", ".join(parts) + " " + tail
-        _COMBINED[key] = sql
+            main_body = body
+    sql = "WITH " + ", ".join(ctes) + " " + main_body
+    _COMBINED[key] = sql
     return sql
+
+
+_CTE = re.compile(r"\s*(\w+)\s+AS\s*\(", re.IGNORECASE)
+
+
+def _split_with(sql: str) -> tuple[list[tuple[str, str]], str]:
+    """A statement's own CTEs (``name``, ``name AS (…)``) and the statement after them."""
+    if sql[:5].upper() != "WITH ":
+        return [], sql
+    ctes: list[tuple[str, str]] = []
+    at = 5
+    while True:
+        m = _CTE.match(sql, at)
+        assert m is not None, f"not a WITH list a statement can be lifted from: {sql[:80]!r}"
+        close = _closing(sql, m.end() - 1)
+        ctes.append((m.group(1), sql[m.start(1) : close + 1]))
+        at = close + 1
+        rest = sql[at:].lstrip()
+        if not rest.startswith(","):
+            return ctes, rest
+        at = sql.index(",", at) + 1
+
+
+def _closing(sql: str, opening: int) -> int:
+    """The index of the parenthesis closing the one at ``opening`` (literals skipped)."""
+    depth, i, n = 0, opening, len(sql)
+    while i < n:
+        c = sql[i]
+        if c == "'":
+            escapes = sql[i - 1] in "Ee"  # E'…' takes backslash escapes; '…' does not
+            i += 1
+            while i < n:
+                if (escapes and sql[i] == "\\") or (sql[i] == "'" and sql[i + 1 : i + 2] == "'"):
+                    i += 2
+                elif sql[i] == "'":
+                    break
+                else:
+                    i += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise AssertionError(f"unbalanced parentheses: {sql[:80]!r}")
 
 
 def _shifted(sql: str, offset: int) -> str:
@@ -274,14 +369,18 @@ def _shifted(sql: str, offset: int) -> str:
     return _PARAM.sub(lambda m: f"${int(m.group(1)) + offset}", sql) if offset else sql
 
 
-def _apart(deferred: Sequence[tuple[_Pg, list[Any], Any]], pg: _Pg, row: Any) -> bool:
-    """Whether ``pg`` touches no table a deferred write changes, but maybe another row of
-    ``sessions`` than theirs (``row``: the one ``pg`` touches there, if it says)."""
-    for d, _, d_row in deferred:
-        if d.target in pg.tables and not (
-            d.target == "sessions" and row is not None and d_row is not None and d_row != row
-        ):
+def _apart(deferred: Sequence[tuple[_Pg, list[Any], Any]], pg: _Pg, keys: dict[str, tuple[Any, ...]] | None) -> bool:
+    """Whether ``pg`` touches nothing a deferred write may change: no table they share, or
+    in each table they share other rows (both name theirs, ``keys``, and the keys differ)."""
+    for d, _, d_keys in deferred:
+        if d.writes_to is None:
             return False
+        for table in d.writes_to & pg.tables:
+            if keys is None or d_keys is None:
+                return False
+            mine, theirs = keys.get(table), d_keys.get(table)
+            if mine is None or theirs is None or mine == theirs:
+                return False
     return True
 
 
@@ -293,12 +392,16 @@ def send_deferred(conn: Connection) -> None:
     deferred = pending.deferred
     if len(deferred) == 1:
         pg, args, _ = deferred[0]
-        sql = pg.sql
+        sqls = [(pg.sql, args)]
     else:
-        sql = _combined([pg for pg, _, _ in deferred])
-        args = [a for _, xs, _ in deferred for a in xs]
+        combined = _combined([pg for pg, _, _ in deferred])
+        if combined is not None:
+            sqls = [(combined, [a for _, xs, _ in deferred for a in xs])]
+        else:  # their CTEs' names clash: one by one
+            sqls = [(pg.sql, xs) for pg, xs, _ in deferred]
     _sending(pending)
-    await_(pending.raw.execute(sql, *args))
+    for sql, args in sqls:
+        await_(pending.raw.execute(sql, *args))
 
 
 def _sending(pending: batch.Batch) -> None:
@@ -316,7 +419,7 @@ def _statement(conn: Connection, pg: _Pg, params: Mapping[str, Any]) -> tuple[st
     """The SQL and arguments to send for ``pg`` in the running PostgreSQL batch, if any.
 
     The deferred writes it may not pass are sent first; those touching none of its
-    tables (or only other ``sessions`` rows) go with it, as CTEs in front of it: run with
+    tables (or only other rows of them, by ``Prepared(rows=…)``) go with it, as CTEs in front of it: run with
     its snapshot, which they do not change for it. That saves their round trip: in a fast
     pass the writes a command leaves behind usually go with the next command's first read.
     """
@@ -324,12 +427,14 @@ def _statement(conn: Connection, pg: _Pg, params: Mapping[str, Any]) -> tuple[st
     pending = _before(conn, pg, params)
     if pending is None or not pending.deferred:
         return pg.sql, args
-    row = params[pg.session_row] if pg.session_row is not None else None
-    if not pg.tables or pg.sql[:15].upper().startswith("WITH RECURSIVE") or not _apart(pending.deferred, pg, row):
+    if not pg.tables or pg.sql[:15].upper() == "WITH RECURSIVE " or not _apart(pending.deferred, pg, pg.keys(params)):
         send_deferred(conn)  # SQL text that names no table, or it touches their rows
         return pg.sql, args
     deferred = pending.deferred
     sql = _combined([d for d, _, _ in deferred], pg)
+    if sql is None:  # their CTEs' names clash with its own
+        send_deferred(conn)
+        return pg.sql, args
     carried = [a for _, xs, _ in deferred for a in xs]
     _sending(pending)
     return sql, carried + args
