@@ -101,6 +101,7 @@ class Service:
     def __init__(self, store: EventStore, on_commit: Callable[[], None] | None = None) -> None:
         self.store = store
         self._on_commit = on_commit
+        self._reads_ahead = store.dialect == "postgresql"  # SQLite's batch reads nothing ahead
 
     async def execute(self, caller: Caller, cmd: AnyCommand, correlation_id: str | None = None) -> Outcome:
         """Decide and commit one command; DomainErrors that write nothing are raised."""
@@ -126,7 +127,7 @@ class Service:
         started = time.perf_counter()
         # A heartbeat's one read is its session's row: a batch may read those of all at once.
         ahead = None
-        if isinstance(cmd, READS_OWN_SESSION_FIRST):
+        if self._reads_ahead and isinstance(cmd, READS_OWN_SESSION_FIRST):
             ahead = session_read_ahead(caller.workspace, cmd.session_id)
         try:
             outcome = await self.store.transact(run, read_ahead=ahead)

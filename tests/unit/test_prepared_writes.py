@@ -40,6 +40,10 @@ def test_a_statement_s_own_ctes_are_lifted_in_front_of_it() -> None:
     assert ctes == [("x", "x AS (SELECT '(' || E'\\x01)' || 'it''s)' FROM t)"), ("y", "y AS (SELECT 1)")]
     assert body == "SELECT * FROM x"
     assert _split_with("UPDATE t SET a = 1") == ([], "UPDATE t SET a = 1")
+    # shapes it does not read are left whole (the writes are then sent alone)
+    assert _split_with("WITH x(a) AS (SELECT 1) SELECT a FROM x") is None
+    assert _split_with("WITH x AS MATERIALIZED (SELECT 1) SELECT * FROM x") is None
+    assert _split_with("WITH x AS (SELECT 1 SELECT * FROM x") is None
 
 
 def test_writes_with_ctes_of_their_own_combine_unless_the_names_clash() -> None:

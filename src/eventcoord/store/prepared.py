@@ -301,7 +301,11 @@ def _combined(statements: Sequence[_Pg], main: _Pg | None = None) -> str | None:
     offset = 0
     main_body = _ALONE
     for i, pg in enumerate([*statements, *([main] if main is not None else [])]):
-        own, body = _split_with(_shifted(pg.sql, offset))
+        split = _split_with(_shifted(pg.sql, offset))
+        if split is None:  # a WITH list this cannot read: sent alone
+            _COMBINED[key] = None
+            return None
+        own, body = split
         offset += len(pg.names)
         for name, text in own:
             if name in names:
@@ -321,16 +325,20 @@ def _combined(statements: Sequence[_Pg], main: _Pg | None = None) -> str | None:
 _CTE = re.compile(r"\s*(\w+)\s+AS\s*\(", re.IGNORECASE)
 
 
-def _split_with(sql: str) -> tuple[list[tuple[str, str]], str]:
-    """A statement's own CTEs (``name``, ``name AS (…)``) and the statement after them."""
+def _split_with(sql: str) -> tuple[list[tuple[str, str]], str] | None:
+    """A statement's own CTEs (``name``, ``name AS (…)``) and the statement after them;
+    None for a WITH list of another shape (column lists, ``MATERIALIZED`` …)."""
     if sql[:5].upper() != "WITH ":
         return [], sql
     ctes: list[tuple[str, str]] = []
     at = 5
     while True:
         m = _CTE.match(sql, at)
-        assert m is not None, f"not a WITH list a statement can be lifted from: {sql[:80]!r}"
+        if m is None:
+            return None
         close = _closing(sql, m.end() - 1)
+        if close < 0:
+            return None
         ctes.append((m.group(1), sql[m.start(1) : close + 1]))
         at = close + 1
         rest = sql[at:].lstrip()
@@ -340,7 +348,7 @@ def _split_with(sql: str) -> tuple[list[tuple[str, str]], str]:
 
 
 def _closing(sql: str, opening: int) -> int:
-    """The index of the parenthesis closing the one at ``opening`` (literals skipped)."""
+    """The index of the parenthesis closing the one at ``opening`` (literals skipped; -1: none)."""
     depth, i, n = 0, opening, len(sql)
     while i < n:
         c = sql[i]
@@ -361,7 +369,7 @@ def _closing(sql: str, opening: int) -> int:
             if depth == 0:
                 return i
         i += 1
-    raise AssertionError(f"unbalanced parentheses: {sql[:80]!r}")
+    return -1  # unbalanced
 
 
 def _shifted(sql: str, offset: int) -> str:
@@ -419,9 +427,10 @@ def _statement(conn: Connection, pg: _Pg, params: Mapping[str, Any]) -> tuple[st
     """The SQL and arguments to send for ``pg`` in the running PostgreSQL batch, if any.
 
     The deferred writes it may not pass are sent first; those touching none of its
-    tables (or only other rows of them, by ``Prepared(rows=…)``) go with it, as CTEs in front of it: run with
-    its snapshot, which they do not change for it. That saves their round trip: in a fast
-    pass the writes a command leaves behind usually go with the next command's first read.
+    tables (or only other rows of them, by ``Prepared(rows=…)``) go with it, as CTEs in
+    front of it: run with its snapshot, which they do not change for it. That saves their
+    round trip: in a fast pass the writes a command leaves behind usually go with the next
+    command's first read.
     """
     args = pg.args(params)
     pending = _before(conn, pg, params)
