@@ -61,6 +61,8 @@ def _run(
         if life:
             if type(e) is AgentHeartbeat:
                 if carry:
+                    # Its command read the row locked (load_session(lock=True)): the batch's
+                    # end statement writes what is carried, and must wait for no row lock.
                     assert b is not None
                     folded.flush(conn, e.session_id)  # its signs of life so far go first
                     _carried(b).heartbeat(r)

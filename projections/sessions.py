@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from msgspec import UNSET
 from sqlalchemy import Boolean, Connection, bindparam, cast, literal_column, null, update
 from sqlalchemy.types import NullType
@@ -147,6 +149,21 @@ def _write_many(conn: Connection, pending: dict[str, _Pending]) -> None:
             stmt.many(conn, params)
 
 
+#: PostgreSQL: what ``_write_many`` writes, as one statement over arrays (``$1…$6``), so a
+#: batch's end statement can carry it (``pg_writer.end_statement``). Per session: the
+#: heartbeats counted, the last one's time and declaration, then the sign of life after.
+_LIVENESS_ARRAYS = (
+    "UPDATE sessions AS s SET heartbeats = s.heartbeats + v.n,"
+    " working_on = CASE WHEN v.declared THEN v.working_on ELSE s.working_on END,"
+    " last_seen_us = CASE"
+    " WHEN v.after > 0 AND s.ended_us IS NULL"
+    " AND v.after > (CASE WHEN v.n > 0 THEN v.seen ELSE s.last_seen_us END) THEN v.after"
+    " WHEN v.n > 0 THEN v.seen ELSE s.last_seen_us END"
+    " FROM unnest($1::varchar[], $2::bigint[], $3::bigint[], $4::boolean[], $5::varchar[], $6::bigint[])"
+    " AS v(sid, n, seen, declared, working_on, after) WHERE s.session_id = v.sid"
+)
+
+
 class Liveness:
     """The ``sessions`` rows' signs of life of one ``apply`` call, folded per session.
 
@@ -195,6 +212,24 @@ class Liveness:
     def has(self, sid: str) -> bool:
         """Whether something is pending for session ``sid``."""
         return sid in self._pending
+
+    def as_arrays(self) -> tuple[str, list[Any]]:
+        """Everything pending as one PostgreSQL statement and its arguments; forgets it.
+
+        Only for rows the transaction already holds locked (a batch's carried heartbeats:
+        each was locked by its own read): the statement then waits for no lock.
+        """
+        items = list(self._pending.items())
+        self._pending.clear()
+        columns: list[Any] = [
+            [sid for sid, _ in items],
+            [p.beats for _, p in items],
+            [p.seen for _, p in items],
+            [p.declared for _, p in items],
+            [p.working_on for _, p in items],
+            [p.after for _, p in items],
+        ]
+        return _LIVENESS_ARRAYS, columns
 
     def flush(self, conn: Connection, sid: str | None = None) -> None:
         """Write what is pending (of one session, or all)."""

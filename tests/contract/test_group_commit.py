@@ -580,18 +580,38 @@ async def test_a_batch_of_heartbeats_reads_every_session_at_once_and_writes_them
         pytest.skip("round trips to the database are PostgreSQL's cost")
     service = Service(store)
     sids = [await _register(service, f"a{i}") for i in range(16)]
+    before = await store.query(
+        lambda conn: dict(conn.execute(select(sessions_table.c.session_id, sessions_table.c.last_seen_us)).all())
+    )
+    # every other one declares what it works on (written with the batch's end statement)
+    beats = [
+        {"type": "heartbeat_agent", "session_id": s, **({"working_on": f"P-{i}"} if i % 2 else {})}
+        for i, s in enumerate(sids)
+    ]
     with statements_sent() as sent:
-        answers = await asyncio.gather(*(execute(service, {"type": "heartbeat_agent", "session_id": s}) for s in sids))
+        answers = await asyncio.gather(*(execute(service, body) for body in beats))
     assert all(isinstance(a, Outcome) and a.status == 200 for a in answers)
     # BEGIN, the clock, one read of every session (ahead of the commands), the carried
     # heartbeats, the end, COMMIT (the first heartbeat may be a batch of its own, with a
     # read of its own: the writer was idle).
     assert sum("SKIP LOCKED" in q for q in sent) == 1, sent
-    assert len(sent) <= 6 + 5, sent
+    assert len(sent) <= 5 + 5, sent
     rows = await store.query(
-        lambda conn: dict(conn.execute(select(sessions_table.c.session_id, sessions_table.c.heartbeats)).all())
+        lambda conn: {
+            sid: (n, seen, on)
+            for sid, n, seen, on in conn.execute(
+                select(
+                    sessions_table.c.session_id,
+                    sessions_table.c.heartbeats,
+                    sessions_table.c.last_seen_us,
+                    sessions_table.c.working_on,
+                )
+            )
+        }
     )
-    assert all(rows[s] == 1 for s in sids), rows
+    for i, s in enumerate(sids):
+        n, seen, on = rows[s]
+        assert n == 1 and seen > before[s] and on == (f"P-{i}" if i % 2 else None), (s, rows[s])
 
 
 async def test_a_command_s_writes_go_with_the_next_command_s_first_statement(store: Any, backend: str) -> None:

@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -154,13 +155,17 @@ AGAIN = Again()
 Outcome = tuple[str, Any] | Again | None
 
 
-def end_statement(renumber: frozenset[str] | None = None) -> str:
+def end_statement(renumber: frozenset[str] | None = None, carried: str | None = None) -> str:
     """Advance the counter, move stream heads, insert the events, renumber: one statement.
 
     ``renumber``: the tables whose position columns may hold the batch's provisional
     positions (those its statements wrote; None: every table with one). Each table
     renumbered costs an index probe even when it holds none, so a batch of heartbeats,
     which write no position, renumbers nothing.
+
+    ``carried``: a statement writing the sessions' carried liveness (``$1…$n`` of its own,
+    here from ``$12``), run as one more CTE. Its rows are all held by this transaction
+    already (each by its heartbeat's read), so it waits for no lock under the counter's.
 
     ``$1`` the number of staged events, ``$2…$8`` their columns, ``$9…$10`` the batch's
     provisional range ``[lo, hi)`` (a provisional ``p`` becomes ``p - lo + base + 1``),
@@ -205,6 +210,8 @@ def end_statement(renumber: frozenset[str] | None = None) -> str:
             f"r{i} AS (UPDATE {table} SET {col} = {table}.{col} - $9 + h.base + 1 FROM h "
             f"WHERE {table}.{col} >= $9 AND {table}.{col} < $10)"
         )
+    if carried is not None:
+        ctes.append(f"carried AS ({_PARAM.sub(lambda m: f'${int(m.group(1)) + 11}', carried)})")
     # With nothing to renumber the range is still bound: typed here, it is not read.
     unread = "" if columns else ", $9::bigint, $10::bigint"
     return (
@@ -216,8 +223,9 @@ def end_statement(renumber: frozenset[str] | None = None) -> str:
     )
 
 
-#: End statements by the tables they renumber (a few kinds of batch, a few texts).
-_END: dict[frozenset[str] | None, str] = {}
+#: End statements by the tables they renumber and what they carry (a few kinds of batch).
+_END: dict[tuple[frozenset[str] | None, str | None], str] = {}
+_PARAM = re.compile(r"\$(\d+)")
 
 
 @functools.cache
@@ -415,10 +423,13 @@ def _attempt(
                     return _Abort(None if b.mixed else i, e)
                 outcomes[i] = failed(job, e, first)
             first = False
-        if b.liveness is not None or b.deferred:
+        if b.deferred or (b.liveness is not None and not b.appended):
             try:
-                send_carried(conn)
+                # The carried liveness goes with the end statement (its rows are ours):
+                # only a batch that appended nothing, and so has no end statement, sends it.
                 send_deferred(conn)
+                if not b.appended:
+                    send_carried(conn)
             except Exception as e:  # e.g. a row another batch holds: decide them carefully
                 if connection_lost(e):
                     raise
@@ -458,11 +469,13 @@ def _end(b: Batch) -> tuple[Resolve, tuple[int, int] | None]:
     resolve: Resolve = identity
     clock = None
     if b.appended:
-        key = None if b.renumber is None else frozenset(b.renumber & _position_tables())
-        sql = _END.get(key)
+        renumber = None if b.renumber is None else frozenset(b.renumber & _position_tables())
+        carried, carried_args = (None, []) if b.liveness is None else b.liveness.as_arrays()
+        b.liveness = None
+        sql = _END.get((renumber, carried))
         if sql is None:
-            sql = _END[key] = end_statement(key)
-        row = await_(b.raw.fetchrow(sql, b.appended, *b.events, b.lo, b.next, b.usual_lock_timeout))
+            sql = _END[(renumber, carried)] = end_statement(renumber, carried)
+        row = await_(b.raw.fetchrow(sql, b.appended, *b.events, b.lo, b.next, b.usual_lock_timeout, *carried_args))
         resolve = b.resolver(int(row[0]), row[1])
         clock = (int(row[2]), int(row[3]))
     if b.answers:
