@@ -41,6 +41,19 @@ _INSERT_CLAIM = Prepared(
         claimed_us=bindparam("at"),
     )
 )
+#: PostgreSQL: a claim's paths in one statement over arrays, so the batch can defer it
+#: (``Prepared.write``) and send it with its next statement, where ``executemany`` is a
+#: round trip of its own.
+_INSERT_CLAIMS_PG = Prepared(
+    lambda d: text(
+        "INSERT INTO file_claims (position, idx, workspace, issue, session_id, actor_key, path, literal_prefix,"
+        " exclusive, claimed_us) SELECT CAST(:position AS bigint), CAST(u.n - 1 AS integer), CAST(:ws AS varchar),"
+        " CAST(:issue AS varchar), CAST(:sid AS varchar), CAST(:actor AS varchar), u.path, u.prefix,"
+        " CAST(:exclusive AS boolean), CAST(:at AS bigint)"
+        " FROM unnest(CAST(:paths AS varchar[]), CAST(:prefixes AS varchar[])) WITH ORDINALITY AS u(path, prefix, n)"
+    ),
+    writes="file_claims",
+)
 #: An issue's live key on PostgreSQL (NULL once released): ``ix_file_claims_issue_live_key``
 #: is the only index on it; ``issue_key`` builds the value it is compared with.
 PG_ISSUE_KEY = "(CASE WHEN released_us IS NULL THEN workspace || E'\\x01' || issue END)"
@@ -89,6 +102,22 @@ def files_claimed(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, FilesClaimed)
     ws = r.metadata.workspace
+    if conn.dialect.name == "postgresql":
+        _INSERT_CLAIMS_PG.write(
+            conn,
+            {
+                "position": r.position,
+                "ws": ws,
+                "issue": e.issue,
+                "sid": e.session_id,
+                "actor": e.actor_key,
+                "exclusive": e.exclusive,
+                "at": r.recorded_us,
+                "paths": list(e.paths),
+                "prefixes": [literal_prefix(path) for path in e.paths],
+            },
+        )
+        return
     _INSERT_CLAIM.many(
         conn,
         [

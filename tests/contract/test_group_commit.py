@@ -661,3 +661,28 @@ async def test_a_session_row_read_ahead_is_not_used_once_the_batch_wrote_it(stor
     assert isinstance(end, Outcome) and end.status == 200, end
     assert isinstance(beat, DomainError) and beat.code == "SESSION_NOT_LIVE", beat
     assert isinstance(other_beat, Outcome) and other_beat.status == 200, other_beat
+
+
+async def test_a_file_claim_s_paths_go_with_the_next_command_s_first_statement(store: Any, backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("round trips to the database are PostgreSQL's cost")
+    service = Service(store)
+    sids = [await _register(service, f"a{i}") for i in range(16)]
+    with statements_sent() as sent:
+        answers = await asyncio.gather(
+            *(
+                execute(
+                    service,
+                    {"type": "claim_files", "session_id": s, "issue": f"P-{i}", "paths": [f"src/{i}/", f"doc/{i}.md"]},
+                )
+                for i, s in enumerate(sids)
+            )
+        )
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
+    # Per claim: its session, the workspace's lock, the probes; its paths go with the next
+    # claim's first read (and the first claim may be a batch of its own).
+    assert len(sent) <= 3 * len(sids) + 5 + 7, sent
+    claims = await store.query(
+        lambda conn: conn.execute(text("SELECT issue, idx, path FROM file_claims ORDER BY position, idx")).all()
+    )
+    assert claims == [row for i in range(16) for row in ((f"P-{i}", 0, f"src/{i}/"), (f"P-{i}", 1, f"doc/{i}.md"))]
