@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, bindparam, literal, null, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import Executable, Update
 
 from eventcoord.events import HandoffNoted, LeaseGranted, LeaseReleased, ProjectConfigured
 from eventcoord.store.log import RecordedEvent
@@ -57,8 +57,11 @@ _INSERT_LEASE = Prepared(
         granted_us=bindparam("at"),
     )
 )
-_RELEASE_LEASE = Prepared(
-    lambda d: (
+
+
+def _release() -> Update:
+    """Release an issue's unreleased lease (binds ``ws``, ``issue``, ``at``, ``reason``)."""
+    return (
         update(leases)
         .where(
             (leases.c.workspace == bindparam("ws"))
@@ -66,9 +69,10 @@ _RELEASE_LEASE = Prepared(
             & leases.c.released_us.is_(None)
         )
         .values(released_us=bindparam("at"), release_reason=bindparam("reason"))
-        .returning(leases.c.project)
     )
-)
+
+
+_RELEASE_LEASE = Prepared(lambda d: _release().returning(leases.c.project))
 
 
 def _count_unreleased(dialect: str) -> Executable:
@@ -123,17 +127,7 @@ def _release_counted() -> Executable:
     The release's ``RETURNING`` feeds the count as a data-modifying CTE, so the pair is one
     deferrable write (``Prepared.write``) rather than a read of the project, then a write.
     """
-    released = (
-        update(leases)
-        .where(
-            (leases.c.workspace == bindparam("ws"))
-            & (leases.c.issue == bindparam("issue"))
-            & leases.c.released_us.is_(None)
-        )
-        .values(released_us=bindparam("at"), release_reason=bindparam("reason"))
-        .returning(leases.c.workspace, leases.c.project)
-        .cte("released")
-    )
+    released = _release().returning(leases.c.workspace, leases.c.project).cte("released")
     count = postgresql.insert(project_leases).from_select(
         ["workspace", "project", "unreleased"], select(released.c.workspace, released.c.project, literal(-1))
     )
