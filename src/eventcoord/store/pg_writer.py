@@ -51,6 +51,12 @@ rolled back, and
   (refusals included) may stand. In that pass a failing command is rolled back to its own
   savepoint, which also releases the row locks it took; its neighbours keep theirs.
 
+A fast pass also carries each command's read-model writes to the batch's next statement
+and its heartbeats' writes to the end (``prepared.py``): a statement that failed while
+carrying an earlier command's writes cannot tell whose failed, so it has no victim and
+every command is decided again in the careful pass, which carries nothing (each command
+sends its own writes inside its savepoint).
+
 After an abort the next batches start with savepoints directly (contention comes in runs).
 A job re-run for a lost race counts an attempt; after ``RETRIES`` the client gets 409
 ``CONCURRENCY``. Re-running for a lock wait cut short or for a :class:`Requeue` is not a
@@ -308,7 +314,7 @@ def _message(e: BaseException) -> str:
 @dataclass(slots=True)
 class _Abort:
     """The fast pass was rolled back because job ``index`` raised ``error`` (None: no one
-    job did; the signs of life carried to the end failed to be written)."""
+    job can be blamed: a statement carrying earlier commands' writes failed)."""
 
     index: int | None
     error: BaseException
