@@ -118,10 +118,10 @@ class Batch:
         self.deferred: list[tuple[Any, list[Any], Any]] = []
         #: Where the running command's own deferred writes begin.
         self.own = 0
-        #: Sessions rows read ahead for the pass's commands (``session_rows``), by the
-        #: statement that read them and the session: its workspace and the row. A statement
-        #: that may write a row of ``sessions`` forgets it (or all, when it cannot say which).
-        self.sessions_read: dict[tuple[Any, str], tuple[str, tuple[Any, ...]]] = {}
+        #: Sessions rows read ahead for the pass's commands (``session_rows``), by session:
+        #: the statement that read it, its workspace and the row. A statement that may write
+        #: a row of ``sessions`` forgets it (or all, when it cannot say which).
+        self.sessions_read: dict[str, tuple[Any, str, tuple[Any, ...]]] = {}
         #: Whether a statement of the running command carried an earlier command's writes:
         #: if it failed, it cannot tell whose write it was.
         self.mixed = False

@@ -82,7 +82,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -98,7 +97,7 @@ from eventcoord.errors import ConcurrencyError, DomainError, StoreError
 from eventcoord.store import batch, session_rows, stats
 from eventcoord.store.batch import Batch, Requeue, Resolve, identity
 from eventcoord.store.log import Pending
-from eventcoord.store.prepared import send_carried, send_deferred
+from eventcoord.store.prepared import send_carried, send_deferred, shifted
 from eventcoord.store.session_rows import SessionRead
 
 #: Commands decided in one transaction at most (more wait for the next batch). Each one
@@ -217,7 +216,7 @@ def end_statement(renumber: frozenset[str] | None = None, carried: str | None = 
             f"WHERE {table}.{col} >= $9 AND {table}.{col} < $10)"
         )
     if carried is not None:
-        ctes.append(f"carried AS ({_PARAM.sub(lambda m: f'${int(m.group(1)) + 11}', carried)})")
+        ctes.append(f"carried AS ({shifted(carried, 11)})")
     # With nothing to renumber the range is still bound: typed here, it is not read.
     unread = "" if columns else ", $9::bigint, $10::bigint"
     return (
@@ -231,7 +230,6 @@ def end_statement(renumber: frozenset[str] | None = None, carried: str | None = 
 
 #: End statements by the tables they renumber and what they carry (a few kinds of batch).
 _END: dict[tuple[frozenset[str] | None, str | None], str] = {}
-_PARAM = re.compile(r"\$(\d+)")
 
 
 @functools.cache

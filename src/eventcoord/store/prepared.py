@@ -233,14 +233,10 @@ class Prepared:
             pending = batch.current(conn)
             pg = self._asyncpg()
             if pending is not None and pg.target is not None:  # else not a write it can place: sent now
-                if pending.sessions_read:
-                    forget_sessions_read(pending, pg, params)
-                if pending.liveness is not None and _meets_carried(pending, pg, params):
-                    send_carried(conn)  # the signs of life carried go first: in order
+                _before(conn, pg, params)  # the signs of life carried for its row go first
                 keys = pg.keys(params)
                 if pending.deferred and not _apart(pending.deferred, pg, keys):
                     send_deferred(conn)  # it touches what a deferred write changes: in order
-                pending.touch(pg.writes_to)
                 pending.deferred.append((pg, pg.args(params), keys))
                 return
         self.run(conn, params)
@@ -301,7 +297,7 @@ def _combined(statements: Sequence[_Pg], main: _Pg | None = None) -> str | None:
     offset = 0
     main_body = _ALONE
     for i, pg in enumerate([*statements, *([main] if main is not None else [])]):
-        split = _split_with(_shifted(pg.sql, offset))
+        split = _split_with(shifted(pg.sql, offset))
         if split is None:  # a WITH list this cannot read: sent alone
             _COMBINED[key] = None
             return None
@@ -372,7 +368,7 @@ def _closing(sql: str, opening: int) -> int:
     return -1  # unbalanced
 
 
-def _shifted(sql: str, offset: int) -> str:
+def shifted(sql: str, offset: int) -> str:
     """``sql`` with its parameters ``$n`` renumbered ``$(n + offset)``."""
     return _PARAM.sub(lambda m: f"${int(m.group(1)) + offset}", sql) if offset else sql
 
@@ -456,21 +452,19 @@ def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None) -> batc
     if pending is not None:
         pending.touch(pg.writes_to)
         if pending.sessions_read:
-            forget_sessions_read(pending, pg, params)
+            _forget_sessions_read(pending, pg, params)
         if pending.liveness is not None and _meets_carried(pending, pg, params):
             send_carried(conn)
     return pending
 
 
-def forget_sessions_read(pending: batch.Batch, pg: _Pg | None, params: Mapping[str, Any] | None) -> None:
-    """A statement (None: one whose tables are unknown) is about to run or be deferred: the
-    ``sessions`` rows read ahead that it may write no longer hold (``session_rows``)."""
-    if pg is not None and pg.writes_to is not None and "sessions" not in pg.writes_to:
+def _forget_sessions_read(pending: batch.Batch, pg: _Pg, params: Mapping[str, Any] | None) -> None:
+    """``pg`` is about to run or be deferred: the ``sessions`` rows read ahead that it may
+    write no longer hold (``session_rows``)."""
+    if pg.writes_to is not None and "sessions" not in pg.writes_to:
         return
-    if pg is not None and pg.session_row is not None and params is not None:
-        sid = params[pg.session_row]
-        for key in [k for k in pending.sessions_read if k[1] == sid]:
-            del pending.sessions_read[key]
+    if pg.session_row is not None and params is not None:
+        pending.sessions_read.pop(params[pg.session_row], None)
     else:
         pending.sessions_read.clear()
 

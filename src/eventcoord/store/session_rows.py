@@ -50,7 +50,7 @@ def read_ahead(conn: Connection, reads: Sequence[SessionRead]) -> None:
         pairs = sorted({(r.workspace, r.session_id) for r in wanted})
         rows = statement.rows(conn, {"ws": [w for w, _ in pairs], "sid": [s for _, s in pairs]})
         for row in rows:
-            b.sessions_read[(statement, row[1])] = (row[0], tuple(row[1:]))
+            b.sessions_read[row[1]] = (statement, row[0], tuple(row[1:]))
 
 
 def read(conn: Connection, statement: Prepared, workspace: str, session_id: str) -> Sequence[Any] | None:
@@ -59,9 +59,9 @@ def read(conn: Connection, statement: Prepared, workspace: str, session_id: str)
     b = batch.current(conn)
     if b is None or not b.sessions_read:
         return None
-    found = b.sessions_read.get((statement, session_id))
-    if found is None or found[0] != workspace:
+    found = b.sessions_read.get(session_id)
+    if found is None or found[0] is not statement or found[1] != workspace:
         return None
     if b.liveness is not None and b.liveness.has(session_id):
         return None  # a heartbeat of it is carried: its own read sends that first
-    return found[1]
+    return found[2]
