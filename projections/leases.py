@@ -44,7 +44,9 @@ def _upsert_issue(dialect: str) -> Executable:
     )
 
 
-_UPSERT_ISSUE = Prepared(_upsert_issue)
+# Each names the one row it writes (``rows``): a claim's writes may then go with the next
+# claim's reads of other rows (``handlers/issues._CLAIM_READS``).
+_UPSERT_ISSUE = Prepared(_upsert_issue, rows={"issues": ("ws", "issue")})
 _INSERT_LEASE = Prepared(
     lambda d: leases.insert().values(
         lease_id=bindparam("id"),
@@ -55,7 +57,8 @@ _INSERT_LEASE = Prepared(
         actor_key=bindparam("actor"),
         fencing_token=bindparam("token"),
         granted_us=bindparam("at"),
-    )
+    ),
+    rows={"leases": ("ws", "issue")},
 )
 
 
@@ -86,15 +89,17 @@ def _count_unreleased(dialect: str) -> Executable:
     )
 
 
-_COUNT_UNRELEASED = Prepared(_count_unreleased)
+_COUNT_UNRELEASED = Prepared(_count_unreleased, rows={"project_leases": ("ws", "project")})
 
 
 _ISSUE = (issues.c.workspace == bindparam("ws")) & (issues.c.issue == bindparam("issue"))
 _DELAY_FROM = Prepared(
-    lambda d: update(issues).where(_ISSUE).values(delay_from_us=bindparam("at"), delay_session_id=bindparam("sid"))
+    lambda d: update(issues).where(_ISSUE).values(delay_from_us=bindparam("at"), delay_session_id=bindparam("sid")),
+    rows={"issues": ("ws", "issue")},
 )
 _HANDOFF_NOTE = Prepared(
-    lambda d: update(issues).where(_ISSUE).values(handoff_note=bindparam("note"), handoff_session_id=bindparam("sid"))
+    lambda d: update(issues).where(_ISSUE).values(handoff_note=bindparam("note"), handoff_session_id=bindparam("sid")),
+    rows={"issues": ("ws", "issue")},
 )
 
 

@@ -98,6 +98,7 @@ _SIGN_OF_LIFE = Prepared(
         .values(last_seen_us=bindparam("seen"))
     ),
     session_row="sid",
+    life_only=True,
 )
 
 

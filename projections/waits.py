@@ -60,7 +60,8 @@ _LEAVE_LINE = Prepared(
         & (waits.c.workspace == bindparam("ws"))
         & (waits.c.kind == bindparam("kind"))
         & (waits.c.key == bindparam("key"))
-    )
+    ),
+    rows={"waits": ("ws", "key")},  # a claim's reads of another issue's line may go with it
 )
 _LEAVE_FILES = Prepared(
     lambda d: delete(waits).where(

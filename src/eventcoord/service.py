@@ -23,8 +23,7 @@ from eventcoord.codec import EventMetadata, encode, event_type
 from eventcoord.commands import AnyCommand
 from eventcoord.context import Caller, Context, Decision
 from eventcoord.errors import DomainError, ErrorCode
-from eventcoord.handlers import HANDLERS, READS_OWN_SESSION_FIRST
-from eventcoord.handlers.common import session_read_ahead
+from eventcoord.handlers import HANDLERS, read_ahead
 from eventcoord.store import answers, dbclock, log
 from eventcoord.store.base import EventStore
 from eventcoord.store.log import NewEvent
@@ -125,10 +124,9 @@ class Service:
 
         kind = str(cmd.__struct_config__.tag)
         started = time.perf_counter()
-        # A heartbeat's one read is its session's row: a batch may read those of all at once.
-        ahead = None
-        if self._reads_ahead and isinstance(cmd, READS_OWN_SESSION_FIRST):
-            ahead = session_read_ahead(caller.workspace, cmd.session_id)
+        # A heartbeat's one read is its session's row, a claim's first lock its project's
+        # guard: a batch may read or lock those of all at once.
+        ahead = read_ahead(caller.workspace, cmd) if self._reads_ahead else None
         try:
             outcome = await self.store.transact(run, read_ahead=ahead)
         except DomainError as e:

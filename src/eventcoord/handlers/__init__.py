@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from eventcoord import commands as c
 from eventcoord.context import Handler
+from eventcoord.domain import streams
 from eventcoord.handlers import (
     files,
     issues,
@@ -18,6 +19,8 @@ from eventcoord.handlers import (
     tokens,
     waits,
 )
+from eventcoord.handlers.common import guard_lock_ahead, session_read_ahead
+from eventcoord.store.base import ReadAhead
 
 HANDLERS: dict[type[c.Command], Handler] = {
     # sessions
@@ -53,3 +56,14 @@ HANDLERS: dict[type[c.Command], Handler] = {
 #: Commands whose first read is their own session's row, locked: a PostgreSQL batch may
 #: read those of all its commands in one statement (``store/session_rows.py``).
 READS_OWN_SESSION_FIRST = (c.HeartbeatAgent, c.EndAgent)
+
+
+def read_ahead(workspace: str, cmd: c.Command) -> ReadAhead | None:
+    """What ``cmd``'s handler reads or locks first, which a PostgreSQL batch may read or
+    lock for all its commands in one statement (``store/session_rows.py``,
+    ``store/held_locks.py``); None: nothing of the kind."""
+    if isinstance(cmd, READS_OWN_SESSION_FIRST):
+        return session_read_ahead(workspace, cmd.session_id)
+    if isinstance(cmd, c.ClaimIssue):  # its project's guard (load_session_and_lock_guard)
+        return guard_lock_ahead(workspace, streams.project(cmd.project))
+    return None

@@ -18,7 +18,8 @@ from eventcoord.auth import authorize_session
 from eventcoord.context import Context
 from eventcoord.domain.sessions import SessionState
 from eventcoord.projections.tables import sessions
-from eventcoord.store import session_rows
+from eventcoord.store import held_locks, session_rows
+from eventcoord.store.held_locks import GuardLock
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import guards
 from eventcoord.store.session_rows import SessionRead
@@ -112,11 +113,13 @@ def load_session_and_lock_guard(conn: Connection, ctx: Context, session_id: str,
     of the batch, so a refusal after it keeps that row (harmless: a lock row, in no read
     model) rather than rolling the batch back.
     """
-    if conn.dialect.name != "postgresql":
+    lock = held_locks.guard(ctx.workspace, key)
+    if conn.dialect.name != "postgresql" or held_locks.held(conn, lock):
         session = load_session(conn, ctx, session_id)
         lock_guard(conn, ctx.workspace, key)
         return session
     row = _SESSION_LOCKING_GUARD.first(conn, {"sid": session_id, "ws": ctx.workspace, "key": key})
+    held_locks.hold(conn, lock)
     return None if row is None else own_session(ctx, row)
 
 
@@ -155,5 +158,35 @@ _LOCK_GUARD = Prepared(_lock_guard)
 
 
 def lock_guard(conn: Connection, workspace: str, key: str) -> None:
-    """Lock (creating it if missing) the guard row ``key`` of a workspace until commit."""
+    """Lock (creating it if missing) the guard row ``key`` of a workspace until commit.
+
+    A PostgreSQL batch's fast pass that holds it already sends nothing (``held_locks``).
+    """
+    lock = held_locks.guard(workspace, key)
+    if held_locks.held(conn, lock):
+        return
     _LOCK_GUARD.run(conn, {"ws": workspace, "key": key})
+    held_locks.hold(conn, lock)
+
+
+#: PostgreSQL: many guard rows (``ws`` and ``key`` in pairs) locked at once for a batch, in
+#: key order: the missing ones inserted (ours until commit), the existing ones locked,
+#: skipping any another transaction holds. Its rows are the guards it holds afterwards
+#: (the main query does not see the rows its CTE inserts: one snapshot).
+_GUARDS_AHEAD = Prepared(
+    lambda d: text(
+        "WITH wanted AS (SELECT * FROM unnest(CAST(:ws AS text[]), CAST(:key AS text[])) AS w(workspace, key)),"
+        " inserted AS (INSERT INTO guards (workspace, key) SELECT workspace, key FROM wanted"
+        " ORDER BY workspace, key ON CONFLICT DO NOTHING RETURNING workspace, key)"
+        " SELECT workspace, key FROM inserted UNION ALL SELECT workspace, key FROM"
+        " (SELECT g.workspace, g.key FROM guards AS g JOIN wanted AS w ON g.workspace = w.workspace AND g.key = w.key"
+        " ORDER BY g.workspace, g.key FOR UPDATE OF g SKIP LOCKED) AS locked"
+    ),
+    writes="guards",
+)
+
+
+def guard_lock_ahead(workspace: str, key: str) -> GuardLock:
+    """What a command that first locks a guard (``load_session_and_lock_guard``) can have
+    locked ahead by a PostgreSQL batch."""
+    return GuardLock(_GUARDS_AHEAD, workspace, key)

@@ -25,6 +25,7 @@ from eventcoord.errors import DomainError
 from eventcoord.events import WaitStarted
 from eventcoord.handlers.common import WS, load_session, load_sessions
 from eventcoord.projections.files import PG_ISSUE_KEY, issue_key
+from eventcoord.store import held_locks
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import workspaces
 
@@ -42,11 +43,18 @@ _LOCK_WORKSPACE = Prepared(lambda d: select(workspaces.c.name).where(workspaces.
 
 
 def lock_workspace(conn: Connection, ctx: Context) -> None:
-    """Serialise every claim_files of the workspace until commit (PostgreSQL row lock)."""
+    """Serialise every claim_files of the workspace until commit (PostgreSQL row lock).
+
+    A PostgreSQL batch's fast pass that holds it already sends nothing (``held_locks``).
+    """
+    lock = ("workspaces", ctx.workspace)
+    if held_locks.held(conn, lock):
+        return
     params = {"ws": ctx.workspace}
     if _LOCK_WORKSPACE.first(conn, params) is None:  # created on first use (the lock row of workspace-wide guards)
         _INSERT_WORKSPACE.run(conn, {"ws": ctx.workspace, "at": ctx.now_us})
         _LOCK_WORKSPACE.first(conn, params)
+    held_locks.hold(conn, lock)
 
 
 def ancestors(prefix: str) -> set[str]:

@@ -46,7 +46,8 @@ from eventcoord.handlers.waits import join_state, load_line
 from eventcoord.liveness import live_clause
 from eventcoord.projections.sessions import PG_DECLARING_KEY, declaring_key
 from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions, waits
-from eventcoord.store.prepared import Prepared, unindexed
+from eventcoord.store import held_locks
+from eventcoord.store.prepared import Prepared, pending_signs_of_life, unindexed
 
 _RULE_COLUMNS = (projects.c.wip_limit, projects.c.lock_delay_seconds, projects.c.agent_wip_limit)
 _OF_PROJECT = (projects.c.workspace == WS) & (projects.c.project == bindparam("project"))
@@ -129,16 +130,19 @@ _ISSUE_COLUMNS = (
 )
 
 
-def _declaring(dialect: str) -> ColumnElement[bool]:
+def _declaring(dialect: str, revived: bool = False) -> ColumnElement[bool]:
     """The live sessions that declared working on an issue (binds ``declaring``, ``cutoff``).
 
     PostgreSQL compares the declaring key, which only ``ix_sessions_declaring_key`` can
     serve (0013_declaring_key); SQLite the columns, which ``ix_sessions_working_on`` serves.
+    ``revived`` (PostgreSQL): a session in the list ``revived`` counts as live, whatever its
+    ``last_seen_us`` (a sign of life of it is pending in the batch: ``counts_pending_life``).
     """
     if dialect == "postgresql":
-        return (literal_column(PG_DECLARING_KEY) == bindparam("declaring")) & (
-            sessions.c.last_seen_us > bindparam("cutoff")
-        )
+        live: ColumnElement[bool] = sessions.c.last_seen_us > bindparam("cutoff")
+        if revived:
+            live = live | sessions.c.session_id.op("=")(func.any(bindparam("revived")))
+        return (literal_column(PG_DECLARING_KEY) == bindparam("declaring")) & live
     return and_(
         sessions.c.workspace == WS,
         sessions.c.working_on == bindparam("issue"),
@@ -146,7 +150,7 @@ def _declaring(dialect: str) -> ColumnElement[bool]:
     )
 
 
-def _claim_reads(dialect: str) -> Select[Any]:
+def _claim_reads(dialect: str, caller: bool = False) -> Select[Any]:
     """A project's rules, its unreleased leases and an issue's registry row: one round trip.
 
     Primary-key lookups, each LEFT JOINed to a one-row base so that a missing row is NULLs
@@ -156,6 +160,10 @@ def _claim_reads(dialect: str) -> Select[Any]:
     lease, locked (``FOR UPDATE`` in a CTE: PostgreSQL locks no row on the nullable side of
     an outer join). It runs after the project's guard is locked, in a statement of its own,
     so that it reads what the guard's previous holder committed.
+
+    ``caller``: the caller's sessions row (``sid``) too, after the lease's columns (an alias:
+    the declarers' subquery must not be correlated to it), and the declarers count the
+    sessions ``revived`` as live (PostgreSQL).
     """
     lease = _locked_lease(dialect)
     joined = (
@@ -169,9 +177,15 @@ def _claim_reads(dialect: str) -> Select[Any]:
     )
     # Whether anyone waits for the issue or declared working on it: both are rare, and
     # only then are the line and the declarers read (two round trips fewer for a claim).
-    declared = exists().where(_declaring(dialect))
+    declared = exists().where(_declaring(dialect, revived=caller))
     columns = (*_RULE_COLUMNS, project_leases.c.unreleased, *_ISSUE_COLUMNS, _waiting(), declared.label("d"))
-    return select(*columns, *lease.c).select_from(joined)
+    own: tuple[Any, ...] = ()
+    if caller:
+        # By its id alone (the primary key), as _RELEASE_PEEK reads it.
+        me = sessions.alias("caller")
+        joined = joined.outerjoin(me, (me.c.session_id == bindparam("sid")) & (unindexed(me.c.workspace) == WS))
+        own = tuple(me.c[c.name] for c in SESSION_COLUMNS)
+    return select(*columns, *lease.c, *own).select_from(joined)
 
 
 def _waiting() -> Label[bool]:
@@ -185,7 +199,21 @@ def _locked_lease(dialect: str) -> CTE:
     return (_LEASE.with_for_update() if dialect == "postgresql" else _LEASE).cte("lease")
 
 
-_CLAIM_READS = Prepared(_claim_reads)
+#: The rows ``_CLAIM_READS`` reads by key (a read-model write of other rows may go with it).
+_CLAIM_ROWS = {
+    "projects": ("ws", "project"),
+    "project_leases": ("ws", "project"),
+    "issues": ("ws", "issue"),
+    "leases": ("ws", "issue"),
+    "waits": ("ws", "issue"),
+}
+_CLAIM_READS = Prepared(_claim_reads, rows=_CLAIM_ROWS)
+#: Once the batch holds the project's guard (PostgreSQL): ``_CLAIM_READS`` and, after its
+#: columns, the caller's session (unlocked, as ``load_session_and_lock_guard`` reads it), in
+#: one round trip.
+_SESSION_AND_CLAIM_READS = Prepared(
+    lambda d: _claim_reads(d, caller=True), rows={**_CLAIM_ROWS, "sessions": ("sid",)}, counts_pending_life=True
+)
 #: A release's first read: the caller's session and the issue's unreleased lease, unlocked.
 _RELEASE_PEEK = Prepared(
     lambda d: select(*SESSION_COLUMNS, *_LEASE.selected_columns).select_from(
@@ -231,10 +259,12 @@ def lock_project(conn: Connection, ctx: Context, project: str) -> int:
 
 def lock_project_rules(conn: Connection, ctx: Context, project: str) -> ProjectRules:
     """Serialise decisions on a project's cap; returns its configuration (defaults if none)."""
-    if conn.dialect.name == "postgresql":  # one round trip instead of two
-        key = streams.project(project)
-        return _rules(_LOCKED_RULES.first(conn, {"ws": ctx.workspace, "key": key, "project": project}))
-    lock_guard(conn, ctx.workspace, streams.project(project))
+    key = streams.project(project)
+    if conn.dialect.name == "postgresql" and not held_locks.held(conn, held_locks.guard(ctx.workspace, key)):
+        row = _LOCKED_RULES.first(conn, {"ws": ctx.workspace, "key": key, "project": project})  # one round trip
+        held_locks.hold(conn, held_locks.guard(ctx.workspace, key))
+        return _rules(row)
+    lock_guard(conn, ctx.workspace, key)
     return _rules(_RULES.first(conn, {"ws": ctx.workspace, "project": project}))
 
 
@@ -337,7 +367,7 @@ def issue_view_with(
 
 
 def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
-    caller = load_session_and_lock_guard(conn, ctx, cmd.session_id, streams.project(cmd.project))
+    key = streams.project(cmd.project)
     params = {
         "ws": ctx.workspace,
         "project": cmd.project,
@@ -345,8 +375,17 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
         "cutoff": ctx.cutoff_us,
         "declaring": declaring_key(ctx.workspace, cmd.issue),
     }
-    row = _CLAIM_READS.first(conn, params)
-    assert row is not None  # the one-row base
+    row: Sequence[Any] | None
+    if held_locks.held(conn, held_locks.guard(ctx.workspace, key)):  # locked ahead, or by an earlier claim
+        revived = pending_signs_of_life(conn)  # live once written: the declarers count them
+        row = _SESSION_AND_CLAIM_READS.first(conn, {**params, "sid": cmd.session_id, "revived": revived})
+        assert row is not None  # the one-row base
+        session, row = row[-len(SESSION_COLUMNS) :], row[: -len(SESSION_COLUMNS)]
+        caller = None if session[0] is None else own_session(ctx, session)
+    else:
+        caller = load_session_and_lock_guard(conn, ctx, cmd.session_id, key)
+        row = _CLAIM_READS.first(conn, params)
+        assert row is not None  # the one-row base
     rules = _rules(row[_AT_RULES])
     registry = None if row[_AT_ISSUE.start] is None else domain.IssueState(*row[_AT_ISSUE])
     lease = None if row[_AT_LEASE.start] is None else domain.LeaseState(*row[_AT_LEASE])

@@ -18,10 +18,14 @@ from sqlalchemy import Connection
 from eventcoord.codec import EventMetadata, WireEvent
 from eventcoord.events import Event
 from eventcoord.store import dbclock, log
+from eventcoord.store.held_locks import GuardLock
 from eventcoord.store.log import Expected, NewEvent, Pending, RecordedEvent
 from eventcoord.store.session_rows import SessionRead
 
 T = TypeVar("T")
+#: What a command says it reads or locks first, which a PostgreSQL batch may do for all its
+#: commands in one statement (``store/session_rows.py``, ``store/held_locks.py``).
+ReadAhead = SessionRead | GuardLock
 
 
 class EventStore(ABC):
@@ -47,16 +51,16 @@ class EventStore(ABC):
 
     @overload
     async def transact(
-        self, fn: Callable[[Connection], Pending[T]], *, retry: bool = True, read_ahead: SessionRead | None = None
+        self, fn: Callable[[Connection], Pending[T]], *, retry: bool = True, read_ahead: ReadAhead | None = None
     ) -> T: ...
 
     @overload
     async def transact(
-        self, fn: Callable[[Connection], T], *, retry: bool = True, read_ahead: SessionRead | None = None
+        self, fn: Callable[[Connection], T], *, retry: bool = True, read_ahead: ReadAhead | None = None
     ) -> T: ...
 
     async def transact(
-        self, fn: Callable[[Connection], Any], *, retry: bool = True, read_ahead: SessionRead | None = None
+        self, fn: Callable[[Connection], Any], *, retry: bool = True, read_ahead: ReadAhead | None = None
     ) -> Any:
         """Run ``fn`` inside one write transaction and commit it.
 
@@ -72,13 +76,14 @@ class EventStore(ABC):
         :class:`~eventcoord.store.log.Pending`, whose ``finish`` the store calls with the
         final positions; ``transact`` returns what ``finish`` returns.
 
-        ``read_ahead``: the sessions row ``fn`` reads first, locked; a PostgreSQL batch may
-        read those of all its commands in one statement (``store/session_rows.py``).
+        ``read_ahead``: the sessions row ``fn`` reads first, locked, or the guard it locks
+        first; a PostgreSQL batch may read or lock those of all its commands in one
+        statement (``store/session_rows.py``, ``store/held_locks.py``).
         """
         return await self._write(fn, retry, read_ahead)
 
     @abstractmethod
-    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: SessionRead | None) -> Any:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: ReadAhead | None) -> Any:
         """The backend's ``transact``: run ``fn`` in a write transaction, finish a Pending."""
 
     @abstractmethod

@@ -73,6 +73,7 @@ class Batch:
         "events",
         "liveness",
         "lo",
+        "locked",
         "mixed",
         "next",
         "now_us",
@@ -122,6 +123,9 @@ class Batch:
         #: the statement that read it, its workspace and the row. A statement that may write
         #: a row of ``sessions`` forgets it (or all, when it cannot say which).
         self.sessions_read: dict[str, tuple[Any, str, tuple[Any, ...]]] = {}
+        #: Row locks the running fast pass holds (``held_locks``): a command that would
+        #: take one again skips that statement.
+        self.locked: set[tuple[str, ...]] = set()
         #: Whether a statement of the running command carried an earlier command's writes:
         #: if it failed, it cannot tell whose write it was.
         self.mixed = False
@@ -156,6 +160,7 @@ class Batch:
         self.mixed = False
         self.renumber = set()
         self.sessions_read.clear()
+        self.locked.clear()
         self.liveness = None
 
     def touch(self, tables: frozenset[str] | None) -> None:

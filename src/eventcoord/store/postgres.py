@@ -22,10 +22,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from eventcoord.errors import StoreError, StoreUnavailable
 from eventcoord.store import batch, pg_writer, stats
-from eventcoord.store.base import EventStore, upgrade
+from eventcoord.store.base import EventStore, ReadAhead, upgrade
 from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
 from eventcoord.store.prepared import send_carried, send_deferred, writes_sql
-from eventcoord.store.session_rows import SessionRead
 
 T = TypeVar("T")
 RETRIES = pg_writer.RETRIES
@@ -143,7 +142,7 @@ class PostgresEventStore(EventStore):
         if self._engine is None:
             await engine.dispose()
 
-    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: SessionRead | None) -> Any:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: ReadAhead | None) -> Any:
         if not self._lanes or self._closing:
             raise StoreError("postgresql: the store is not started or already closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

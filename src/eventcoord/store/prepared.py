@@ -59,8 +59,10 @@ class _Pg:
     """A statement compiled for asyncpg: SQL text and the order of its parameters."""
 
     __slots__ = (
+        "counts_pending_life",
         "defaults",
         "dml",
+        "life_only",
         "names",
         "reads_sessions",
         "rows",
@@ -77,6 +79,8 @@ class _Pg:
         writes: str | None = None,
         session_row: str | None = None,
         rows: Mapping[str, tuple[str, ...]] | None = None,
+        life_only: bool = False,
+        counts_pending_life: bool = False,
     ) -> None:
         compiled = stmt.compile(dialect=_ASYNCPG)  # type: ignore[attr-defined]
         assert not compiled._bind_processors, "a Prepared statement's types need no bind processing"
@@ -110,6 +114,11 @@ class _Pg:
         self.rows: dict[str, tuple[str, ...]] = dict(rows or {})
         if session_row is not None:
             self.rows["sessions"] = (session_row,)
+        #: A write that only raises ``last_seen_us`` of one session that has not ended.
+        self.life_only = life_only
+        #: A read of other sessions than its keyed one only for whether they are live, which
+        #: counts a session with a sign of life pending as live (``pending_signs_of_life``).
+        self.counts_pending_life = counts_pending_life
 
     def keys(self, params: Mapping[str, Any]) -> dict[str, tuple[Any, ...]] | None:
         """The row keys it touches, by table (None: it names none)."""
@@ -132,6 +141,8 @@ class Prepared:
         writes: str | None = None,
         session_row: str | None = None,
         rows: Mapping[str, tuple[str, ...]] | None = None,
+        life_only: bool = False,
+        counts_pending_life: bool = False,
     ) -> None:
         """``writes``: for a statement in SQL text, the one table it reads and changes, which
         lets :meth:`write` defer it (a built statement's tables are found in it).
@@ -142,11 +153,19 @@ class Prepared:
         ``rows``: likewise for other tables, the parameters that together name the rows it
         touches there (``{"leases": ("ws", "issue")}``): a deferred write to other rows of
         those tables may go with it (``_statement``).
+        ``life_only``: a write that only raises ``last_seen_us`` of one session (its
+        ``session_row``) that has not ended: a sign of life.
+        ``counts_pending_life``: a read that touches ``sessions`` in its keyed row and
+        otherwise only asks whether sessions are live, counting as live every session
+        whose sign of life is pending (it binds :func:`pending_signs_of_life`): a deferred
+        sign of life of another session may go with it.
         """
         self._build = build
         self._writes = writes
         self._session_row = session_row
         self._rows = rows
+        self._life_only = life_only
+        self._counts_pending_life = counts_pending_life
         self._stmts: dict[str, Executable] = {}
         self._sqlite_sql: str | None = None
         self._defaults: dict[str, Any] = {}
@@ -173,7 +192,14 @@ class Prepared:
     def _asyncpg(self) -> _Pg:
         pg = self._pg
         if pg is None:
-            pg = self._pg = _Pg(self.statement("postgresql"), self._writes, self._session_row, self._rows)
+            pg = self._pg = _Pg(
+                self.statement("postgresql"),
+                self._writes,
+                self._session_row,
+                self._rows,
+                self._life_only,
+                self._counts_pending_life,
+            )
         return pg
 
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
@@ -382,10 +408,21 @@ def _apart(deferred: Sequence[tuple[_Pg, list[Any], Any]], pg: _Pg, keys: dict[s
         for table in d.writes_to & pg.tables:
             if keys is None or d_keys is None:
                 return False
+            if table == "sessions" and pg.counts_pending_life and not d.life_only:
+                return False  # it reads other sessions, counting only signs of life pending
             mine, theirs = keys.get(table), d_keys.get(table)
             if mine is None or theirs is None or mine == theirs:
                 return False
     return True
+
+
+def pending_signs_of_life(conn: Connection) -> list[str]:
+    """The sessions whose sign of life the running PostgreSQL batch has deferred, not sent
+    yet: a statement that may go with them (``counts_pending_life``) counts them as live."""
+    pending = batch.current(conn)
+    if pending is None:
+        return []
+    return [keys["sessions"][0] for pg, _, keys in pending.deferred if pg.life_only and keys is not None]
 
 
 def send_deferred(conn: Connection) -> None:
