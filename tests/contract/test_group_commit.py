@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
-from sqlalchemy import BigInteger, Connection, Integer, func, insert, select, text
+from sqlalchemy import BigInteger, Connection, Integer, func, insert, select, text, update
 from sqlalchemy.util import await_
 
 from eventcoord.api.answers import outcome_response
@@ -686,3 +686,92 @@ async def test_a_file_claim_s_paths_go_with_the_next_command_s_first_statement(s
         lambda conn: conn.execute(text("SELECT issue, idx, path FROM file_claims ORDER BY position, idx")).all()
     )
     assert claims == [row for i in range(16) for row in ((f"P-{i}", 0, f"src/{i}/"), (f"P-{i}", 1, f"doc/{i}.md"))]
+
+
+async def test_a_claim_counts_a_declarer_revived_earlier_in_its_batch(store: Any) -> None:
+    """A stale session that declared working on an issue, revived earlier in the batch by a
+    sign of life (it posted a message), holds that issue for a later claim.
+
+    On PostgreSQL the claim reads its session and its project in one statement (its guard
+    is locked ahead with the batch's other claim's), which carries the message's writes,
+    the sign of life among them, unsent: the claim's read must count that session as live.
+    """
+    service = Service(store)
+    declarer, claimer, other = [await _register(service, name) for name in ("declarer", "claimer", "other")]
+    beat = await execute(service, {"type": "heartbeat_agent", "session_id": declarer, "working_on": "X-1"})
+    assert isinstance(beat, Outcome) and beat.status == 200, beat
+    stale = update(sessions_table).where(sessions_table.c.session_id == declarer).values(last_seen_us=1)
+    await store.transact(lambda conn: conn.execute(stale))
+    post = {"type": "post_message", "session_id": declarer, "channel": "project:R", "body": "back"}
+    with statements_sent() as sent:
+        posted, claim, unrelated = await asyncio.gather(
+            execute(service, post),
+            execute(service, {"type": "claim_issue", "session_id": claimer, "project": "X", "issue": "X-1"}),
+            execute(service, {"type": "claim_issue", "session_id": other, "project": "Z", "issue": "Z-1"}),
+        )
+    assert isinstance(posted, Outcome) and posted.status == 200, posted
+    assert isinstance(unrelated, Outcome) and unrelated.status == 200, unrelated
+    # the declarer is live again: its declaration holds the issue
+    assert isinstance(claim, DomainError) and claim.code == "ISSUE_HELD", claim
+    assert declarer in json.dumps(claim.details), claim.details
+    if store.dialect == "postgresql":  # the path meant: the sign of life went with the claim's read
+        assert any("UPDATE sessions SET last_seen_us" in q and "AS caller" in q for q in sent), sent
+
+
+async def test_claims_in_many_projects_lock_their_guards_ahead_and_read_in_one_statement_each(
+    store: Any, backend: str
+) -> None:
+    if backend != "postgresql":
+        pytest.skip("round trips to the database are PostgreSQL's cost")
+    service = Service(store)
+    sids = [await _register(service, f"a{i}") for i in range(16)]
+    for round_ in ("new-projects", "guards-exist"):
+        with statements_sent() as sent:
+            answers = await asyncio.gather(
+                *(
+                    execute(
+                        service, {"type": "claim_issue", "session_id": s, "project": f"P{i}", "issue": f"{round_}-{i}"}
+                    )
+                    for i, s in enumerate(sids)
+                )
+            )
+        assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
+        # One statement locks every project's guard (inserting the missing ones); then one
+        # per claim (its session and its project's reads, the last claim's writes riding
+        # on it); the batch's BEGIN, clock, last writes, end and COMMIT (and the first claim
+        # may be a batch of its own, of two statements). Was two per claim.
+        assert sum("INSERT INTO guards (workspace, key) SELECT" in q for q in sent) == 1, (round_, sent)
+        assert len(sent) <= len(sids) + 1 + 5 + 2, (round_, sent)
+    unreleased = await store.query(lambda conn: conn.execute(text("SELECT unreleased FROM project_leases")).all())
+    assert unreleased == [(2,)] * 16
+    leases = await store.query(lambda conn: conn.execute(text("SELECT issue, session_id FROM leases")).all())
+    assert len(leases) == 32
+
+
+async def test_a_guard_another_transaction_holds_is_left_to_the_claim_s_own_lock(store: Any, backend: str) -> None:
+    """The guards locked ahead skip one another transaction holds: that claim waits for it
+    (in a later batch, as the first command, if its short wait runs out), the others don't."""
+    if backend != "postgresql":
+        pytest.skip("row locks across transactions are PostgreSQL's")
+    service = Service(store)
+    sids = [await _register(service, f"a{i}") for i in range(4)]
+    await execute(service, {"type": "claim_issue", "session_id": sids[2], "project": "P2", "issue": "seed"})
+    holder = await asyncpg.connect(store.url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        tx = holder.transaction()
+        await tx.start()
+        await holder.execute("SELECT 1 FROM guards WHERE key = 'project:P2' FOR UPDATE")
+        claims = [
+            asyncio.ensure_future(
+                execute(service, {"type": "claim_issue", "session_id": s, "project": f"P{i}", "issue": f"I-{i}"})
+            )
+            for i, s in enumerate(sids)
+        ]
+        done, waiting = await asyncio.wait(claims, timeout=1.0)
+        # every claim but the one whose guard is held went through
+        assert {claims.index(c) for c in waiting} == {2}, [c.result() for c in done]
+        await tx.rollback()
+    finally:
+        await holder.close()
+    answers = await asyncio.gather(*claims)
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers

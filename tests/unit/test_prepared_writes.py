@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from eventcoord.store.pg_writer import end_statement
@@ -80,3 +82,38 @@ def test_a_deferred_write_goes_with_a_statement_only_where_their_rows_differ() -
     assert not _apart([signed], peek, peek.keys({"ws": "w", "issue": "P-2", "sid": "s1"}))
     # a statement that names no rows shares the tables whole
     assert not _apart([released], peek, None)
+
+
+def test_a_claim_s_reads_take_the_last_claim_s_writes_and_signs_of_life_of_others_only() -> None:
+    """A claim's one statement (after its project's guard is held) reads other sessions only
+    for their liveness, counting the pending signs of life: a sign of life of another
+    session may go with it, no other write of ``sessions`` (an end, a declaration) may."""
+    from eventcoord.handlers.issues import _SESSION_AND_CLAIM_READS
+    from eventcoord.projections.leases import _COUNT_UNRELEASED, _INSERT_LEASE, _UPSERT_ISSUE
+    from eventcoord.projections.sessions import _END, _HEARTBEAT, _SIGN_OF_LIFE
+    from eventcoord.projections.waits import _LEAVE_LINE
+    from eventcoord.store.prepared import _apart
+
+    reads = _SESSION_AND_CLAIM_READS._asyncpg()
+    mine = reads.keys({"ws": "w", "project": "B", "issue": "B-1", "sid": "s2"})
+
+    def deferred(prepared: Any, **params: Any) -> tuple[Any, list[Any], Any]:
+        pg = prepared._asyncpg()
+        return (pg, [], pg.keys(params))
+
+    claimed = [
+        deferred(_UPSERT_ISSUE, ws="w", issue="A-1"),
+        deferred(_INSERT_LEASE, ws="w", issue="A-1"),
+        deferred(_COUNT_UNRELEASED, ws="w", project="A"),
+        deferred(_LEAVE_LINE, ws="w", key="A-1"),
+        deferred(_SIGN_OF_LIFE, sid="s1"),
+    ]
+    assert _apart(claimed, reads, mine)
+    # the same issue, project or line, or the caller's own sign of life: after the write
+    assert not _apart([deferred(_INSERT_LEASE, ws="w", issue="B-1")], reads, mine)
+    assert not _apart([deferred(_COUNT_UNRELEASED, ws="w", project="B")], reads, mine)
+    assert not _apart([deferred(_LEAVE_LINE, ws="w", key="B-1")], reads, mine)
+    assert not _apart([deferred(_SIGN_OF_LIFE, sid="s2")], reads, mine)
+    # another session's end or heartbeat may change who declared working on the issue
+    assert not _apart([deferred(_END, sid="s1")], reads, mine)
+    assert not _apart([deferred(_HEARTBEAT, sid="s1")], reads, mine)
