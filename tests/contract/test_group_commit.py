@@ -746,6 +746,20 @@ async def test_claims_in_many_projects_lock_their_guards_ahead_and_read_in_one_s
     assert unreleased == [(2,)] * 16
     leases = await store.query(lambda conn: conn.execute(text("SELECT issue, session_id FROM leases")).all())
     assert len(leases) == 32
+    # Releases likewise: one statement locks the guards of their leases' projects, then
+    # one each (its session, the lease locked, whether anyone waits). Was three each.
+    with statements_sent() as sent:
+        answers = await asyncio.gather(
+            *(
+                execute(service, {"type": "release_issue", "session_id": s, "issue": f"new-projects-{i}"})
+                for i, s in enumerate(sids)
+            )
+        )
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
+    assert sum("'project:' || l.project" in q for q in sent) == 1, sent
+    assert len(sent) <= len(sids) + 1 + 5 + 3, sent
+    unreleased = await store.query(lambda conn: conn.execute(text("SELECT unreleased FROM project_leases")).all())
+    assert unreleased == [(1,)] * 16
 
 
 async def test_a_guard_another_transaction_holds_is_left_to_the_claim_s_own_lock(store: Any, backend: str) -> None:

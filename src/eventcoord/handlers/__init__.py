@@ -66,4 +66,6 @@ def read_ahead(workspace: str, cmd: c.Command) -> ReadAhead | None:
         return session_read_ahead(workspace, cmd.session_id)
     if isinstance(cmd, c.ClaimIssue):  # its project's guard (load_session_and_lock_guard)
         return guard_lock_ahead(workspace, streams.project(cmd.project))
+    if isinstance(cmd, c.ReleaseIssue):  # its lease's project's guard
+        return issues.release_lock_ahead(workspace, cmd.issue)
     return None

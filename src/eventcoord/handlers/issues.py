@@ -22,6 +22,7 @@ from sqlalchemy import (
     func,
     literal_column,
     select,
+    text,
     true,
 )
 from sqlalchemy.sql.elements import Label
@@ -47,6 +48,7 @@ from eventcoord.liveness import live_clause
 from eventcoord.projections.sessions import PG_DECLARING_KEY, declaring_key
 from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions, waits
 from eventcoord.store import held_locks
+from eventcoord.store.held_locks import GuardLock
 from eventcoord.store.prepared import Prepared, pending_signs_of_life, unindexed
 
 _RULE_COLUMNS = (projects.c.wip_limit, projects.c.lock_delay_seconds, projects.c.agent_wip_limit)
@@ -231,12 +233,49 @@ _RELEASE_PEEK = Prepared(
 
 #: A release's read after its project's guard is locked: the lease, locked, and whether
 #: anyone waits (the line is read only then).
-def _release_reads(dialect: str) -> Select[Any]:
+def _release_reads(dialect: str, caller: bool = False) -> Select[Any]:
+    """``caller``: the caller's sessions row (``sid``, by its id alone) too, after the lease."""
     lease = _locked_lease(dialect)
-    return select(_waiting(), *lease.c).select_from(_ONE.outerjoin(lease, true()))
+    joined = _ONE.outerjoin(lease, true())
+    if not caller:
+        return select(_waiting(), *lease.c).select_from(joined)
+    joined = joined.outerjoin(
+        sessions, (sessions.c.session_id == bindparam("sid")) & (unindexed(sessions.c.workspace) == WS)
+    )
+    return select(_waiting(), *lease.c, *SESSION_COLUMNS).select_from(joined)
 
 
 _RELEASE_READS = Prepared(_release_reads)
+#: Once the batch holds the guard of the project of the issue's lease (PostgreSQL): the
+#: caller's session, whether anyone waits, and the lease, locked; one round trip.
+_RELEASE_LOCKED_READS = Prepared(
+    lambda d: _release_reads(d, caller=True),
+    session_row="sid",
+    rows={"leases": ("ws", "issue"), "waits": ("ws", "issue")},
+)
+#: PostgreSQL: the guards of the projects of many issues' unreleased leases (``ws`` and
+#: ``key``, the issues, in pairs) locked at once for a batch's releases, in key order,
+#: skipping any another transaction holds (a lease's guard exists: its claim made it).
+#: Rows: workspace, guard key, issue (``held_locks.lease_guard``). The key is
+#: ``streams.project``'s, built in SQL from its prefix.
+_LEASE_GUARDS_AHEAD = Prepared(
+    lambda d: text(
+        "WITH wanted AS (SELECT * FROM unnest(CAST(:ws AS text[]), CAST(:key AS text[])) AS w(workspace, issue))"
+        " SELECT g.workspace, g.key, l.issue FROM wanted AS w"
+        " JOIN leases AS l ON l.workspace = w.workspace AND l.issue = w.issue AND l.released_us IS NULL"
+        f" JOIN guards AS g ON g.workspace = l.workspace AND g.key = '{streams.project('')}' || l.project"
+        " ORDER BY g.workspace, g.key FOR UPDATE OF g SKIP LOCKED"
+    ),
+    writes="guards",
+)
+
+
+def release_lock_ahead(workspace: str, issue: str) -> GuardLock:
+    """What a release locks first, its lease's project's guard, which a PostgreSQL batch
+    can lock ahead for all its releases."""
+    return GuardLock(_LEASE_GUARDS_AHEAD, workspace, issue)
+
+
 #: Where ``_CLAIM_READS``'s columns are: rules, unreleased count, issue row, waiting, declared, lease.
 _AT_RULES = slice(0, len(_RULE_COLUMNS))
 _AT_UNRELEASED = _AT_RULES.stop
@@ -445,6 +484,8 @@ def _line_after_lock(conn: Connection, ctx: Context, issue: str, project: str) -
 
 def release_issue(conn: Connection, ctx: Context, cmd: ReleaseIssue) -> Decision:
     params = {"ws": ctx.workspace, "sid": cmd.session_id, "issue": cmd.issue}
+    if held_locks.held(conn, held_locks.lease_guard(ctx.workspace, cmd.issue)):
+        return _release_guarded(conn, ctx, cmd, params)
     row = _RELEASE_PEEK.first(conn, params)
     assert row is not None  # the one-row base
     n = len(SESSION_COLUMNS)
@@ -461,6 +502,30 @@ def release_issue(conn: Connection, ctx: Context, cmd: ReleaseIssue) -> Decision
         free = _line_after_lock(conn, ctx, cmd.issue, peek.project) if reads[0] else None
     else:
         lease = load_lease(conn, ctx, cmd.issue, lock=True)
+    state = domain.ReleaseState(caller, lease, lambda: free)
+    return domain.decide_release_issue(state, cmd, ctx)
+
+
+def _release_guarded(conn: Connection, ctx: Context, cmd: ReleaseIssue, params: dict[str, Any]) -> Decision:
+    """:func:`release_issue` once its batch locked the guard of the issue's lease's project
+    ahead (PostgreSQL): one statement reads what the peek and the locked reads read."""
+    row = _RELEASE_LOCKED_READS.first(conn, params)
+    assert row is not None  # the one-row base
+    n = len(SESSION_COLUMNS)
+    session, waiting, lease_row = row[-n:], row[0], row[1:-n]
+    caller = None if session[0] is None else own_session(ctx, session)
+    lease = None if lease_row[0] is None else domain.LeaseState(*lease_row)
+    free: IssueLine | None = None
+    if lease is not None and lease.session_id == cmd.session_id:
+        key = streams.project(lease.project)
+        if not held_locks.held(conn, held_locks.guard(ctx.workspace, key)):
+            # Not the lease whose guard was locked ahead (one granted since, in the batch):
+            # its guard first, then read again what it guards.
+            lock_guard(conn, ctx.workspace, key)
+            reads = _RELEASE_READS.first(conn, params)
+            assert reads is not None  # the one-row base
+            waiting, lease = reads[0], None if reads[1] is None else domain.LeaseState(*reads[1:])
+        free = _line_after_lock(conn, ctx, cmd.issue, lease.project) if waiting and lease is not None else None
     state = domain.ReleaseState(caller, lease, lambda: free)
     return domain.decide_release_issue(state, cmd, ctx)
 

@@ -14,8 +14,9 @@ savepoints, which releases their row locks, and remembers nothing).
 
 **Guards locked ahead** (``GuardLock``, ``lock_ahead``). Before its first command, a fast
 pass locks in one statement the guard of every command that said it locks one first
-(claim_issue: its project's): the rows missing are inserted (``ON CONFLICT DO NOTHING``:
-ours until commit), the existing ones locked ``SKIP LOCKED``, all in key order. A row
+(claim_issue: its project's; release_issue: its lease's project's): the rows missing are
+inserted (``ON CONFLICT DO NOTHING``: ours until commit; a claim's), the existing ones
+locked ``SKIP LOCKED``, all in key order. A row
 another transaction holds is left to the command's own lock, which waits for it as it
 always did; the read-ahead itself waits only for a transaction that is inserting the same
 new guard, under the fast pass's short lock wait. A failure of it has no victim: the
@@ -41,7 +42,9 @@ class GuardLock:
     """A command's first lock: the guard row ``key`` of ``workspace``.
 
     ``statement`` locks many at once: parameters ``ws`` and ``key`` (lists, pairwise);
-    its rows are the ``(workspace, key)`` pairs it holds afterwards.
+    its rows are the ``(workspace, key)`` pairs it holds afterwards. A statement whose
+    ``key`` names an issue locks the guard of the project of its unreleased lease, and
+    its rows are ``(workspace, guard key, issue)`` (a release's, ``lease_guard``).
     """
 
     statement: Prepared
@@ -52,6 +55,12 @@ class GuardLock:
 def guard(workspace: str, key: str) -> Lock:
     """The lock of a guard row."""
     return ("guards", workspace, key)
+
+
+def lease_guard(workspace: str, issue: str) -> Lock:
+    """Noted when the guard of the project of an issue's unreleased lease was locked ahead
+    (a release's); the lease's project is still to be checked against its guard."""
+    return ("lease-guards", workspace, issue)
 
 
 def held(conn: Connection, lock: Lock) -> bool:
@@ -78,5 +87,7 @@ def lock_ahead(conn: Connection, wanted: Sequence[GuardLock]) -> None:
     for statement, keys in kinds.items():
         pairs = sorted(keys)
         rows = statement.rows(conn, {"ws": [w for w, _ in pairs], "key": [k for _, k in pairs]})
-        for workspace, key in rows:
-            b.locked.add(guard(workspace, key))
+        for row in rows:
+            b.locked.add(guard(row[0], row[1]))
+            if len(row) > 2:  # the issue whose lease's project it guards
+                b.locked.add(lease_guard(row[0], row[2]))
