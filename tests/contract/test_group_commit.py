@@ -688,13 +688,17 @@ async def test_a_file_claim_s_paths_go_with_the_next_command_s_first_statement(s
     assert claims == [row for i in range(16) for row in ((f"P-{i}", 0, f"src/{i}/"), (f"P-{i}", 1, f"doc/{i}.md"))]
 
 
-async def test_a_claim_counts_a_declarer_revived_earlier_in_its_batch(store: Any) -> None:
+@pytest.mark.parametrize("read", ["ahead", "merged"])
+async def test_a_claim_counts_a_declarer_revived_earlier_in_its_batch(store: Any, read: str) -> None:
     """A stale session that declared working on an issue, revived earlier in the batch by a
     sign of life (it posted a message), holds that issue for a later claim.
 
-    On PostgreSQL the claim reads its session and its project in one statement (its guard
-    is locked ahead with the batch's other claim's), which carries the message's writes,
-    the sign of life among them, unsent: the claim's read must count that session as live.
+    On PostgreSQL the claim reads without a statement of its own after that sign of life:
+    ``ahead``, its row was read with the batch's other claim's before the batch began (its
+    declarers with when each was last seen: the sign of life since makes one live);
+    ``merged``, its project's guard is held already (an earlier claim of the batch took it),
+    so it reads its session and its project in one statement, which carries the message's
+    writes, the sign of life among them, unsent (the declarers count it as live).
     """
     service = Service(store)
     declarer, claimer, other = [await _register(service, name) for name in ("declarer", "claimer", "other")]
@@ -703,19 +707,45 @@ async def test_a_claim_counts_a_declarer_revived_earlier_in_its_batch(store: Any
     stale = update(sessions_table).where(sessions_table.c.session_id == declarer).values(last_seen_us=1)
     await store.transact(lambda conn: conn.execute(stale))
     post = {"type": "post_message", "session_id": declarer, "channel": "project:R", "body": "back"}
+    first_project = "Z" if read == "ahead" else "X"
+    unrelated_claim = {"type": "claim_issue", "session_id": other, "project": first_project, "issue": "Z-1"}
+    claim_x = {"type": "claim_issue", "session_id": claimer, "project": "X", "issue": "X-1"}
+    bodies = [post, claim_x, unrelated_claim] if read == "ahead" else [unrelated_claim, post, claim_x]
     with statements_sent() as sent:
-        posted, claim, unrelated = await asyncio.gather(
-            execute(service, post),
-            execute(service, {"type": "claim_issue", "session_id": claimer, "project": "X", "issue": "X-1"}),
-            execute(service, {"type": "claim_issue", "session_id": other, "project": "Z", "issue": "Z-1"}),
-        )
+        answers = await asyncio.gather(*(execute(service, b) for b in bodies))
+    posted, claim, unrelated = (answers[i] for i in ((0, 1, 2) if read == "ahead" else (1, 2, 0)))
     assert isinstance(posted, Outcome) and posted.status == 200, posted
     assert isinstance(unrelated, Outcome) and unrelated.status == 200, unrelated
     # the declarer is live again: its declaration holds the issue
     assert isinstance(claim, DomainError) and claim.code == "ISSUE_HELD", claim
     assert declarer in json.dumps(claim.details), claim.details
-    if store.dialect == "postgresql":  # the path meant: the sign of life went with the claim's read
-        assert any("UPDATE sessions SET last_seen_us" in q and "AS caller" in q for q in sent), sent
+    if store.dialect == "postgresql":  # the path meant was taken
+        if read == "ahead":
+            assert any("WITH ORDINALITY AS a(ws, project, issue, sid, declaring, n)" in q for q in sent), sent
+        else:
+            assert any("UPDATE sessions SET last_seen_us" in q and "AS caller" in q for q in sent), sent
+
+
+async def test_a_claim_read_ahead_is_not_used_once_the_batch_wrote_what_it_read(store: Any) -> None:
+    """Two claims of one issue read ahead in one batch: the first is granted, which forgets
+    the second's row (it read no lease), so the second reads again and is refused, with no
+    pass rolled back (the unique index of unreleased leases is only the backstop)."""
+    service = Service(store)
+    a, b, c = [await _register(service, name) for name in ("a", "b", "c")]
+    rollbacks = stat("batch_rollbacks")
+    first, second, elsewhere = await asyncio.gather(
+        execute(service, {"type": "claim_issue", "session_id": a, "project": "X", "issue": "X-1"}),
+        execute(service, {"type": "claim_issue", "session_id": b, "project": "X", "issue": "X-1"}),
+        execute(service, {"type": "claim_issue", "session_id": c, "project": "Y", "issue": "Y-1"}),
+    )
+    assert isinstance(first, Outcome) and first.status == 200, first
+    assert isinstance(second, DomainError) and second.code == "ISSUE_HELD", second
+    assert isinstance(elsewhere, Outcome) and elsewhere.status == 200, elsewhere
+    assert stat("batch_rollbacks") == rollbacks
+    unreleased = await store.query(
+        lambda conn: dict(conn.execute(text("SELECT project, unreleased FROM project_leases")).all())
+    )
+    assert unreleased == {"X": 1, "Y": 1}
 
 
 async def test_claims_in_many_projects_lock_their_guards_ahead_and_read_in_one_statement_each(

@@ -20,7 +20,7 @@ from eventcoord.handlers import (
     waits,
 )
 from eventcoord.handlers.common import guard_lock_ahead, session_read_ahead
-from eventcoord.store.base import ReadAhead
+from eventcoord.store.base import ReadsAhead
 
 HANDLERS: dict[type[c.Command], Handler] = {
     # sessions
@@ -58,14 +58,14 @@ HANDLERS: dict[type[c.Command], Handler] = {
 READS_OWN_SESSION_FIRST = (c.HeartbeatAgent, c.EndAgent)
 
 
-def read_ahead(workspace: str, cmd: c.Command) -> ReadAhead | None:
+def read_ahead(workspace: str, cmd: c.Command) -> ReadsAhead | None:
     """What ``cmd``'s handler reads or locks first, which a PostgreSQL batch may read or
     lock for all its commands in one statement (``store/session_rows.py``,
     ``store/held_locks.py``); None: nothing of the kind."""
     if isinstance(cmd, READS_OWN_SESSION_FIRST):
         return session_read_ahead(workspace, cmd.session_id)
-    if isinstance(cmd, c.ClaimIssue):  # its project's guard (load_session_and_lock_guard)
-        return guard_lock_ahead(workspace, streams.project(cmd.project))
+    if isinstance(cmd, c.ClaimIssue):  # its project's guard, then what the guard protects
+        return guard_lock_ahead(workspace, streams.project(cmd.project)), issues.claim_rows_ahead(workspace, cmd)
     if isinstance(cmd, c.ReleaseIssue):  # its lease's project's guard
         return issues.release_lock_ahead(workspace, cmd.issue)
     return None

@@ -47,9 +47,10 @@ from eventcoord.handlers.waits import join_state, load_line
 from eventcoord.liveness import live_clause
 from eventcoord.projections.sessions import PG_DECLARING_KEY, declaring_key
 from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions, waits
-from eventcoord.store import held_locks
+from eventcoord.store import held_locks, rows_ahead
 from eventcoord.store.held_locks import GuardLock
 from eventcoord.store.prepared import Prepared, pending_signs_of_life, unindexed
+from eventcoord.store.rows_ahead import RowsAhead
 
 _RULE_COLUMNS = (projects.c.wip_limit, projects.c.lock_delay_seconds, projects.c.agent_wip_limit)
 _OF_PROJECT = (projects.c.workspace == WS) & (projects.c.project == bindparam("project"))
@@ -291,6 +292,81 @@ _DECLARERS = Prepared(
 )
 
 
+#: Declarers a claim read ahead reads at most (one more: it reads for itself).
+_AHEAD_DECLARERS = 8
+_SESSION_NAMES = ", ".join(f"c.{c.name}" for c in SESSION_COLUMNS)
+#: PostgreSQL: what ``_SESSION_AND_CLAIM_READS`` reads, for many claims at once (every
+#: parameter a list, one entry per claim; rows by ``n``, the entry's ordinal), once the
+#: batch holds their projects' guards (``store/rows_ahead.py``). Instead of whether a live
+#: session declared working on the issue, every session that declares it (up to one more
+#: than ``_AHEAD_DECLARERS``, in id order) and when each was last seen: a sign of life the
+#: batch writes later makes one live.
+_CLAIMS_AHEAD = Prepared(
+    lambda d: text(
+        "SELECT a.n, p.wip_limit, p.lock_delay_seconds, p.agent_wip_limit, pl.unreleased,"
+        " i.issue, i.project, i.last_fencing_token, i.handoff_note, i.handoff_session_id, i.delay_from_us,"
+        " i.delay_session_id,"
+        " EXISTS (SELECT 1 FROM waits AS w WHERE w.workspace = a.ws AND w.kind = 'issue' AND w.key = a.issue),"
+        f" ARRAY(SELECT sessions.session_id FROM sessions WHERE {PG_DECLARING_KEY} = a.declaring"
+        f" ORDER BY sessions.session_id LIMIT {_AHEAD_DECLARERS + 1}),"
+        f" ARRAY(SELECT sessions.last_seen_us FROM sessions WHERE {PG_DECLARING_KEY} = a.declaring"
+        f" ORDER BY sessions.session_id LIMIT {_AHEAD_DECLARERS + 1}),"
+        f" l.issue, l.project, l.session_id, l.actor_key, l.fencing_token, {_SESSION_NAMES}"
+        " FROM unnest(CAST(:ws AS text[]), CAST(:project AS text[]), CAST(:issue AS text[]), CAST(:sid AS text[]),"
+        " CAST(:declaring AS text[])) WITH ORDINALITY AS a(ws, project, issue, sid, declaring, n)"
+        " LEFT JOIN projects AS p ON p.workspace = a.ws AND p.project = a.project"
+        " LEFT JOIN project_leases AS pl ON pl.workspace = a.ws AND pl.project = a.project"
+        " LEFT JOIN issues AS i ON i.workspace = a.ws AND i.issue = a.issue"
+        " LEFT JOIN LATERAL (SELECT issue, project, session_id, actor_key, fencing_token FROM leases"
+        " WHERE leases.workspace = a.ws AND leases.issue = a.issue AND leases.released_us IS NULL FOR UPDATE) AS l"
+        " ON true"
+        # by its id alone (the primary key), as _RELEASE_PEEK reads it
+        " LEFT JOIN sessions AS c ON c.session_id = a.sid AND (c.workspace || '') = a.ws"
+        " ORDER BY a.n"
+    )
+)
+
+
+def claim_rows_ahead(workspace: str, cmd: ClaimIssue) -> RowsAhead:
+    """What a claim reads once its project's guard is held, which a PostgreSQL batch may
+    read ahead for all its claims (``store/rows_ahead.py``)."""
+    ws, project, issue = workspace, cmd.project, cmd.issue
+    return RowsAhead(
+        _CLAIMS_AHEAD,
+        (
+            ("ws", ws),
+            ("project", project),
+            ("issue", issue),
+            ("sid", cmd.session_id),
+            ("declaring", declaring_key(ws, issue)),
+        ),
+        (
+            ("projects", (ws, project)),
+            ("project_leases", (ws, project)),
+            ("issues", (ws, issue)),
+            ("leases", (ws, issue)),
+            ("waits", (ws, issue)),
+            ("sessions", (cmd.session_id,)),
+        ),
+        held_locks.guard(ws, streams.project(project)),
+    )
+
+
+def _claim_row_ahead(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Sequence[Any] | None:
+    """The claim's row read ahead, as ``_SESSION_AND_CLAIM_READS`` reads it (None: none
+    holds, or too many declare the issue to tell from it)."""
+    ahead = rows_ahead.read(conn, claim_rows_ahead(ctx.workspace, cmd))
+    if ahead is None:
+        return None
+    at = _AT_WAITING + 1  # the declarers and when each was seen, where the flag is
+    declarers, seen = ahead[at], ahead[at + 1]
+    if len(declarers) > _AHEAD_DECLARERS:
+        return None
+    revived = rows_ahead.revived(conn)
+    declared = any(t > ctx.cutoff_us or sid in revived for sid, t in zip(declarers, seen, strict=True))
+    return (*ahead[:at], declared, *ahead[at + 2 :])
+
+
 def lock_project(conn: Connection, ctx: Context, project: str) -> int:
     """Serialise decisions on a project's cap; returns its wip_limit (default 3)."""
     return lock_project_rules(conn, ctx, project).wip_limit
@@ -416,8 +492,10 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
     }
     row: Sequence[Any] | None
     if held_locks.held(conn, held_locks.guard(ctx.workspace, key)):  # locked ahead, or by an earlier claim
-        revived = pending_signs_of_life(conn)  # live once written: the declarers count them
-        row = _SESSION_AND_CLAIM_READS.first(conn, {**params, "sid": cmd.session_id, "revived": revived})
+        row = _claim_row_ahead(conn, ctx, cmd)  # read ahead with the batch's other claims
+        if row is None:
+            revived = pending_signs_of_life(conn)  # live once written: the declarers count them
+            row = _SESSION_AND_CLAIM_READS.first(conn, {**params, "sid": cmd.session_id, "revived": revived})
         assert row is not None  # the one-row base
         session, row = row[-len(SESSION_COLUMNS) :], row[: -len(SESSION_COLUMNS)]
         caller = None if session[0] is None else own_session(ctx, session)

@@ -20,12 +20,15 @@ from eventcoord.events import Event
 from eventcoord.store import dbclock, log
 from eventcoord.store.held_locks import GuardLock
 from eventcoord.store.log import Expected, NewEvent, Pending, RecordedEvent
+from eventcoord.store.rows_ahead import RowsAhead
 from eventcoord.store.session_rows import SessionRead
 
 T = TypeVar("T")
 #: What a command says it reads or locks first, which a PostgreSQL batch may do for all its
 #: commands in one statement (``store/session_rows.py``, ``store/held_locks.py``).
-ReadAhead = SessionRead | GuardLock
+ReadAhead = SessionRead | GuardLock | RowsAhead
+#: One of them, or several in the order the command needs them.
+ReadsAhead = ReadAhead | tuple[ReadAhead, ...]
 
 
 class EventStore(ABC):
@@ -51,16 +54,16 @@ class EventStore(ABC):
 
     @overload
     async def transact(
-        self, fn: Callable[[Connection], Pending[T]], *, retry: bool = True, read_ahead: ReadAhead | None = None
+        self, fn: Callable[[Connection], Pending[T]], *, retry: bool = True, read_ahead: ReadsAhead | None = None
     ) -> T: ...
 
     @overload
     async def transact(
-        self, fn: Callable[[Connection], T], *, retry: bool = True, read_ahead: ReadAhead | None = None
+        self, fn: Callable[[Connection], T], *, retry: bool = True, read_ahead: ReadsAhead | None = None
     ) -> T: ...
 
     async def transact(
-        self, fn: Callable[[Connection], Any], *, retry: bool = True, read_ahead: ReadAhead | None = None
+        self, fn: Callable[[Connection], Any], *, retry: bool = True, read_ahead: ReadsAhead | None = None
     ) -> Any:
         """Run ``fn`` inside one write transaction and commit it.
 
@@ -76,14 +79,15 @@ class EventStore(ABC):
         :class:`~eventcoord.store.log.Pending`, whose ``finish`` the store calls with the
         final positions; ``transact`` returns what ``finish`` returns.
 
-        ``read_ahead``: the sessions row ``fn`` reads first, locked, or the guard it locks
-        first; a PostgreSQL batch may read or lock those of all its commands in one
-        statement (``store/session_rows.py``, ``store/held_locks.py``).
+        ``read_ahead``: what ``fn`` reads or locks first (its sessions row, locked; the guard
+        it locks; what it reads once the guard is held); a PostgreSQL batch may read or
+        lock those of all its commands in one statement each (``store/session_rows.py``,
+        ``store/held_locks.py``, ``store/rows_ahead.py``).
         """
         return await self._write(fn, retry, read_ahead)
 
     @abstractmethod
-    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: ReadAhead | None) -> Any:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: ReadsAhead | None) -> Any:
         """The backend's ``transact``: run ``fn`` in a write transaction, finish a Pending."""
 
     @abstractmethod

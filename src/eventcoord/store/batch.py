@@ -81,6 +81,9 @@ class Batch:
         "pinned",
         "raw",
         "renumber",
+        "revived",
+        "rows_ahead",
+        "rows_ahead_tables",
         "sessions_read",
         "ttl",
         "usual_lock_timeout",
@@ -126,6 +129,11 @@ class Batch:
         #: Row locks the running fast pass holds (``held_locks``): a command that would
         #: take one again skips that statement.
         self.locked: set[tuple[str, ...]] = set()
+        #: Commands' reads done ahead for the pass (``rows_ahead``), by read; the tables
+        #: they read; the sessions a sign of life revived since (live for their declarers).
+        self.rows_ahead: dict[Any, tuple[Any, ...]] = {}
+        self.rows_ahead_tables: set[str] = set()
+        self.revived: set[str] = set()
         #: Whether a statement of the running command carried an earlier command's writes:
         #: if it failed, it cannot tell whose write it was.
         self.mixed = False
@@ -161,7 +169,35 @@ class Batch:
         self.renumber = set()
         self.sessions_read.clear()
         self.locked.clear()
+        self.rows_ahead.clear()
+        self.rows_ahead_tables.clear()
+        self.revived.clear()
         self.liveness = None
+
+    def forget_rows_ahead(
+        self, writes_to: frozenset[str] | None, keys: dict[str, tuple[Any, ...]] | None, life: bool
+    ) -> None:
+        """A statement that may write ``writes_to`` (None: unknown tables), the rows ``keys``
+        name there, runs or is deferred: forget the reads ahead it may change
+        (``store/rows_ahead.py``).
+
+        ``life``: it only raises one session's ``last_seen_us`` (a sign of life): that
+        session counts as live for the declarers read ahead, and the reads whose caller it
+        is are forgotten.
+        """
+        if writes_to is None:
+            self.rows_ahead.clear()
+            return
+        for table in writes_to & self.rows_ahead_tables:
+            key = None if keys is None else keys.get(table)
+            if table == "sessions" and life and key is not None:
+                self.revived.add(key[0])
+            elif key is None or table == "sessions":  # unknown rows, or who declares what
+                for r in [r for r in self.rows_ahead if any(t == table for t, _ in r.keys)]:
+                    del self.rows_ahead[r]
+                continue
+            for r in [r for r in self.rows_ahead if (table, key) in r.keys]:
+                del self.rows_ahead[r]
 
     def touch(self, tables: frozenset[str] | None) -> None:
         """Note that a statement touching ``tables`` (None: unknown ones) ran in the batch.

@@ -94,12 +94,14 @@ from sqlalchemy.exc import InterfaceError as SAInterfaceError
 from sqlalchemy.util import await_
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.store import batch, held_locks, session_rows, stats
-from eventcoord.store.base import ReadAhead
+from eventcoord.store import batch, held_locks, rows_ahead, session_rows, stats
+from eventcoord.store.base import ReadsAhead
 from eventcoord.store.batch import Batch, Requeue, Resolve, identity
 from eventcoord.store.held_locks import GuardLock
 from eventcoord.store.log import Pending
 from eventcoord.store.prepared import send_carried, send_deferred, shifted
+from eventcoord.store.rows_ahead import RowsAhead
+from eventcoord.store.session_rows import SessionRead
 
 #: Commands decided in one transaction at most (more wait for the next batch). Each one
 #: with a savepoint takes a subtransaction id; beyond 64 PostgreSQL's per-backend cache of
@@ -146,9 +148,9 @@ class Job:
     fn: Callable[[Connection], Any]
     future: asyncio.Future[Any]
     retry: bool
-    #: The sessions row it reads first, or the guard it locks first, which a fast pass may
-    #: read or lock ahead with the others'.
-    read_ahead: ReadAhead | None = None
+    #: What it reads or locks first (the sessions row, its guard, then what the guard
+    #: protects), which a fast pass may read or lock ahead with the others'.
+    read_ahead: ReadsAhead | None = None
     #: Races lost so far.
     attempts: int = 0
 
@@ -393,20 +395,28 @@ def _attempt(
     try:
         _begin(b, savepoints)
         if not savepoints:
-            ahead = [j.read_ahead for j in jobs if j.read_ahead is not None and not j.future.done()]
+            ahead = [
+                r
+                for j in jobs
+                if j.read_ahead is not None and not j.future.done()
+                for r in (j.read_ahead if isinstance(j.read_ahead, tuple) else (j.read_ahead,))
+            ]
             guards = [g for g in ahead if isinstance(g, GuardLock)]
-            if len({(g.workspace, g.key) for g in guards}) > 1:  # one lock of many rows, instead of one each
-                try:
+            rows = [r for r in ahead if isinstance(r, RowsAhead)]
+            try:
+                if len({(g.workspace, g.key) for g in guards}) > 1:  # one lock of many rows, instead of one each
                     held_locks.lock_ahead(conn, guards)
-                except Exception as e:  # e.g. a new guard another batch inserts: decide them carefully
-                    if connection_lost(e):
-                        raise
-                    open_ = False
-                    await_(raw.execute("ROLLBACK"))
-                    return _Abort(None, e)
-            reads = [r for r in ahead if not isinstance(r, GuardLock)]
-            if len(reads) > 1:  # one read of many rows, instead of one each
-                session_rows.read_ahead(conn, reads)
+                reads = [r for r in ahead if isinstance(r, SessionRead)]
+                if len(reads) > 1:  # one read of many rows, instead of one each
+                    session_rows.read_ahead(conn, reads)
+                if len(rows) > 1:  # after the guards they rely on
+                    rows_ahead.read_ahead(conn, rows)
+            except Exception as e:  # e.g. a new guard another batch inserts: decide them carefully
+                if connection_lost(e):
+                    raise
+                open_ = False
+                await_(raw.execute("ROLLBACK"))
+                return _Abort(None, e)
         outcomes: list[Outcome] = [None] * len(jobs)
         waits_briefly = not savepoints
         first = True

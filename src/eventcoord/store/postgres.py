@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from eventcoord.errors import StoreError, StoreUnavailable
 from eventcoord.store import batch, pg_writer, stats
-from eventcoord.store.base import EventStore, ReadAhead, upgrade
+from eventcoord.store.base import EventStore, ReadsAhead, upgrade
 from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
 from eventcoord.store.prepared import send_carried, send_deferred, writes_sql
 
@@ -70,6 +70,7 @@ def _send_deferred_first(conn: Any, cursor: Any, statement: str, params: Any, co
     if b is not None and writes_sql(statement):
         b.touch(None)
         b.sessions_read.clear()
+        b.rows_ahead.clear()
     send_carried(conn)  # whatever it reads, it sees the signs of life carried so far
     send_deferred(conn)
 
@@ -142,7 +143,7 @@ class PostgresEventStore(EventStore):
         if self._engine is None:
             await engine.dispose()
 
-    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: ReadAhead | None) -> Any:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: ReadsAhead | None) -> Any:
         if not self._lanes or self._closing:
             raise StoreError("postgresql: the store is not started or already closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

@@ -490,6 +490,8 @@ def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None) -> batc
         pending.touch(pg.writes_to)
         if pending.sessions_read:
             _forget_sessions_read(pending, pg, params)
+        if pending.rows_ahead and pg.writes_to != frozenset():
+            pending.forget_rows_ahead(pg.writes_to, None if params is None else pg.keys(params), pg.life_only)
         if pending.liveness is not None and _meets_carried(pending, pg, params):
             send_carried(conn)
     return pending

@@ -37,7 +37,7 @@ from sqlalchemy.pool import NullPool
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
 from eventcoord.store import stats
-from eventcoord.store.base import EventStore, ReadAhead, upgrade
+from eventcoord.store.base import EventStore, ReadsAhead, upgrade
 from eventcoord.store.batch import identity
 from eventcoord.store.log import Pending
 
@@ -171,7 +171,7 @@ class SqliteEventStore(EventStore):
         if self._writer is None:
             engine.dispose()
 
-    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: ReadAhead | None) -> Any:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: ReadsAhead | None) -> Any:
         assert self._writer is not None, "store not started"
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()

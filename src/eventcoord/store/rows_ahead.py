@@ -1,0 +1,88 @@
+"""A command's reads done ahead for a whole PostgreSQL batch, in one statement.
+
+Once a fast pass holds the guards its claims rely on (``held_locks``), what each claim
+reads next (its project's rules and count, its issue's row, lease and line, its session)
+no longer depends on anything another transaction may commit before ours: the guard's
+holder is us. So the pass reads it for all of them in one statement (``RowsAhead``), right
+after locking the guards, and each claim then decides on its row without a round trip.
+
+A row serves its command only while nothing in the batch may have written what it read:
+every read names the rows it read by table and key (``RowsAhead.keys``), and a statement
+the batch runs or defers that writes one of them forgets the reads that named it (one it
+cannot place, every read of that table; SQL whose tables are unknown, every read). Two
+things are not rows of a key:
+
+* other sessions' liveness (who declared working on an issue, and is live): the read
+  returns every declarer with its ``last_seen_us``, and a sign of life the batch wrote
+  since (``Batch.revived``) counts its session as live; any other write of ``sessions`` (a
+  declaration, an end) forgets every read of ``sessions``;
+* the signs of life carried to the batch's end (heartbeats, ``prepared.send_carried``):
+  while any is carried no row read ahead serves (the command reads for itself, which
+  writes them first).
+
+A forgotten row is no error: the command reads for itself, as it would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection
+
+from eventcoord.store import batch
+from eventcoord.store.held_locks import Lock
+from eventcoord.store.prepared import Prepared
+
+
+@dataclass(frozen=True, slots=True)
+class RowsAhead:
+    """What one command reads first once ``lock`` is held, which a batch may read ahead.
+
+    ``statement`` reads for many commands: each parameter of ``params`` becomes a list (one
+    entry per command, in one order), and each row starts with the 1-based ordinal of its
+    command's entry. ``keys``: the rows it reads, as (table, key values).
+    """
+
+    statement: Prepared
+    params: tuple[tuple[str, Any], ...]
+    keys: tuple[tuple[str, tuple[Any, ...]], ...]
+    lock: Lock
+
+
+def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
+    """Read, for the running fast pass, the rows of every command of ``wanted`` whose lock
+    the pass holds (at least two of one statement: else each reads for itself)."""
+    b = batch.current(conn)
+    if b is None or not b.carry:
+        return
+    kinds: dict[Prepared, list[RowsAhead]] = {}
+    for r in wanted:
+        if r.lock in b.locked and r not in b.rows_ahead:
+            kinds.setdefault(r.statement, []).append(r)
+    for statement, reads in kinds.items():
+        if len(reads) < 2:
+            continue
+        names = [name for name, _ in reads[0].params]
+        params = {name: [dict(r.params)[name] for r in reads] for name in names}
+        for row in statement.rows(conn, params):
+            r = reads[int(row[0]) - 1]
+            b.rows_ahead[r] = tuple(row[1:])
+            for table, _ in r.keys:
+                b.rows_ahead_tables.add(table)
+
+
+def read(conn: Connection, wanted: RowsAhead) -> tuple[Any, ...] | None:
+    """The row read ahead for ``wanted``, if it still holds (else None: the command reads
+    for itself)."""
+    b = batch.current(conn)
+    if b is None or not b.rows_ahead or b.liveness is not None:
+        return None
+    return b.rows_ahead.get(wanted)
+
+
+def revived(conn: Connection) -> frozenset[str]:
+    """The sessions a sign of life of the running batch revived since its reads ahead."""
+    b = batch.current(conn)
+    return frozenset() if b is None else frozenset(b.revived)
