@@ -425,12 +425,31 @@ def pending_signs_of_life(conn: Connection) -> list[str]:
     return [keys["sessions"][0] for pg, _, keys in pending.deferred if pg.life_only and keys is not None]
 
 
+#: Deferred writes sent as one statement at most: beyond, PostgreSQL's cost of a statement of
+#: so many data-modifying CTEs (each a plan node of its own, planned afresh for each new
+#: count) outgrows a round trip per kind of write (``send_deferred``).
+COMBINE_AT_MOST = 12
+
+
 def send_deferred(conn: Connection) -> None:
-    """Send the deferred writes now, in one round trip (PostgreSQL batch)."""
+    """Send the deferred writes now, in one round trip (PostgreSQL batch); more than
+    ``COMBINE_AT_MOST`` go as one ``executemany`` per statement (a round trip each, its
+    plan kept): deferred writes touch none of one another's rows, so their order is free."""
     pending = batch.current(conn)
     if pending is None or not pending.deferred:
         return
     deferred = pending.deferred
+    if len(deferred) > COMBINE_AT_MOST:
+        kinds: dict[str, list[list[Any]]] = {}
+        for pg, args, _ in deferred:
+            kinds.setdefault(pg.sql, []).append(args)
+        _sending(pending)
+        for sql, many in kinds.items():
+            if len(many) == 1:
+                await_(pending.raw.execute(sql, *many[0]))
+            else:
+                await_(pending.raw.executemany(sql, many))
+        return
     if len(deferred) == 1:
         pg, args, _ = deferred[0]
         sqls = [(pg.sql, args)]
@@ -469,8 +488,13 @@ def _statement(conn: Connection, pg: _Pg, params: Mapping[str, Any]) -> tuple[st
     pending = _before(conn, pg, params)
     if pending is None or not pending.deferred:
         return pg.sql, args
-    if not pg.tables or pg.sql[:15].upper() == "WITH RECURSIVE " or not _apart(pending.deferred, pg, pg.keys(params)):
-        send_deferred(conn)  # SQL text that names no table, or it touches their rows
+    if (
+        not pg.tables
+        or pg.sql[:15].upper() == "WITH RECURSIVE "
+        or len(pending.deferred) > COMBINE_AT_MOST
+        or not _apart(pending.deferred, pg, pg.keys(params))
+    ):
+        send_deferred(conn)  # SQL text that names no table, it touches their rows, or too many
         return pg.sql, args
     deferred = pending.deferred
     sql = _combined([d for d, _, _ in deferred], pg)
