@@ -178,9 +178,11 @@ _GUARDS_AHEAD = Prepared(
         "WITH wanted AS (SELECT * FROM unnest(CAST(:ws AS text[]), CAST(:key AS text[])) AS w(workspace, key)),"
         " inserted AS (INSERT INTO guards (workspace, key) SELECT workspace, key FROM wanted"
         " ORDER BY workspace, key ON CONFLICT DO NOTHING RETURNING workspace, key)"
-        " SELECT workspace, key FROM inserted UNION ALL SELECT workspace, key FROM"
-        " (SELECT g.workspace, g.key FROM guards AS g JOIN wanted AS w ON g.workspace = w.workspace AND g.key = w.key"
-        " ORDER BY g.workspace, g.key FOR UPDATE OF g SKIP LOCKED) AS locked"
+        " SELECT workspace, key FROM inserted UNION ALL SELECT g.workspace, g.key FROM wanted AS w"
+        # each guard by its key (a lateral probe the planner may not turn into a join that
+        # reads every guard), in key order
+        " CROSS JOIN LATERAL (SELECT workspace, key FROM guards"
+        " WHERE guards.workspace = w.workspace AND guards.key = w.key OFFSET 0 FOR UPDATE SKIP LOCKED) AS g"
     ),
     writes="guards",
 )

@@ -261,11 +261,13 @@ _RELEASE_LOCKED_READS = Prepared(
 #: ``streams.project``'s, built in SQL from its prefix.
 _LEASE_GUARDS_AHEAD = Prepared(
     lambda d: text(
-        "WITH wanted AS (SELECT * FROM unnest(CAST(:ws AS text[]), CAST(:key AS text[])) AS w(workspace, issue))"
-        " SELECT g.workspace, g.key, l.issue FROM wanted AS w"
-        " JOIN leases AS l ON l.workspace = w.workspace AND l.issue = w.issue AND l.released_us IS NULL"
-        f" JOIN guards AS g ON g.workspace = l.workspace AND g.key = '{streams.project('')}' || l.project"
-        " ORDER BY g.workspace, g.key FOR UPDATE OF g SKIP LOCKED"
+        "SELECT g.workspace, g.key, w.issue"
+        " FROM unnest(CAST(:ws AS text[]), CAST(:key AS text[])) AS w(workspace, issue)"
+        # each a lateral probe by its key (never a join that reads every lease or guard)
+        " CROSS JOIN LATERAL (SELECT project FROM leases WHERE leases.workspace = w.workspace"
+        " AND leases.issue = w.issue AND leases.released_us IS NULL OFFSET 0) AS l"
+        " CROSS JOIN LATERAL (SELECT workspace, key FROM guards WHERE guards.workspace = w.workspace"
+        f" AND guards.key = '{streams.project('')}' || l.project OFFSET 0 FOR UPDATE SKIP LOCKED) AS g"
     ),
     writes="guards",
 )
@@ -306,7 +308,7 @@ _CLAIMS_AHEAD = Prepared(
         "SELECT a.n, p.wip_limit, p.lock_delay_seconds, p.agent_wip_limit, pl.unreleased,"
         " i.issue, i.project, i.last_fencing_token, i.handoff_note, i.handoff_session_id, i.delay_from_us,"
         " i.delay_session_id,"
-        " EXISTS (SELECT 1 FROM waits AS w WHERE w.workspace = a.ws AND w.kind = 'issue' AND w.key = a.issue),"
+        " w.waiting IS NOT NULL,"
         f" ARRAY(SELECT sessions.session_id FROM sessions WHERE {PG_DECLARING_KEY} = a.declaring"
         f" ORDER BY sessions.session_id LIMIT {_AHEAD_DECLARERS + 1}),"
         f" ARRAY(SELECT sessions.last_seen_us FROM sessions WHERE {PG_DECLARING_KEY} = a.declaring"
@@ -314,14 +316,22 @@ _CLAIMS_AHEAD = Prepared(
         f" l.issue, l.project, l.session_id, l.actor_key, l.fencing_token, {_SESSION_NAMES}"
         " FROM unnest(CAST(:ws AS text[]), CAST(:project AS text[]), CAST(:issue AS text[]), CAST(:sid AS text[]),"
         " CAST(:declaring AS text[])) WITH ORDINALITY AS a(ws, project, issue, sid, declaring, n)"
-        " LEFT JOIN projects AS p ON p.workspace = a.ws AND p.project = a.project"
-        " LEFT JOIN project_leases AS pl ON pl.workspace = a.ws AND pl.project = a.project"
-        " LEFT JOIN issues AS i ON i.workspace = a.ws AND i.issue = a.issue"
+        # Each row a lateral probe by its key (``OFFSET 0``: never flattened into a join that
+        # a generic plan could answer by reading a whole table).
+        " LEFT JOIN LATERAL (SELECT * FROM projects WHERE projects.workspace = a.ws"
+        " AND projects.project = a.project OFFSET 0) AS p ON true"
+        " LEFT JOIN LATERAL (SELECT * FROM project_leases WHERE project_leases.workspace = a.ws"
+        " AND project_leases.project = a.project OFFSET 0) AS pl ON true"
+        " LEFT JOIN LATERAL (SELECT * FROM issues WHERE issues.workspace = a.ws AND issues.issue = a.issue OFFSET 0)"
+        " AS i ON true"
+        " LEFT JOIN LATERAL (SELECT true AS waiting FROM waits WHERE waits.workspace = a.ws AND waits.kind = 'issue'"
+        " AND waits.key = a.issue LIMIT 1) AS w ON true"
         " LEFT JOIN LATERAL (SELECT issue, project, session_id, actor_key, fencing_token FROM leases"
         " WHERE leases.workspace = a.ws AND leases.issue = a.issue AND leases.released_us IS NULL FOR UPDATE) AS l"
         " ON true"
         # by its id alone (the primary key), as _RELEASE_PEEK reads it
-        " LEFT JOIN sessions AS c ON c.session_id = a.sid AND (c.workspace || '') = a.ws"
+        " LEFT JOIN LATERAL (SELECT * FROM sessions AS c WHERE c.session_id = a.sid AND (c.workspace || '') = a.ws"
+        " OFFSET 0) AS c ON true"
         " ORDER BY a.n"
     )
 )
