@@ -573,13 +573,18 @@ def statements_sent() -> Iterator[list[str]]:
             setattr(asyncpg.Connection, name, original)
 
 
-async def test_a_batch_of_heartbeats_reads_every_session_at_once_and_writes_them_all_at_once(
-    store: Any, backend: str
-) -> None:
+async def _sixteen_agents(store: Any, backend: str) -> tuple[Service, list[str]]:
+    """A service and 16 registered sessions, for counting a batch's statements (PostgreSQL)."""
     if backend != "postgresql":
         pytest.skip("round trips to the database are PostgreSQL's cost")
     service = Service(store)
-    sids = [await _register(service, f"a{i}") for i in range(16)]
+    return service, [await _register(service, f"a{i}") for i in range(16)]
+
+
+async def test_a_batch_of_heartbeats_reads_every_session_at_once_and_writes_them_all_at_once(
+    store: Any, backend: str
+) -> None:
+    service, sids = await _sixteen_agents(store, backend)
     before = await store.query(
         lambda conn: dict(conn.execute(select(sessions_table.c.session_id, sessions_table.c.last_seen_us)).all())
     )
@@ -615,10 +620,7 @@ async def test_a_batch_of_heartbeats_reads_every_session_at_once_and_writes_them
 
 
 async def test_a_command_s_writes_go_with_the_next_command_s_first_statement(store: Any, backend: str) -> None:
-    if backend != "postgresql":
-        pytest.skip("round trips to the database are PostgreSQL's cost")
-    service = Service(store)
-    sids = [await _register(service, f"a{i}") for i in range(16)]
+    service, sids = await _sixteen_agents(store, backend)
     await execute(service, {"type": "configure_project", "project": "P", "wip_limit": 100})
     with statements_sent() as sent:
         answers = await asyncio.gather(
@@ -664,10 +666,7 @@ async def test_a_session_row_read_ahead_is_not_used_once_the_batch_wrote_it(stor
 
 
 async def test_a_file_claim_s_paths_go_with_the_next_command_s_first_statement(store: Any, backend: str) -> None:
-    if backend != "postgresql":
-        pytest.skip("round trips to the database are PostgreSQL's cost")
-    service = Service(store)
-    sids = [await _register(service, f"a{i}") for i in range(16)]
+    service, sids = await _sixteen_agents(store, backend)
     with statements_sent() as sent:
         answers = await asyncio.gather(
             *(
@@ -751,10 +750,7 @@ async def test_a_claim_read_ahead_is_not_used_once_the_batch_wrote_what_it_read(
 async def test_claims_in_many_projects_lock_their_guards_ahead_and_read_in_one_statement_each(
     store: Any, backend: str
 ) -> None:
-    if backend != "postgresql":
-        pytest.skip("round trips to the database are PostgreSQL's cost")
-    service = Service(store)
-    sids = [await _register(service, f"a{i}") for i in range(16)]
+    service, sids = await _sixteen_agents(store, backend)
     for round_ in ("new-projects", "guards-exist"):
         with statements_sent() as sent:
             answers = await asyncio.gather(
