@@ -6,6 +6,7 @@ COMMITTED transaction on its connection, inside one greenlet (``run_batch``), th
 statements on the driver (asyncpg):
 
     BEGIN; SELECT clock, ttl, short lock wait         one clock read for the batch
+    [reads ahead]                                     fast pass: guards, sessions rows, claims' rows
     command 1 … command n                             decide, read models (provisional positions)
     WITH h AS (UPDATE store_head …) stream heads,     the counter, once; versions; events;
          events, renumbering; clock, ttl              provisional → real positions
@@ -15,6 +16,12 @@ A command arriving alone finds a free writer and is committed at once: no window
 arriving while the writer is busy form the next batch; after a batch of more than one, if
 fewer wait than it held, the writer first waits ``postgres.GROUP_COMMIT_WINDOW`` (1 ms)
 for more, as SQLite's writer does.
+
+**Reads ahead.** A fast pass first locks, one statement per kind, the guards its claims
+and releases lock first (``held_locks``), reads the sessions rows its heartbeats read first
+(``session_rows``), then what its claims read once their guards are held (``rows_ahead``);
+each command uses what was read for it while nothing in the batch has written it since,
+and reads for itself otherwise. A failure of a read ahead has no victim (see below).
 
 **Chained batches.** When commands are already waiting as a batch commits, its COMMIT
 also begins the next transaction (``COMMIT; BEGIN …; SET LOCAL lock_timeout``, one round
