@@ -418,9 +418,13 @@ TIER_COMMANDS = (
     "finish_work",
     "acquire_lease",
     "release_lease",
+    "claim_next_work (at cap)",
 )
 #: Big enough that the measured project never refuses, even with every load lease in it.
 TIER_WIP = 100_000
+#: Items on issues queued ahead of the pulls at the cap in every store (the load store
+#: queues ``--queued`` more).
+TIER_CAP_AHEAD = 5
 
 
 class _Tier:
@@ -456,6 +460,12 @@ async def _tier_setup(t: _Tier) -> None:
     await t.send({"type": "configure_project", "project": "M", "wip_limit": TIER_WIP})
     await t.send({"type": "configure_project", "project": "H", "wip_limit": TIER_WIP})
     await t.send({"type": "claim_files", "session_id": t.other, "issue": "CONF", "paths": ["conf/x.py"]})
+    # Project C is at its cap (1, held by the live holder) with a few items on issues queued
+    # ahead of what the measured pulls take (an item without an issue, behind them).
+    await t.send({"type": "configure_project", "project": "C", "wip_limit": 1})
+    await t.send({"type": "claim_issue", "session_id": t.other, "project": "C", "issue": "C-HELD"})
+    for i in range(TIER_CAP_AHEAD):
+        await t.send({"type": "enqueue_work", "project": "C", "issue": f"C-{i}", "priority": 1})
 
 
 async def _tier_history(t: _Tier, cycles: int, workers: int = 16) -> None:
@@ -505,6 +515,8 @@ async def _tier_load(t: _Tier, live_claims: int, live_leases: int, queued: int, 
             await t.send({"type": "claim_issue", "session_id": sids[w], "project": "M", "issue": f"LOAD-{k}"})
         for _ in range(w, queued, workers):
             await t.send({"type": "enqueue_work", "project": "Q", "priority": -1})
+        for k in range(w, queued, workers):  # on issues, ahead of the pulls at the cap
+            await t.send({"type": "enqueue_work", "project": "C", "issue": f"C-LOAD-{k}", "priority": 1})
 
     await asyncio.gather(*(worker(w) for w in range(workers)))
 
@@ -551,6 +563,16 @@ async def _tier_sample(t: _Tier, k: int, lat: dict[str, list[float]], inner: dic
         inner.setdefault(name, []).append(sum(t.timer.inner))
         if name == "enqueue_work":
             item = result["item_id"]
+    # At the cap: only the item without an issue may be taken, behind every item on an issue.
+    plain = (await t.send({"type": "enqueue_work", "project": "C"}))["item_id"]
+    t.timer.inner.clear()
+    start = time.perf_counter()
+    result = await t.send({"type": "claim_next_work", "session_id": me, "project": "C"})
+    lat.setdefault("claim_next_work (at cap)", []).append((time.perf_counter() - start) * 1e6)
+    inner.setdefault("claim_next_work (at cap)", []).append(sum(t.timer.inner))
+    if (result.get("item") or {}).get("item_id") != plain:
+        raise RuntimeError(f"{t.label}: the pull at the cap took {result}, not {plain}")
+    await t.send({"type": "finish_work", "session_id": me, "item_id": plain, "outcome": "cancelled"})
 
 
 TIER_LABELS = ("fresh", "history", "load")
@@ -724,7 +746,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--live-leases", type=int, default=5000, help="load: unreleased leases in the measured project (default 5,000)"
     )
     tiers.add_argument(
-        "--queued", type=int, default=5000, help="load: items queued behind the measured pulls (default 5,000)"
+        "--queued",
+        type=int,
+        default=5000,
+        help="load: items queued behind the measured pulls, and ahead of the pulls at the cap (default 5,000)",
     )
     tiers.add_argument("--samples", type=int, default=300, help="timed samples of each command per store (default 300)")
     tiers.add_argument("--tiers-child", action="store_true", help=argparse.SUPPRESS)

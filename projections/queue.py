@@ -59,6 +59,22 @@ def live_key(workspace: str, project: str, state: str) -> str:
     return f"{workspace}\x01{project}\x01{state}"
 
 
+#: An item's *queued issue key* on PostgreSQL: its workspace, project and issue ('' for
+#: none) while it is queued, NULL otherwise. ``ix_work_items_queued_issue_key``
+#: (0015_queue_at_cap; then ``priority DESC, enqueued_position``) is the only index on it: a
+#: pull at its project's cap reads the queued items without an issue, or on one issue, by
+#: it, in pull order. ``queued_issue_key`` builds the values it is compared with.
+PG_QUEUED_ISSUE_KEY = (
+    "(CASE WHEN work_items.status = 'queued'"
+    " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01' || coalesce(work_items.issue, '') END)"
+)
+
+
+def queued_issue_key(workspace: str, project: str, issue: str | None) -> str:
+    """The value of ``PG_QUEUED_ISSUE_KEY`` for a project's queued items on ``issue`` (None: without one)."""
+    return f"{workspace}\x01{project}\x01{issue or ''}"
+
+
 _INSERT_ITEM = Prepared(
     lambda d: work_items.insert().values(
         item_id=bindparam("item"),

@@ -250,6 +250,20 @@ Index(
     work_items.c.priority.desc(),
     work_items.c.enqueued_position,
 )
+# A pull from a project at its cap reads only its queued items without an issue (in pull
+# order) and those on the issues it may still take: SQLite through this index (named by the
+# statements), PostgreSQL through ix_work_items_queued_issue_key, an expression index like
+# the one below: ((CASE WHEN status = 'queued' THEN workspace || E'\x01' || project ||
+# E'\x01' || coalesce(issue, '') END), priority DESC, enqueued_position) (0015_queue_at_cap).
+Index(
+    "ix_work_items_queued_issue",
+    work_items.c.workspace,
+    work_items.c.project,
+    work_items.c.issue,
+    work_items.c.priority.desc(),
+    work_items.c.enqueued_position,
+    sqlite_where=text("status = 'queued'"),
+).ddl_if(dialect="sqlite")
 # PostgreSQL only (migration 0012_queue_live_key, not declared here: an expression index):
 # ix_work_items_live_key ON work_items ((CASE WHEN status = 'queued' THEN workspace || E'\x01'
 #   || project || E'\x01queued' WHEN status IN ('claimed', 'running') THEN … || E'\x01active'

@@ -530,6 +530,12 @@ def _queue_history() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             {**items[0], "item_id": f"live-{n}", "project": project, "status": status, "session_id": sid}
             | {"priority": n % 2, "enqueued_position": 200_000 + n, "issue": "I-1"}
         )
+    # queued without an issue (what a pull at the cap reads), in Q and R
+    for n, project in enumerate(("Q", "Q", "Q", "R")):
+        items.append(
+            {**items[0], "item_id": f"free-{n}", "project": project, "status": "queued", "session_id": None}
+            | {"priority": n % 2, "enqueued_position": 200_100 + n, "issue": None}
+        )
     return people, items
 
 
@@ -562,6 +568,20 @@ _QUEUE: list[tuple[Prepared, dict[str, Any], list[str], list[str]]] = [
         ["ix_work_items_session"],
         ["ix_work_items_session"],
     ),
+    # a pull at the cap: the queued items without an issue, then those on one issue
+    (
+        queue_handler._ON_ISSUE_FIRST,
+        {"ws": WS, "project": "Q", "issue": None, "qkey": queue_projection.queued_issue_key(WS, "Q", None), "page": 4},
+        ["ix_work_items_queued_issue_key"],
+        ["ix_work_items_queued_issue"],
+    ),
+    (
+        queue_handler._ON_ISSUE_NEXT,
+        {"ws": WS, "project": "Q", "issue": "I-1", "qkey": queue_projection.queued_issue_key(WS, "Q", "I-1")}
+        | {"page": 32, "priority": 1, "priority2": 1, "after": 200_001},
+        ["ix_work_items_queued_issue_key"],
+        ["ix_work_items_queued_issue"],
+    ),
 ]
 
 
@@ -589,7 +609,8 @@ async def test_the_queue_reads_only_live_items_whatever_the_statistics(store: An
                 # (SQLite sorted every queued item of the project on each pull before 0014)
                 assert "Sort Key: work_items.priority" not in plan and "TEMP B-TREE" not in plan, where
         if backend == "postgresql":  # the count reads the session's active items only
-            assert re.search(r"Index Cond: .*session_id.*status", plans[-1]), (when, plans[-1])
+            count = plans[[stmt for stmt, _ in statements].index(queue_handler._OTHER_ACTIVE)]
+            assert re.search(r"Index Cond: .*session_id.*status", count), (when, count)
 
     await check("empty tables")
     people, items = _queue_history()
@@ -619,11 +640,14 @@ async def test_the_queue_statements_find_the_same_items_on_both_backends(store: 
             out.append([tuple(r) for r in stmt.rows(conn, params)])
         return out
 
-    suspects, first, after, others = await store.transact(read)
+    suspects, first, after, others, free, on_issue = await store.transact(read)
     assert suspects == [("s1",)]
-    assert [r[0] for r in first] == ["live-1", "live-0", "live-2"]  # priority 1 first, then in enqueue order
-    assert [r[0] for r in after] == ["live-0", "live-2"]
+    # priority 1 first, then in enqueue order
+    assert [r[0] for r in first] == ["live-1", "free-1", "live-0", "live-2"]
+    assert [r[0] for r in after] == ["free-1", "live-0", "live-2", "free-0", "free-2"]
     assert others == [(1,)]
+    assert [r[0] for r in free] == ["free-1", "free-0", "free-2"]  # Q's queued items without an issue
+    assert [r[0] for r in on_issue] == ["live-0", "live-2"]  # Q's queued on I-1, after live-1
 
 
 async def test_a_claims_and_a_releases_reads_find_each_row_by_its_own_index(store: Any, backend: str) -> None:

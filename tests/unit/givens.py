@@ -3,7 +3,7 @@ items, refusals, and :class:`MemoryReads` (the queue's reads, in memory)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,25 @@ def item(
 
 
 @dataclass
+class MemoryQueue:
+    """QueuedItems over a list; once narrowed (recorded in ``asked``), only the items
+    without an issue or on one of the narrowed issues come after."""
+
+    items: list[ItemState]
+    asked: list[str]
+    only: frozenset[str] | None = None
+
+    def narrow(self, issues: Collection[str]) -> None:
+        self.only = frozenset(issues)
+        self.asked.append(f"narrow:{','.join(sorted(issues))}")
+
+    def __iter__(self) -> Iterator[ItemState]:
+        for i in self.items:
+            if self.only is None or i.issue is None or i.issue in self.only:
+                yield i
+
+
+@dataclass
 class MemoryReads:
     """WorkReads over plain values; records what was asked, in order."""
 
@@ -78,8 +97,8 @@ class MemoryReads:
     def locked_item(self, item_id: str) -> ItemState | None:
         return self.items.get(item_id)
 
-    def queued(self) -> Iterable[ItemState]:
-        return sorted(self.queue, key=lambda i: i.order)
+    def queued(self) -> MemoryQueue:
+        return MemoryQueue(sorted(self.queue, key=lambda i: i.order), self.asked)
 
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
         self.asked.append(f"statuses:{','.join(item_ids)}")
@@ -96,6 +115,10 @@ class MemoryReads:
     def live_leases(self, issue: str) -> int:
         self.asked.append(f"live:{issue}")
         return self.live.get(issue, 0)
+
+    def held_issues(self, session_id: str) -> frozenset[str]:
+        self.asked.append(f"held:{session_id}")
+        return frozenset(i for i, lease in self.leases.items() if lease.session_id == session_id)
 
     def lease(self, issue: str) -> LeaseState | None:
         return self.leases.get(issue)

@@ -114,8 +114,16 @@ def test_pull_skips_issues_held_by_others_in_other_projects_or_over_the_cap() ->
         live={"I-cap": 3},
     )
     assert pull(reads).result == {"item": None}
-    # the cap is counted only for an issue that could be taken
-    assert reads.asked == ["stale_work:s-me", "issue:I-held", "issue:I-q", "issue:I-cap", "live:I-cap"]
+    # the cap is counted only for an issue that could be taken; met, it narrows the queue
+    assert reads.asked == [
+        "stale_work:s-me",
+        "issue:I-held",
+        "issue:I-q",
+        "issue:I-cap",
+        "live:I-cap",
+        "held:s-me",
+        "narrow:",
+    ]
 
 
 def test_pull_keeps_a_lease_the_caller_already_holds() -> None:
@@ -205,3 +213,75 @@ def test_only_a_live_session_pulls_and_a_refused_pull_recovers_nothing() -> None
             pull(reads, me=me)
         assert e.value.code == "SESSION_NOT_LIVE"
     assert reads.asked == []
+
+
+# --- claim_next_work at the project's cap: the queue is not read item by item -----------
+
+
+def test_a_pull_at_the_cap_reads_no_issue_after_a_free_one_met_the_cap() -> None:
+    # Every free issue meets the cap the first one met (the count leaves out only a lease on
+    # the issue itself): the fifty behind it are skipped unread, and the item without an
+    # issue at the end of the queue (it takes no lease) is still taken.
+    queue = [item(item_id=f"w-{i}", position=i, issue=f"I-{i}") for i in range(50)]
+    reads = MemoryReads(queue=[*queue, item(item_id="plain", position=99)], live={"I-0": 3})
+    assert picked(pull(reads)) == "plain"
+    assert reads.asked == ["stale_work:s-me", "issue:I-0", "live:I-0", "held:s-me", "narrow:"]
+
+
+def test_a_pull_at_the_cap_still_takes_an_item_of_an_issue_the_caller_holds() -> None:
+    me = session("s-me")
+    lease = LeaseState("I-mine", "P", "s-me", "actor-s-me", 4)
+    mine = IssueView("I-mine", IssueState("I-mine", "P", 4, None, None), lease, me, ())
+    reads = MemoryReads(
+        queue=[
+            item(item_id="w-0", position=0, issue="I-0"),
+            item(item_id="w-1", position=1, issue="I-1"),
+            item(item_id="w-mine", position=2, issue="I-mine"),
+        ],
+        issues={"I-mine": mine},
+        leases={"I-mine": lease},
+        live={"I-0": 3},
+    )
+    d = pull(reads, me=me)
+    assert picked(d) == "w-mine" and [type(e) for _, e in d.events] == [WorkClaimed]
+    assert reads.asked == ["stale_work:s-me", "issue:I-0", "live:I-0", "held:s-me", "narrow:I-mine", "issue:I-mine"]
+
+
+def test_a_pull_at_the_cap_still_reclaims_a_lease_its_recovery_released() -> None:
+    # The recovered lease is left out of the count: one fewer than the cap, so it is taken.
+    lease = LeaseState("I-1", "P", "s-gone", "actor-s-gone", 5)
+    stale = StaleWork([item("running", "s-gone", item_id="w-1", position=2, issue="I-1")], {"I-1": lease})
+    view = IssueView("I-1", IssueState("I-1", "P", 5, None, None), lease, gone("s-gone"), ())
+    reads = MemoryReads(
+        stale=stale,
+        queue=[item(item_id="w-0", position=1, issue="I-0")],
+        issues={"I-1": view},
+        live={"I-0": 3, "I-1": 2},
+    )
+    d = pull(reads)
+    assert picked(d) == "w-1"
+    # narrowed to the caller's leases (none) and the issue its recovery freed
+    assert reads.asked == [
+        "stale_work:s-me",
+        "issue:I-0",
+        "live:I-0",
+        "held:s-me",
+        "narrow:I-1",
+        "issue:I-1",
+        "live:I-1",
+    ]
+
+
+def test_a_pull_under_the_cap_reads_each_issue_it_passes() -> None:
+    # Held issues do not put the pull at the cap: the free one behind them is taken.
+    alice = session("s-alice")
+    held = {
+        f"I-{i}": IssueView(
+            f"I-{i}", IssueState(f"I-{i}", "P", 1, None, None), LeaseState(f"I-{i}", "P", "s-alice", "a", 1), alice, ()
+        )
+        for i in range(3)
+    }
+    queue = [item(item_id=f"w-{i}", position=i, issue=f"I-{i}") for i in range(4)]
+    reads = MemoryReads(queue=queue, issues=held, live={"I-3": 2})
+    assert picked(pull(reads)) == "w-3"
+    assert reads.asked == ["stale_work:s-me", "issue:I-0", "issue:I-1", "issue:I-2", "issue:I-3", "live:I-3"]

@@ -9,13 +9,16 @@ same item. Lock order: project guard → sessions → work items → issue lease
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from functools import reduce
 from typing import Any
 
 import msgspec
-from sqlalchemy import ColumnElement, Connection, bindparam, func, literal_column, select, true
+from sqlalchemy import ColumnElement, Connection, bindparam, func, literal_column, select, text, true
+from sqlalchemy.sql import Executable
 
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Context, Decision
@@ -33,8 +36,8 @@ from eventcoord.handlers.issues import (
     lock_project,
 )
 from eventcoord.liveness import not_live_clause
-from eventcoord.projections.queue import PG_LIVE_KEY, live_key
-from eventcoord.projections.tables import issues, sessions, work_items
+from eventcoord.projections.queue import PG_LIVE_KEY, PG_QUEUED_ISSUE_KEY, live_key, queued_issue_key
+from eventcoord.projections.tables import issues, leases, sessions, work_items
 from eventcoord.store.prepared import Prepared, unindexed
 from eventcoord.store.schema import workspaces
 
@@ -170,6 +173,29 @@ _NEXT_PAGE = Prepared(
 )
 
 
+# A project's queued items without an issue, or on one issue, in pull order: what a pull
+# at the project's cap may still take (0015_queue_at_cap). PostgreSQL compares the queued
+# issue key, which only ``ix_work_items_queued_issue_key`` indexes; SQLite names
+# ``ix_work_items_queued_issue`` (``IS``: an item without an issue has a NULL one).
+_SQLITE_ON_ISSUE = (
+    "SELECT {columns} FROM work_items INDEXED BY ix_work_items_queued_issue"
+    " WHERE workspace = :ws AND project = :project AND status = 'queued' AND issue IS :issue"
+)
+_PG_ON_ISSUE = f"SELECT {{columns}} FROM work_items WHERE {PG_QUEUED_ISSUE_KEY} = :qkey"
+_AFTER = " AND (priority < :priority OR (priority = :priority2 AND enqueued_position > :after))"
+_IN_ORDER = " ORDER BY priority DESC, enqueued_position LIMIT :page"
+
+
+def _on_issue(d: str, after: bool) -> Executable:
+    columns = ", ".join(c.name for c in _ITEM_COLUMNS)
+    sql = (_SQLITE_ON_ISSUE if d == "sqlite" else _PG_ON_ISSUE).format(columns=columns)
+    return text(sql + (_AFTER if after else "") + _IN_ORDER + ("" if d == "sqlite" else " FOR UPDATE SKIP LOCKED"))
+
+
+_ON_ISSUE_FIRST = Prepared(lambda d: _on_issue(d, after=False))
+_ON_ISSUE_NEXT = Prepared(lambda d: _on_issue(d, after=True))
+
+
 # The worker's other claimed or running items on the issue: one count per status, each
 # through ix_work_items_session (session_id, status) by both columns, the only index that can
 # serve it (no other leads with the session; an item's id is only compared with <>). With the
@@ -189,6 +215,12 @@ def _other_active(status: str) -> Any:
 
 
 _OTHER_ACTIVE = Prepared(lambda d: select(reduce(operator.add, (_other_active(s) for s in domain.ACTIVE))))
+# The issues a session holds (through ix_leases_session_live: its unreleased leases only).
+_HELD_ISSUES = Prepared(
+    lambda d: select(leases.c.issue).where(
+        (leases.c.session_id == bindparam("sid")) & leases.c.released_us.is_(None) & (leases.c.workspace == WS)
+    )
+)
 _ISSUE_PROJECT = Prepared(
     lambda d: select(issues.c.project).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
 )
@@ -236,6 +268,77 @@ def load_stale_work(conn: Connection, ctx: Context, project: str, caller: str | 
     return domain.StaleWork(stale, {issue: load_lease(conn, ctx, issue, lock=True) for issue in issues_of})
 
 
+def _pages(
+    conn: Connection,
+    first: Prepared,
+    then: Prepared,
+    params: dict[str, Any],
+    after: domain.ItemState | None = None,
+) -> Iterator[list[domain.ItemState]]:
+    """Pages of items in pull order (after ``after``), read by ``first`` then ``then``.
+
+    Pages grow (4, 32, then ``PAGE``): a pull usually takes one of the first items, and
+    every row a page reads is decoded and, on PostgreSQL, locked until commit (``SKIP
+    LOCKED``: rows others lock are skipped).
+    """
+    pages = 0
+    while True:
+        size = FIRST_PAGES[pages] if pages < len(FIRST_PAGES) else PAGE
+        if after is None:
+            rows = first.rows(conn, {**params, "page": size})
+        else:
+            place = {"priority": after.priority, "priority2": after.priority, "after": after.enqueued_position}
+            rows = then.rows(conn, {**params, **place, "page": size})
+        page = [_item(r) for r in rows]
+        yield page
+        if len(page) < size:
+            return
+        after = page[-1]
+        pages += 1
+
+
+class QueuedItems:
+    """:class:`eventcoord.domain.queue.QueuedItems`: a project's queued items in selection
+    order, a page at a time; once narrowed, only those a pull at the cap may take."""
+
+    def __init__(self, conn: Connection, ctx: Context, project: str) -> None:
+        self.conn, self.ctx, self.project = conn, ctx, project
+        self._only: frozenset[str] | None = None
+
+    def narrow(self, issues: Collection[str]) -> None:
+        self._only = frozenset(issues)
+
+    def __iter__(self) -> Iterator[domain.ItemState]:
+        ws, project = self.ctx.workspace, self.project
+        params = {"ws": ws, "project": project, "key": live_key(ws, project, "queued")}
+        last: domain.ItemState | None = None
+        for page in _pages(self.conn, _FIRST_PAGE, _NEXT_PAGE, params):
+            yield from page
+            if page:
+                last = page[-1]
+            if self._only is not None:  # the rest: without an issue, or on one of those
+                yield from self._narrowed(last)
+                return
+
+    def _narrowed(self, after: domain.ItemState | None) -> Iterator[domain.ItemState]:
+        """The queued items after ``after`` without an issue or on one of the narrowed issues."""
+        assert self._only is not None
+        ws, project = self.ctx.workspace, self.project
+        streams = [
+            itertools.chain.from_iterable(
+                _pages(
+                    self.conn,
+                    _ON_ISSUE_FIRST,
+                    _ON_ISSUE_NEXT,
+                    {"ws": ws, "project": project, "issue": issue, "qkey": queued_issue_key(ws, project, issue)},
+                    after,
+                )
+            )
+            for issue in (None, *sorted(self._only))
+        ]
+        yield from heapq.merge(*streams, key=lambda i: i.order)
+
+
 class WorkReads:
     """:class:`eventcoord.domain.queue.WorkReads` on a connection, for one (locked) project."""
 
@@ -248,33 +351,8 @@ class WorkReads:
     def locked_item(self, item_id: str) -> domain.ItemState | None:
         return load_item(self.conn, self.ctx, item_id, lock=True)
 
-    def queued(self) -> Iterator[domain.ItemState]:
-        """Queued items in selection order, a page at a time, skipping rows others lock.
-
-        Pages grow (4, 32, then ``PAGE``): a pull usually takes one of the first items, and
-        every row a page reads is decoded and, on PostgreSQL, locked until commit.
-        """
-        last: domain.ItemState | None = None
-        params: dict[str, Any] = {
-            "ws": self.ctx.workspace,
-            "project": self.project,
-            "key": live_key(self.ctx.workspace, self.project, "queued"),
-            "page": FIRST_PAGES[0],
-        }
-        pages = 0
-        while True:
-            if last is None:
-                rows = _FIRST_PAGE.rows(self.conn, params)
-            else:
-                after = {"priority": last.priority, "priority2": last.priority, "after": last.enqueued_position}
-                rows = _NEXT_PAGE.rows(self.conn, {**params, **after})
-            page = [_item(r) for r in rows]
-            yield from page
-            if len(page) < params["page"]:
-                return
-            last = page[-1]
-            pages += 1
-            params["page"] = FIRST_PAGES[pages] if pages < len(FIRST_PAGES) else PAGE
+    def queued(self) -> QueuedItems:
+        return QueuedItems(self.conn, self.ctx, self.project)
 
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
         rows = self.conn.execute(
@@ -309,6 +387,9 @@ class WorkReads:
 
     def live_leases(self, issue: str) -> int:
         return live_lease_count(self.conn, self.ctx, self.project, issue, self.wip_limit)
+
+    def held_issues(self, session_id: str) -> frozenset[str]:
+        return frozenset(r[0] for r in _HELD_ISSUES.rows(self.conn, {"sid": session_id, "ws": self.ctx.workspace}))
 
     def lease(self, issue: str) -> LeaseState | None:
         return load_lease(self.conn, self.ctx, issue, lock=True)

@@ -9,7 +9,7 @@ Items without an issue take no lease.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -21,7 +21,7 @@ from eventcoord.domain import streams
 from eventcoord.domain.issues import Grant, grant_for_work
 from eventcoord.domain.paths import overlaps
 from eventcoord.domain.queue.recovery import recover
-from eventcoord.domain.queue.state import ClaimNextState, FileClaimView, ItemState, WorkReads
+from eventcoord.domain.queue.state import ClaimNextState, FileClaimView, ItemState, QueuedItems, WorkReads
 from eventcoord.domain.sessions import SessionState, require_live
 from eventcoord.events import WorkClaimed
 
@@ -74,6 +74,7 @@ def item_view(
 
 def _select(
     candidates: Iterable[ItemState],
+    queued: QueuedItems,
     reads: WorkReads,
     me: SessionState,
     wip_limit: int,
@@ -86,7 +87,16 @@ def _select(
     issues whose stale lease this pull's recovery released, which are free once it commits.
     """
     statuses: dict[str, str] = {}
+    # Once a free issue (one without a lease) met the cap, every free issue does: the
+    # count leaves out only a lease on the issue itself, and a free one has none. From
+    # then on an item on an issue can only be taken to keep the caller's own lease, or to
+    # take one this pull's recovery released: every other one is skipped unread, and the
+    # queue is narrowed to those and the items without an issue. So a pull at the cap reads
+    # what it could take, not six statements per item queued ahead.
+    mine: frozenset[str] | None = None
     for item in candidates:
+        if mine is not None and item.issue is not None and item.issue not in mine:
+            continue
         unknown = [b for b in item.blocked_by if b not in statuses]
         if unknown:
             statuses.update(reads.statuses(unknown))
@@ -96,28 +106,39 @@ def _select(
             continue
         if item.issue is None:
             return item, None
+        view = reads.issue(item.issue)
+        counted: list[int] = []
         grant = grant_for_work(
-            reads.issue(item.issue),
+            view,
             me,
             item.project,
             wip_limit,
-            partial(reads.live_leases, item.issue),
+            partial(_count, counted, reads.live_leases, item.issue),
             ctx,
             recovered=item.issue in recovered,
         )
         if grant is not None:
             return item, grant
+        if mine is None and view.lease is None and counted and counted[0] >= wip_limit:
+            mine = frozenset(reads.held_issues(me.session_id)) | frozenset(recovered)
+            queued.narrow(mine)
     return None
+
+
+def _count(counted: list[int], live_leases: Callable[[str], int], issue: str) -> int:
+    """``live_leases(issue)``, noted in ``counted``."""
+    n = live_leases(issue)
+    counted.append(n)
+    return n
 
 
 def decide_claim_next_work(state: ClaimNextState, cmd: ClaimNextWork, ctx: Context) -> Decision:
     """Pull the next eligible item (recovering stale work first), or answer ``item: null``."""
     me = require_live(state.session, cmd.session_id, ctx)
     recovery = recover(state.reads.stale_work(me.session_id), me.session_id)
-    candidates = heapq.merge(
-        sorted(recovery.items.values(), key=lambda i: i.order), state.reads.queued(), key=lambda i: i.order
-    )
-    chosen = _select(candidates, state.reads, me, state.wip_limit, ctx, recovery.released.keys())
+    queued = state.reads.queued()
+    candidates = heapq.merge(sorted(recovery.items.values(), key=lambda i: i.order), queued, key=lambda i: i.order)
+    chosen = _select(candidates, queued, state.reads, me, state.wip_limit, ctx, recovery.released.keys())
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)
     if chosen is None:
         d.events = list(recovery.events)

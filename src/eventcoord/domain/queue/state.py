@@ -6,7 +6,7 @@ Handlers load these (locking what they load); what selection needs as it goes it
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -61,6 +61,15 @@ class StaleWork:
     leases: Mapping[str, LeaseState | None] = field(default_factory=dict)
 
 
+class QueuedItems(Protocol):
+    """A project's queued items in selection order, read as they are iterated."""
+
+    def __iter__(self) -> Iterator[ItemState]: ...
+
+    def narrow(self, issues: Collection[str]) -> None:
+        """From the next page read on, only the items without an issue or on one of ``issues``."""
+
+
 class WorkReads(Protocol):
     """What queue decisions read as they go; the handler loads (and locks) each on demand."""
 
@@ -70,7 +79,7 @@ class WorkReads(Protocol):
     def locked_item(self, item_id: str) -> ItemState | None:
         """The item, its row locked."""
 
-    def queued(self) -> Iterable[ItemState]:
+    def queued(self) -> QueuedItems:
         """The project's queued items in selection order (rows others lock are skipped)."""
 
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
@@ -85,6 +94,9 @@ class WorkReads(Protocol):
 
     def live_leases(self, issue: str) -> int:
         """The project's live leases, not counting any lease on ``issue``."""
+
+    def held_issues(self, session_id: str) -> Collection[str]:
+        """The issues whose unreleased lease ``session_id`` holds (in the workspace)."""
 
     def lease(self, issue: str) -> LeaseState | None:
         """The issue's unreleased lease, locked."""
