@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import operator
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import reduce
 from typing import Any
 
@@ -25,6 +25,7 @@ from eventcoord.context import Context, Decision
 from eventcoord.domain import queue as domain
 from eventcoord.domain.handoff import IssueLine
 from eventcoord.domain.issues import IssueView, LeaseState
+from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import SessionState
 from eventcoord.handlers.common import WS, load_session, load_sessions
 from eventcoord.handlers.files import overlap_candidates
@@ -273,9 +274,11 @@ def _pages(
     first: Prepared,
     then: Prepared,
     params: dict[str, Any],
-    after: domain.ItemState | None = None,
+    after: domain.ItemState | None,
+    on_page: Callable[[list[domain.ItemState]], None],
 ) -> Iterator[list[domain.ItemState]]:
-    """Pages of items in pull order (after ``after``), read by ``first`` then ``then``.
+    """Pages of items in pull order (after ``after``), read by ``first`` then ``then``;
+    ``on_page`` sees each before its items are yielded.
 
     Pages grow (4, 32, then ``PAGE``): a pull usually takes one of the first items, and
     every row a page reads is decoded and, on PostgreSQL, locked until commit (``SKIP
@@ -290,6 +293,7 @@ def _pages(
             place = {"priority": after.priority, "priority2": after.priority, "after": after.enqueued_position}
             rows = then.rows(conn, {**params, **place, "page": size})
         page = [_item(r) for r in rows]
+        on_page(page)
         yield page
         if len(page) < size:
             return
@@ -301,8 +305,10 @@ class QueuedItems:
     """:class:`eventcoord.domain.queue.QueuedItems`: a project's queued items in selection
     order, a page at a time; once narrowed, only those a pull at the cap may take."""
 
-    def __init__(self, conn: Connection, ctx: Context, project: str) -> None:
-        self.conn, self.ctx, self.project = conn, ctx, project
+    def __init__(
+        self, conn: Connection, ctx: Context, project: str, on_page: Callable[[list[domain.ItemState]], None]
+    ) -> None:
+        self.conn, self.ctx, self.project, self.on_page = conn, ctx, project, on_page
         self._only: frozenset[str] | None = None
 
     def narrow(self, issues: Collection[str]) -> None:
@@ -312,7 +318,7 @@ class QueuedItems:
         ws, project = self.ctx.workspace, self.project
         params = {"ws": ws, "project": project, "key": live_key(ws, project, "queued")}
         last: domain.ItemState | None = None
-        for page in _pages(self.conn, _FIRST_PAGE, _NEXT_PAGE, params):
+        for page in _pages(self.conn, _FIRST_PAGE, _NEXT_PAGE, params, None, self.on_page):
             yield from page
             if page:
                 last = page[-1]
@@ -332,6 +338,7 @@ class QueuedItems:
                     _ON_ISSUE_NEXT,
                     {"ws": ws, "project": project, "issue": issue, "qkey": queued_issue_key(ws, project, issue)},
                     after,
+                    self.on_page,
                 )
             )
             for issue in (None, *sorted(self._only))
@@ -344,6 +351,12 @@ class WorkReads:
 
     def __init__(self, conn: Connection, ctx: Context, project: str, wip_limit: int | None = None) -> None:
         self.conn, self.ctx, self.project, self.wip_limit = conn, ctx, project, wip_limit
+        # What a pull asks of the queued items, read a page at a time (``read_ahead``) and
+        # kept for the command: the blockers' statuses (an item asked for and missing has
+        # none), and the exclusive claims that could overlap the paths asked for so far.
+        self._status: dict[str, str] = {}
+        self._status_read: set[str] = set()
+        self._claims: dict[str, dict[tuple[str, str | None], domain.FileClaimView]] = {}
 
     def stale_work(self, caller: str | None) -> domain.StaleWork:
         return load_stale_work(self.conn, self.ctx, self.project, caller)
@@ -352,35 +365,60 @@ class WorkReads:
         return load_item(self.conn, self.ctx, item_id, lock=True)
 
     def queued(self) -> QueuedItems:
-        return QueuedItems(self.conn, self.ctx, self.project)
+        return QueuedItems(self.conn, self.ctx, self.project, self.read_ahead)
+
+    def read_ahead(self, page: Sequence[domain.ItemState]) -> None:
+        """Read what a pull asks of a page's items for the whole page: its blockers' statuses
+        and the claims that could block its paths, a statement or three each, not per item
+        (a queue whose first items are blocked cost a pull a round trip per item)."""
+        self._read_statuses({b for item in page for b in item.blocked_by})
+        self._read_claims({p for item in page for p in item.paths})
 
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
+        self._read_statuses(item_ids)
+        return {i: self._status[i] for i in item_ids if i in self._status}
+
+    def _read_statuses(self, item_ids: Collection[str]) -> None:
+        unread = sorted(set(item_ids) - self._status_read)
+        if not unread:
+            return
+        self._status_read.update(unread)
         rows = self.conn.execute(
             select(work_items.c.item_id, work_items.c.status).where(
-                (unindexed(work_items.c.workspace) == self.ctx.workspace) & work_items.c.item_id.in_(item_ids)
+                (unindexed(work_items.c.workspace) == self.ctx.workspace) & work_items.c.item_id.in_(unread)
             )
         )
-        return {r.item_id: r.status for r in rows}
+        self._status.update({r.item_id: r.status for r in rows})
 
     def exclusive_claims(self, paths: Sequence[str]) -> list[domain.FileClaimView]:
-        """Unreleased exclusive file claims of the workspace that could overlap ``paths``, with
-        their holders' liveness: the probes of claim_files (never every live claim).
+        """Unreleased exclusive file claims of the workspace that could overlap ``paths`` (and
+        the paths this command asked for before), with their holders' liveness: the probes
+        of claim_files (never every live claim).
 
         A share lock on the workspace row (claim_files locks it FOR UPDATE) keeps the claims
         from changing under this decision on PostgreSQL.
         """
-        params = {"ws": self.ctx.workspace}
-        _SHARE_WORKSPACE.first(self.conn, params)
-        held = [h for h in overlap_candidates(self.conn, self.ctx, paths) if h.exclusive]
+        self._read_claims(paths)
+        return list({key: c for p in paths for key, c in self._claims[p].items()}.values())
+
+    def _read_claims(self, paths: Collection[str]) -> None:
+        """The claims that could overlap each of ``paths`` not read yet, in one probe of
+        them all, each kept with the paths it could overlap (one literal prefix extends the
+        other: the condition ``overlap_candidates`` reads by)."""
+        unread = sorted(set(paths) - self._claims.keys())
+        if not unread:
+            return
+        if not self._claims:  # held until commit: taken once
+            _SHARE_WORKSPACE.first(self.conn, {"ws": self.ctx.workspace})
+        held = [h for h in overlap_candidates(self.conn, self.ctx, unread) if h.exclusive]
         holders = load_sessions(self.conn, self.ctx, {h.session_id for h in held if h.session_id is not None})
-        return [
-            domain.FileClaimView(
-                h.path,
-                h.session_id,
-                (s := holders.get(h.session_id or "")) is not None and self.ctx.is_live(s.last_seen_us, s.ended_us),
-            )
-            for h in held
-        ]
+        asked = [(p, literal_prefix(p), self._claims.setdefault(p, {})) for p in unread]
+        for h in held:
+            live = (s := holders.get(h.session_id or "")) is not None and self.ctx.is_live(s.last_seen_us, s.ended_us)
+            view, prefix = domain.FileClaimView(h.path, h.session_id, live), literal_prefix(h.path)
+            for _, asked_prefix, found in asked:
+                if prefix.startswith(asked_prefix) or asked_prefix.startswith(prefix):
+                    found[(h.path, h.session_id)] = view
 
     def issue(self, issue: str) -> IssueView:
         return load_issue_view(self.conn, self.ctx, issue, lock=True)

@@ -1,0 +1,163 @@
+"""A pull reads the queue a page at a time, not a few statements per item queued ahead.
+
+* At its project's WIP cap: every queued item on a free issue is refused by the cap the
+  first one met, so after it a pull skips them unread (only an item the caller's own lease
+  covers, or one its recovery freed, could still be taken) and narrows the rest of the queue
+  to those and the items without an issue. Before: six statements per item (~1,800 for 300
+  queued ahead), the project's guard held all the while.
+* Items blocked by unfinished items, or whose paths someone else claims: their blockers'
+  statuses and the claims on their paths are read for a whole page at once. Before: one
+  statement per blocked item, three per item whose paths were claimed.
+
+Counted on the real stores: each statement the pull sends to PostgreSQL (through asyncpg or
+SQLAlchemy) or SQLite
+(the writer's trace callback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import event
+from tests.contract.test_group_commit import encoded, execute, statements_sent
+
+from eventcoord.service import Outcome, Service
+
+
+@contextlib.contextmanager
+def statements(store: Any) -> Iterator[list[str]]:
+    """Every statement the store's writer runs meanwhile (one round trip each on PostgreSQL)."""
+    if store.dialect == "postgresql":
+        # asyncpg's own calls, and what SQLAlchemy runs (it prepares and fetches, which
+        # ``statements_sent`` does not see)
+        engine = store._writer_engine.sync_engine
+
+        def executed(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            sent.append(statement)
+
+        with statements_sent() as sent:
+            event.listen(engine, "before_cursor_execute", executed)
+            try:
+                yield sent
+            finally:
+                event.remove(engine, "before_cursor_execute", executed)
+        return
+    sent: list[str] = []
+    raw = store._conn.connection.driver_connection  # the SQLite writer's own connection
+    raw.set_trace_callback(sent.append)
+    try:
+        yield sent
+    finally:
+        raw.set_trace_callback(None)
+
+
+async def _ok(service: Service, body: dict[str, Any]) -> dict[str, Any]:
+    answer = await execute(service, body)
+    assert isinstance(answer, Outcome) and answer.status == 200, answer
+    result: dict[str, Any] = json.loads(encoded(answer))["result"]
+    return result
+
+
+class _AtCap:
+    """Three agents hold project P's cap of 3; a fourth pulls."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.service, self.queued = store, Service(store), 0
+
+    async def start(self) -> None:
+        self.sids = [
+            (await _ok(self.service, {"type": "register_agent", "actor": f"a{i}"}))["session_id"] for i in range(4)
+        ]
+        for i, sid in enumerate(self.sids[:3]):
+            await _ok(self.service, {"type": "claim_issue", "session_id": sid, "project": "P", "issue": f"P-held-{i}"})
+
+    async def queue_on_issues(self, n: int) -> None:
+        """``n`` more items on free issues, ahead of every item without one (a higher priority)."""
+        for start in range(self.queued, self.queued + n, 50):
+            await asyncio.gather(
+                *(
+                    _ok(self.service, {"type": "enqueue_work", "project": "P", "issue": f"P-{i}", "priority": 1})
+                    for i in range(start, min(start + 50, self.queued + n))
+                )
+            )
+        self.queued += n
+
+    async def pull(self) -> int:
+        """The statements of a pull by the fourth agent, which takes the item without an issue."""
+        plain = (await _ok(self.service, {"type": "enqueue_work", "project": "P"}))["item_id"]
+        with statements(self.store) as sent:
+            got = await _ok(self.service, {"type": "claim_next_work", "session_id": self.sids[3], "project": "P"})
+        assert got["item"]["item_id"] == plain, got  # the cap leaves only the item without an issue
+        return len(sent)
+
+
+async def test_a_pull_at_the_cap_does_not_read_the_queue_item_by_item(store: Any) -> None:
+    cap = _AtCap(store)
+    await cap.start()
+    await cap.queue_on_issues(300)
+    # The session, the stale workers, the first page, the first issue and the cap, the
+    # caller's leases, one page of the items without an issue, the writes: a few dozen at
+    # most (SQLite counts BEGIN and each projection's write), where reading every item
+    # cost ~1,800.
+    assert await cap.pull() <= 30
+
+
+async def test_a_pull_at_the_cap_costs_the_same_with_30_or_300_items_ahead(store: Any) -> None:
+    cap = _AtCap(store)
+    await cap.start()
+    await cap.queue_on_issues(30)
+    with_30 = await cap.pull()
+    await cap.queue_on_issues(270)
+    assert await cap.pull() == with_30
+
+
+async def _pull_behind(store: Any, ahead: list[dict[str, Any]], setup: list[dict[str, Any]]) -> int:
+    """Statements of a pull that must pass the items ``ahead`` (priority 1) to take the one
+    item behind them; ``setup`` runs first (as an admin; ``{sid}`` is a second agent)."""
+    service = Service(store)
+    me, other = [(await _ok(service, {"type": "register_agent", "actor": a}))["session_id"] for a in ("me", "other")]
+    for body in setup:
+        await _ok(service, {k: (other if v == "{sid}" else v) for k, v in body.items()})
+    for start in range(0, len(ahead), 50):
+        await asyncio.gather(*(_ok(service, {"type": "enqueue_work", **b}) for b in ahead[start : start + 50]))
+    behind = (await _ok(service, {"type": "enqueue_work", "project": "P"}))["item_id"]
+    with statements(store) as sent:
+        got = await _ok(service, {"type": "claim_next_work", "session_id": me, "project": "P"})
+    assert got["item"]["item_id"] == behind, got
+    return len(sent)
+
+
+async def test_a_pull_reads_the_blockers_of_a_page_of_items_at_once(store: Any) -> None:
+    # 150 items, each blocked by an item of its own that is still queued (in another project)
+    service = Service(store)
+    blockers = [
+        (await _ok(service, {"type": "enqueue_work", "project": "B", "priority": -1}))["item_id"] for _ in range(150)
+    ]
+    ahead = [{"project": "P", "priority": 1, "blocked_by": [b]} for b in blockers]
+    sent = await _pull_behind(store, ahead, [])
+    # four pages of items and four of their blockers' statuses, where each item read its own
+    assert sent <= 30, sent
+
+
+async def test_a_pull_reads_the_claims_on_a_page_of_items_paths_at_once(store: Any) -> None:
+    # 150 items, each declaring a file another live agent claims exclusively
+    claims = [
+        {
+            "type": "claim_files",
+            "session_id": "{sid}",
+            "issue": f"X-{k}",
+            "paths": [f"src/m{i}.py" for i in range(k, k + 50)],
+        }
+        for k in range(0, 150, 50)
+    ]
+    ahead = [{"project": "P", "priority": 1, "paths": [f"src/m{i}.py"]} for i in range(150)]
+    sent = await _pull_behind(store, ahead, claims)
+    # Four pages, each one probe of its paths' claims and one read of their holders, where
+    # each item took the workspace's share lock and read its own (462 on PostgreSQL, 766 on
+    # SQLite). SQLite probes each path's range with a statement of its own (in process, a
+    # few microseconds each: overlap_candidates), PostgreSQL a page's ranges in one.
+    assert sent <= 35 + (len(ahead) if store.dialect == "sqlite" else 0), sent
