@@ -419,11 +419,12 @@ TIER_COMMANDS = (
     "acquire_lease",
     "release_lease",
     "claim_next_work (at cap)",
+    "claim_next_work (behind blocked)",
 )
 #: Big enough that the measured project never refuses, even with every load lease in it.
 TIER_WIP = 100_000
-#: Items on issues queued ahead of the pulls at the cap in every store (the load store
-#: queues ``--queued`` more).
+#: Items queued ahead of the pulls at the cap, and ahead of the pulls behind blocked items,
+#: in every store (the load store queues ``--queued`` more of each).
 TIER_CAP_AHEAD = 5
 
 
@@ -466,6 +467,16 @@ async def _tier_setup(t: _Tier) -> None:
     await t.send({"type": "claim_issue", "session_id": t.other, "project": "C", "issue": "C-HELD"})
     for i in range(TIER_CAP_AHEAD):
         await t.send({"type": "enqueue_work", "project": "C", "issue": f"C-{i}", "priority": 1})
+    # Project D: as many items blocked (each by an unfinished item of its own) queued ahead.
+    await _queue_blocked(t, TIER_CAP_AHEAD)
+
+
+async def _queue_blocked(t: _Tier, n: int) -> None:
+    """``n`` items of project D, each blocked by a still queued item of project B, queued
+    ahead of the pulls behind them (a higher priority)."""
+    for _ in range(n):
+        blocker = (await t.send({"type": "enqueue_work", "project": "B", "priority": -1}))["item_id"]
+        await t.send({"type": "enqueue_work", "project": "D", "priority": 1, "blocked_by": [blocker]})
 
 
 async def _tier_history(t: _Tier, cycles: int, workers: int = 16) -> None:
@@ -517,6 +528,7 @@ async def _tier_load(t: _Tier, live_claims: int, live_leases: int, queued: int, 
             await t.send({"type": "enqueue_work", "project": "Q", "priority": -1})
         for k in range(w, queued, workers):  # on issues, ahead of the pulls at the cap
             await t.send({"type": "enqueue_work", "project": "C", "issue": f"C-LOAD-{k}", "priority": 1})
+        await _queue_blocked(t, len(range(w, queued, workers)))  # blocked, ahead of the pulls behind them
 
     await asyncio.gather(*(worker(w) for w in range(workers)))
 
@@ -563,16 +575,18 @@ async def _tier_sample(t: _Tier, k: int, lat: dict[str, list[float]], inner: dic
         inner.setdefault(name, []).append(sum(t.timer.inner))
         if name == "enqueue_work":
             item = result["item_id"]
-    # At the cap: only the item without an issue may be taken, behind every item on an issue.
-    plain = (await t.send({"type": "enqueue_work", "project": "C"}))["item_id"]
-    t.timer.inner.clear()
-    start = time.perf_counter()
-    result = await t.send({"type": "claim_next_work", "session_id": me, "project": "C"})
-    lat.setdefault("claim_next_work (at cap)", []).append((time.perf_counter() - start) * 1e6)
-    inner.setdefault("claim_next_work (at cap)", []).append(sum(t.timer.inner))
-    if (result.get("item") or {}).get("item_id") != plain:
-        raise RuntimeError(f"{t.label}: the pull at the cap took {result}, not {plain}")
-    await t.send({"type": "finish_work", "session_id": me, "item_id": plain, "outcome": "cancelled"})
+    # At the cap (C): only the item without an issue may be taken, behind every item on an
+    # issue; behind blocked items (D): the one item not blocked.
+    for name, project in (("claim_next_work (at cap)", "C"), ("claim_next_work (behind blocked)", "D")):
+        plain = (await t.send({"type": "enqueue_work", "project": project}))["item_id"]
+        t.timer.inner.clear()
+        start = time.perf_counter()
+        result = await t.send({"type": "claim_next_work", "session_id": me, "project": project})
+        lat.setdefault(name, []).append((time.perf_counter() - start) * 1e6)
+        inner.setdefault(name, []).append(sum(t.timer.inner))
+        if (result.get("item") or {}).get("item_id") != plain:
+            raise RuntimeError(f"{t.label}: {name} took {result}, not {plain}")
+        await t.send({"type": "finish_work", "session_id": me, "item_id": plain, "outcome": "cancelled"})
 
 
 TIER_LABELS = ("fresh", "history", "load")

@@ -427,6 +427,12 @@ _BY_KEY: list[tuple[Prepared, dict[str, Any], str, str]] = [
     ),
     (queue_handler._ITEM_FOR_UPDATE, {"ws": WS, "item": "it-7"}, "work_items_pkey", "sqlite_autoindex_work_items_1"),
     (
+        queue_handler._STATUSES,
+        {"ws": WS, "ids": ["it-7", "it-8"]},
+        "work_items_pkey",
+        "sqlite_autoindex_work_items_1",
+    ),
+    (
         queue_projection._FINISHED,
         {"ws": WS, "item": "it-7", "status": "done", "outcome": "cancelled", "at": 5},
         "work_items_pkey",
@@ -488,6 +494,8 @@ async def test_each_lookup_of_a_live_row_has_one_index_whatever_the_statistics(s
             statements[i] = (stmt, _pg_probe_params())
         elif backend == "sqlite" and "paths" in params:
             statements[i] = (stmt, {**params, "paths": json.dumps(params["paths"])})
+        elif backend == "sqlite" and "ids" in params:
+            statements[i] = (stmt, {**params, "ids": json.dumps(params["ids"])})
 
     async def check(when: str) -> None:
         plans = await (_generic_plans(store, statements) if backend == "postgresql" else _plans(store, statements))

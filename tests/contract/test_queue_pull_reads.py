@@ -10,8 +10,7 @@
   statement per blocked item, three per item whose paths were claimed.
 
 Counted on the real stores: each statement the pull sends to PostgreSQL (through asyncpg or
-SQLAlchemy) or SQLite
-(the writer's trace callback).
+SQLAlchemy) or SQLite (the writer's trace callback).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import operator
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import reduce
@@ -193,6 +194,18 @@ def _on_issue(d: str, after: bool) -> Executable:
     return text(sql + (_AFTER if after else "") + _IN_ORDER + ("" if d == "sqlite" else " FOR UPDATE SKIP LOCKED"))
 
 
+# The statuses of some items, each by its primary key (the workspace checked, not searched
+# by); on PostgreSQL a lateral probe per id (``OFFSET 0`` keeps it one: a generic plan of
+# ``= ANY(…)`` made on an empty table scanned it).
+_STATUSES = Prepared(
+    lambda d: text(
+        "SELECT item_id, status FROM work_items WHERE item_id IN (SELECT value FROM json_each(:ids))"
+        " AND workspace || '' = :ws"
+        if d == "sqlite"
+        else "SELECT w.item_id, w.status FROM unnest(CAST(:ids AS text[])) AS k(id) CROSS JOIN LATERAL ("
+        "SELECT item_id, status FROM work_items WHERE item_id = k.id AND workspace || '' = :ws OFFSET 0) AS w"
+    )
+)
 _ON_ISSUE_FIRST = Prepared(lambda d: _on_issue(d, after=False))
 _ON_ISSUE_NEXT = Prepared(lambda d: _on_issue(d, after=True))
 
@@ -383,12 +396,8 @@ class WorkReads:
         if not unread:
             return
         self._status_read.update(unread)
-        rows = self.conn.execute(
-            select(work_items.c.item_id, work_items.c.status).where(
-                (unindexed(work_items.c.workspace) == self.ctx.workspace) & work_items.c.item_id.in_(unread)
-            )
-        )
-        self._status.update({r.item_id: r.status for r in rows})
+        ids: object = unread if self.conn.dialect.name == "postgresql" else json.dumps(unread)
+        self._status.update((r[0], r[1]) for r in _STATUSES.rows(self.conn, {"ids": ids, "ws": self.ctx.workspace}))
 
     def exclusive_claims(self, paths: Sequence[str]) -> list[domain.FileClaimView]:
         """Unreleased exclusive file claims of the workspace that could overlap ``paths`` (and
