@@ -28,6 +28,7 @@ from eventcoord.api.queries.queue import page_of_items
 from eventcoord.api.queries.sessions import page_of_agents
 from eventcoord.codec import decode_command
 from eventcoord.context import Caller
+from eventcoord.handlers import common
 from eventcoord.handlers import files as files_handler
 from eventcoord.handlers import issues as issues_handler
 from eventcoord.handlers import queue as queue_handler
@@ -628,6 +629,34 @@ async def test_the_queue_reads_only_live_items_whatever_the_statistics(store: An
     await check("a few rows")  # a generic plan made then is kept as the table grows
     await store.transact(lambda conn: conn.execute(sessions.insert(), people[16:]))
     await store.transact(lambda conn: conn.execute(work_items.insert(), [i for i in items if i not in few]))
+    await check("filled, before ANALYZE")
+    await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
+    await check("after ANALYZE")
+
+
+async def test_a_session_is_read_by_its_key_whatever_the_statistics(store: Any, backend: str) -> None:
+    """Every command reads its session by id: by the primary key only, the workspace checked.
+    With ``workspace = $2`` the generic plan made on an empty table read it through
+    ``ix_sessions_registered`` (every session of the workspace). PostgreSQL's pull reads its
+    session locked with the project's stale workers in one statement (``_SUSPECTS``'s)."""
+    pg = backend == "postgresql"
+    key = "sessions_pkey" if pg else "sqlite_autoindex_sessions_1"
+    by_id = {"sid": "s1", "ws": WS}
+    statements: list[tuple[Prepared, dict[str, Any]]] = [(common._SESSION, by_id), (common._SESSION_FOR_UPDATE, by_id)]
+    expected = [[key], [key]]
+    if pg:
+        statements.append((queue_handler._SESSION_AND_SUSPECTS, {**by_id, "cutoff": 5, "key": _ACTIVE_KEY}))
+        expected.append(["ix_work_items_live_key", key])
+
+    async def check(when: str) -> None:
+        plans = await (_generic_plans(store, statements) if pg else _plans(store, statements))
+        for (stmt, _), indexes, plan in zip(statements, expected, plans, strict=True):
+            assert _index_of(plan) == indexes and "Seq Scan" not in plan, (when, _sql(stmt, backend), plan)
+
+    await check("empty tables")
+    people, items = _queue_history()
+    await store.transact(lambda conn: conn.execute(sessions.insert(), people))
+    await store.transact(lambda conn: conn.execute(work_items.insert(), items))
     await check("filled, before ANALYZE")
     await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
     await check("after ANALYZE")

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import event
-from tests.contract.test_group_commit import encoded, execute, statements_sent
+from tests.contract.test_group_commit import _sixteen_agents, encoded, execute, statements_sent
 
 from eventcoord.service import Outcome, Service
 
@@ -160,3 +160,23 @@ async def test_a_pull_reads_the_claims_on_a_page_of_items_paths_at_once(store: A
     # SQLite). SQLite probes each path's range with a statement of its own (in process, a
     # few microseconds each: overlap_candidates), PostgreSQL a page's ranges in one.
     assert sent <= 35 + (len(ahead) if store.dialect == "sqlite" else 0), sent
+
+
+async def test_a_pull_reads_its_session_and_its_project_s_stale_workers_in_one_statement(
+    store: Any, backend: str
+) -> None:
+    """PostgreSQL: 16 pulls in 16 projects, one batch. Each sends its guard with its rules,
+    then its session with the stale workers (one statement, was two), then its first page."""
+    service, sids = await _sixteen_agents(store, backend)
+    for i in range(16):
+        await _ok(service, {"type": "enqueue_work", "project": f"Q{i}"})
+    with statements(store) as sent:
+        got = await asyncio.gather(
+            *(
+                _ok(service, {"type": "claim_next_work", "session_id": s, "project": f"Q{i}"})
+                for i, s in enumerate(sids)
+            )
+        )
+    assert all(g["item"] is not None for g in got), got
+    # three per pull; BEGIN, the clock, the end and COMMIT (and the first pull maybe alone)
+    assert len(sent) <= 3 * len(sids) + 4 + 4, sent

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 from sqlalchemy import ColumnElement, Connection, bindparam, func, literal_column, select, text, true
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import Executable, Select
 
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Context, Decision
@@ -28,7 +28,7 @@ from eventcoord.domain.handoff import IssueLine
 from eventcoord.domain.issues import IssueView, LeaseState
 from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import SessionState
-from eventcoord.handlers.common import WS, load_session, load_sessions
+from eventcoord.handlers.common import SESSION_COLUMNS, WS, load_session, load_sessions, own_session
 from eventcoord.handlers.files import overlap_candidates
 from eventcoord.handlers.issues import (
     issue_line,
@@ -106,6 +106,24 @@ _ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update())
 _STALE_WORKER = (sessions.c.kind != "human") & not_live_clause(
     sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff")
 )
+
+
+def _pg_suspects() -> Select[Any]:
+    return (
+        select(work_items.c.session_id)
+        .select_from(
+            work_items.join(
+                select(literal_column("1").label("one"))
+                .where((sessions.c.session_id == work_items.c.session_id) & _STALE_WORKER)
+                .offset(literal_column("0"))
+                .lateral("stale"),
+                true(),
+            )
+        )
+        .where(literal_column(PG_LIVE_KEY) == bindparam("key"))
+    )
+
+
 _SUSPECTS = Prepared(
     lambda d: (
         select(work_items.c.session_id)
@@ -117,17 +135,17 @@ _SUSPECTS = Prepared(
             & _STALE_WORKER
         )
         if d == "sqlite"
-        else select(work_items.c.session_id)
-        .select_from(
-            work_items.join(
-                select(literal_column("1").label("one"))
-                .where((sessions.c.session_id == work_items.c.session_id) & _STALE_WORKER)
-                .offset(literal_column("0"))
-                .lateral("stale"),
-                true(),
-            )
-        )
-        .where(literal_column(PG_LIVE_KEY) == bindparam("key"))
+        else _pg_suspects()
+    )
+)
+# PostgreSQL: a pull's session locked, with its project's suspects (``_SUSPECTS``, as an
+# array) in the same statement: one round trip where there were two. Both are read after
+# the project's guard, which the pull took in a statement before.
+_SESSION_AND_SUSPECTS = Prepared(
+    lambda d: (
+        select(*SESSION_COLUMNS, select(func.array_agg(_pg_suspects().subquery().c.session_id)).scalar_subquery())
+        .where((sessions.c.session_id == bindparam("sid")) & (unindexed(sessions.c.workspace) == WS))
+        .with_for_update(of=sessions)
     )
 )
 
@@ -249,16 +267,20 @@ def load_item(conn: Connection, ctx: Context, item_id: str, *, lock: bool = Fals
     return None if row is None else _item(row)
 
 
-def load_stale_work(conn: Connection, ctx: Context, project: str, caller: str | None) -> domain.StaleWork:
+def load_stale_work(
+    conn: Connection, ctx: Context, project: str, caller: str | None, suspects: Collection[str | None] | None = None
+) -> domain.StaleWork:
     """The project's items whose non-human worker is stale, locked, with their issues' leases.
 
     Reads only the project's claimed/running items (``ix_work_items_live_key`` on PostgreSQL,
-    ``ix_work_items_queue`` on SQLite). Lock
+    ``ix_work_items_queue`` on SQLite), unless ``suspects`` (their workers, read with the
+    caller's session) are given. Lock
     order: the workers' sessions (sorted), their items, then the leases of their issues.
     """
     key = live_key(ctx.workspace, project, "active")
-    params = {"ws": ctx.workspace, "project": project, "cutoff": ctx.cutoff_us, "key": key}
-    suspects = {r[0] for r in _SUSPECTS.rows(conn, params)}
+    if suspects is None:
+        params = {"ws": ctx.workspace, "project": project, "cutoff": ctx.cutoff_us, "key": key}
+        suspects = {r[0] for r in _SUSPECTS.rows(conn, params)}
     worker_ids = sorted(s for s in suspects if s is not None and s != caller)
     if not worker_ids:
         return domain.StaleWork()
@@ -364,6 +386,9 @@ class WorkReads:
 
     def __init__(self, conn: Connection, ctx: Context, project: str, wip_limit: int | None = None) -> None:
         self.conn, self.ctx, self.project, self.wip_limit = conn, ctx, project, wip_limit
+        #: The workers of the project's active items that were stale, read with the caller's
+        #: session (PostgreSQL's pull): ``stale_work`` reads them otherwise.
+        self.suspects: Collection[str | None] | None = None
         # What a pull asks of the queued items, read a page at a time (``read_ahead``) and
         # kept for the command: the blockers' statuses (an item asked for and missing has
         # none), and the exclusive claims that could overlap the paths asked for so far.
@@ -372,7 +397,7 @@ class WorkReads:
         self._claims: dict[str, dict[tuple[str, str | None], domain.FileClaimView]] = {}
 
     def stale_work(self, caller: str | None) -> domain.StaleWork:
-        return load_stale_work(self.conn, self.ctx, self.project, caller)
+        return load_stale_work(self.conn, self.ctx, self.project, caller, self.suspects)
 
     def locked_item(self, item_id: str) -> domain.ItemState | None:
         return load_item(self.conn, self.ctx, item_id, lock=True)
@@ -469,8 +494,21 @@ def enqueue_work(conn: Connection, ctx: Context, cmd: EnqueueWork) -> Decision:
 
 def claim_next_work(conn: Connection, ctx: Context, cmd: ClaimNextWork) -> Decision:
     wip_limit = lock_project(conn, ctx, cmd.project)
-    session = load_session(conn, ctx, cmd.session_id, lock=True)
-    state = domain.ClaimNextState(session, wip_limit, WorkReads(conn, ctx, cmd.project, wip_limit))
+    reads = WorkReads(conn, ctx, cmd.project, wip_limit)
+    if conn.dialect.name == "postgresql":
+        params = {
+            "sid": cmd.session_id,
+            "ws": ctx.workspace,
+            "cutoff": ctx.cutoff_us,
+            "key": live_key(ctx.workspace, cmd.project, "active"),
+        }
+        row = _SESSION_AND_SUSPECTS.first(conn, params)
+        session = None if row is None else own_session(ctx, row[:-1])
+        if row is not None:
+            reads.suspects = set(row[-1] or ())
+    else:
+        session = load_session(conn, ctx, cmd.session_id, lock=True)
+    state = domain.ClaimNextState(session, wip_limit, reads)
     return domain.decide_claim_next_work(state, cmd, ctx)
 
 
