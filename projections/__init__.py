@@ -29,7 +29,7 @@ OWNED: dict[str, tuple[Table, ...]] = {
     "leases": (tables.projects, tables.issues, tables.leases, tables.project_leases),
     "files": (tables.file_claims, tables.conflicts),
     "messages": (tables.messages,),
-    "queue": (tables.work_items, tables.work_ledger),
+    "queue": (tables.work_items, tables.work_blockers, tables.work_ledger),
     "named_leases": (tables.named_leases, tables.named_lease_slots),
     "waits": (tables.waits,),
 }

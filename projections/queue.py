@@ -8,7 +8,10 @@ statement is built once (``Prepared``).
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, bindparam, null, select, update
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, literal_column, null, select, text, update
 
 from eventcoord.codec import encode
 from eventcoord.events import WorkClaimed, WorkEnqueued, WorkFinished, WorkRequeued, WorkStarted
@@ -16,7 +19,7 @@ from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared, unindexed
 
 from .base import Appliers
-from .tables import sessions, work_items, work_ledger
+from .tables import sessions, work_blockers, work_items, work_ledger
 
 _ACTOR_OF = Prepared(
     lambda d: select(sessions.c.actor_key, sessions.c.host).where(sessions.c.session_id == bindparam("sid"))
@@ -39,7 +42,8 @@ _INSERT_LEDGER = Prepared(
 # leads with the workspace and filters the workspace's every item (0011_one_index_each).
 _ITEM = (work_items.c.item_id == bindparam("item")) & (unindexed(work_items.c.workspace) == bindparam("ws"))
 #: An item's *live key* on PostgreSQL: its workspace, project and ``queued`` while it is
-#: queued, ``active`` while claimed or running, NULL once finished. Compared by equality (one
+#: queued and ready (``waiting_on = 0``), ``active`` while claimed or running, NULL while it
+#: waits on a blocker and once finished (0016_queue_ready). Compared by equality (one
 #: probe: a list of keys cost more than a sequential scan of a small table, and a generic
 #: plan made then was kept). ``ix_work_items_live_key`` (0012_queue_live_key; then
 #: ``priority DESC, enqueued_position``) is the only index on it, so the queue's lookups of
@@ -47,7 +51,7 @@ _ITEM = (work_items.c.item_id == bindparam("item")) & (unindexed(work_items.c.wo
 #: to use with or without statistics, and it holds no finished item. ``live_key`` builds the
 #: values it is compared with. (Qualified: the suspects' statement joins sessions.)
 PG_LIVE_KEY = (
-    "(CASE WHEN work_items.status = 'queued'"
+    "(CASE WHEN work_items.status = 'queued' AND work_items.waiting_on = 0"
     " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01queued'"
     " WHEN work_items.status IN ('claimed', 'running')"
     " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01active' END)"
@@ -60,12 +64,12 @@ def live_key(workspace: str, project: str, state: str) -> str:
 
 
 #: An item's *queued issue key* on PostgreSQL: its workspace, project and issue ('' for
-#: none) while it is queued, NULL otherwise. ``ix_work_items_queued_issue_key``
+#: none) while it is queued and ready, NULL otherwise. ``ix_work_items_queued_issue_key``
 #: (0015_queue_at_cap; then ``priority DESC, enqueued_position``) is the only index on it: a
 #: pull at its project's cap reads the queued items without an issue, or on one issue, by
 #: it, in pull order. ``queued_issue_key`` builds the values it is compared with.
 PG_QUEUED_ISSUE_KEY = (
-    "(CASE WHEN work_items.status = 'queued'"
+    "(CASE WHEN work_items.status = 'queued' AND work_items.waiting_on = 0"
     " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01' || coalesce(work_items.issue, '') END)"
 )
 
@@ -74,6 +78,55 @@ def queued_issue_key(workspace: str, project: str, issue: str | None) -> str:
     """The value of ``PG_QUEUED_ISSUE_KEY`` for a project's queued items on ``issue`` (None: without one)."""
     return f"{workspace}\x01{project}\x01{issue or ''}"
 
+
+#: Outcomes no transition leaves (domain/queue/transitions.py).
+FINISHED = frozenset({"done", "failed", "oom_killed", "cancelled"})
+# The statuses of some items, each by its primary key (the workspace checked, not searched
+# by); on PostgreSQL a lateral probe per id (``OFFSET 0`` keeps it one: a generic plan of
+# ``= ANY(…)`` made on an empty table scanned it). ``ids``: see :func:`item_ids`.
+STATUSES = Prepared(
+    lambda d: text(
+        "SELECT item_id, status FROM work_items WHERE item_id IN (SELECT value FROM json_each(:ids))"
+        " AND workspace || '' = :ws"
+        if d == "sqlite"
+        else "SELECT w.item_id, w.status FROM unnest(CAST(:ids AS text[])) AS k(id) CROSS JOIN LATERAL ("
+        "SELECT item_id, status FROM work_items WHERE item_id = k.id AND workspace || '' = :ws OFFSET 0) AS w"
+    )
+)
+
+
+def item_ids(conn: Connection, ids: Sequence[str]) -> object:
+    """``STATUSES``'s ``ids``: an array on PostgreSQL, a JSON array for SQLite's ``json_each``."""
+    return list(ids) if conn.dialect.name == "postgresql" else encode(list(ids)).decode()
+
+
+def statuses(conn: Connection, workspace: str, ids: Sequence[str]) -> dict[str, str]:
+    """The statuses of the items ``ids`` of ``workspace`` that exist."""
+    return {r[0]: r[1] for r in STATUSES.rows(conn, {"ids": item_ids(conn, ids), "ws": workspace})}
+
+
+_INSERT_BLOCKER = Prepared(
+    lambda d: work_blockers.insert().values(
+        workspace=bindparam("ws"), blocker_id=bindparam("blocker"), item_id=bindparam("item")
+    )
+)
+
+
+# The items a blocker that finished ``done`` blocked wait on one blocker fewer (its rows in
+# work_blockers stay: it finishes once). Each is found by its primary key: on PostgreSQL
+# from a subquery of the blocker's rows kept apart (``OFFSET 0``), so that no plan, generic
+# or made on a small table, hashes the work items for the join.
+def _unblock(d: str) -> Any:
+    of_blocker = (work_blockers.c.workspace == bindparam("ws")) & (work_blockers.c.blocker_id == bindparam("item"))
+    fewer = {"waiting_on": work_items.c.waiting_on - 1}
+    if d == "sqlite":
+        blockers = select(work_blockers.c.item_id).where(of_blocker)
+        return update(work_items).where(work_items.c.item_id.in_(blockers)).values(fewer)
+    blocked = select(work_blockers.c.item_id).where(of_blocker).offset(literal_column("0")).subquery("blocked")
+    return update(work_items).where(work_items.c.item_id == blocked.c.item_id).values(fewer)
+
+
+_UNBLOCK = Prepared(_unblock)
 
 _INSERT_ITEM = Prepared(
     lambda d: work_items.insert().values(
@@ -90,6 +143,7 @@ _INSERT_ITEM = Prepared(
         enqueued_us=bindparam("at"),
         updated_us=bindparam("at2"),
         attempts=bindparam("attempts"),
+        waiting_on=bindparam("waiting"),
     )
 )
 _CLAIMED = Prepared(
@@ -168,6 +222,13 @@ def _ledger(
 def enqueued(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkEnqueued)
+    ws = r.metadata.workspace
+    # It waits on each blocker not finished ``done``; one that may still finish is noted,
+    # so that its ``done`` counts it down (a blocker that failed never will).
+    known = statuses(conn, ws, e.blocked_by) if e.blocked_by else {}
+    for blocker in e.blocked_by:
+        if known.get(blocker) not in FINISHED:
+            _INSERT_BLOCKER.write(conn, {"ws": ws, "blocker": blocker, "item": e.item_id})
     _INSERT_ITEM.write(
         conn,
         {
@@ -184,6 +245,7 @@ def enqueued(conn: Connection, r: RecordedEvent) -> None:
             "at": r.recorded_us,
             "at2": r.recorded_us,
             "attempts": 0,
+            "waiting": sum(known.get(b) != "done" for b in e.blocked_by),
         },
     )
     _ledger(conn, r, e.item_id, "enqueued", r.metadata.session_id)
@@ -218,6 +280,8 @@ def finished(conn: Connection, r: RecordedEvent) -> None:
         conn,
         {"item": e.item_id, "ws": r.metadata.workspace, "status": e.outcome, "outcome": e.outcome, "at": r.recorded_us},
     )
+    if e.outcome == "done":
+        _UNBLOCK.write(conn, {"ws": r.metadata.workspace, "item": e.item_id})
     _ledger(conn, r, e.item_id, "finished", e.session_id, e.outcome)
 
 

@@ -231,6 +231,11 @@ work_items = Table(
     Column("updated_us", BigInt, nullable=False),
     Column("outcome", String(16), nullable=True),
     Column("attempts", Integer, nullable=False),
+    # How many of its blockers have not finished ``done`` (a blocker's ``done`` is final):
+    # an item is ready to pull at 0. The pull reads ready items only, so a queue whose
+    # first items wait on others costs it nothing (0016_queue_ready); ``work_blockers``
+    # finds whom a finished item unblocks.
+    Column("waiting_on", Integer, nullable=False, server_default="0"),
     # GET /v1/queue pages in enqueue order, all items or one status's: walks, not sorts of
     # every item the workspace ever had (0009_queue_order).
     Index("ix_work_items_order", "workspace", "enqueued_position"),
@@ -250,11 +255,24 @@ Index(
     work_items.c.priority.desc(),
     work_items.c.enqueued_position,
 )
-# A pull from a project at its cap reads only its queued items without an issue (in pull
+#: The queued items a pull may take (nothing to wait for), partial: SQLite reads a project's
+#: ready items through it in pull order (named by the statements), so items waiting on
+#: others are never read (0016_queue_ready).
+READY = "status = 'queued' AND waiting_on = 0"
+Index(
+    "ix_work_items_ready",
+    work_items.c.workspace,
+    work_items.c.project,
+    work_items.c.priority.desc(),
+    work_items.c.enqueued_position,
+    sqlite_where=text(READY),
+).ddl_if(dialect="sqlite")
+# A pull from a project at its cap reads only its ready items without an issue (in pull
 # order) and those on the issues it may still take: SQLite through this index (named by the
 # statements), PostgreSQL through ix_work_items_queued_issue_key, an expression index like
-# the one below: ((CASE WHEN status = 'queued' THEN workspace || E'\x01' || project ||
-# E'\x01' || coalesce(issue, '') END), priority DESC, enqueued_position) (0015_queue_at_cap).
+# the one below: ((CASE WHEN status = 'queued' AND waiting_on = 0 THEN workspace || E'\x01'
+# || project || E'\x01' || coalesce(issue, '') END), priority DESC, enqueued_position)
+# (0015_queue_at_cap, ready items only since 0016_queue_ready).
 Index(
     "ix_work_items_queued_issue",
     work_items.c.workspace,
@@ -262,14 +280,27 @@ Index(
     work_items.c.issue,
     work_items.c.priority.desc(),
     work_items.c.enqueued_position,
-    sqlite_where=text("status = 'queued'"),
+    sqlite_where=text(READY),
 ).ddl_if(dialect="sqlite")
 # PostgreSQL only (migration 0012_queue_live_key, not declared here: an expression index):
-# ix_work_items_live_key ON work_items ((CASE WHEN status = 'queued' THEN workspace || E'\x01'
-#   || project || E'\x01queued' WHEN status IN ('claimed', 'running') THEN … || E'\x01active'
-#   END), priority DESC, enqueued_position) WHERE (…) IS NOT NULL — the queue's reads of a project's live items
-#   (handlers/queue.py: the stale workers' items, the pages of queued items): the only index
-#   they can use, holding no finished item.
+# ix_work_items_live_key ON work_items ((CASE WHEN status = 'queued' AND waiting_on = 0 THEN
+#   workspace || E'\x01' || project || E'\x01queued' WHEN status IN ('claimed', 'running')
+#   THEN … || E'\x01active' END), priority DESC, enqueued_position) WHERE (…) IS NOT NULL — the
+#   queue's reads of a project's live items (handlers/queue.py: the stale workers' items, the
+#   pages of ready items): the only index they can use, holding no finished item and no item
+#   waiting on others (0016_queue_ready).
+
+work_blockers = Table(
+    "work_blockers",
+    metadata,
+    # One row per (blocker, item it blocks), written when the item is enqueued for each of
+    # its blockers not finished then: when a blocker finishes ``done``, the items it blocks
+    # are found here and their ``waiting_on`` counted down. Kept after (a blocker finishes
+    # once), like the finished items themselves.
+    Column("workspace", String(64), primary_key=True),
+    Column("blocker_id", String(128), primary_key=True),
+    Column("item_id", String(128), primary_key=True),
+)
 
 work_ledger = Table(
     "work_ledger",
@@ -378,6 +409,7 @@ READ_MODEL_TABLES = (
     conflicts,
     messages,
     work_items,
+    work_blockers,
     work_ledger,
     named_leases,
     named_lease_slots,

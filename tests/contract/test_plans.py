@@ -36,7 +36,15 @@ from eventcoord.projections import files as files_projection
 from eventcoord.projections import leases as leases_projection
 from eventcoord.projections import queue as queue_projection
 from eventcoord.projections.sessions import declaring_key
-from eventcoord.projections.tables import conflicts, file_claims, leases, project_leases, sessions, work_items
+from eventcoord.projections.tables import (
+    conflicts,
+    file_claims,
+    leases,
+    project_leases,
+    sessions,
+    work_blockers,
+    work_items,
+)
 from eventcoord.service import Service
 from eventcoord.store.prepared import Prepared, _Pg
 from eventcoord.store.schema import guards
@@ -410,6 +418,7 @@ def _items(n: int) -> list[dict[str, Any]]:
             "enqueued_us": 1_000 + i,
             "updated_us": 2_000 + i,
             "attempts": 1,
+            "waiting_on": 0,
         }
         for i in range(n)
     ]
@@ -428,7 +437,7 @@ _BY_KEY: list[tuple[Prepared, dict[str, Any], str, str]] = [
     ),
     (queue_handler._ITEM_FOR_UPDATE, {"ws": WS, "item": "it-7"}, "work_items_pkey", "sqlite_autoindex_work_items_1"),
     (
-        queue_handler._STATUSES,
+        queue_projection.STATUSES,
         {"ws": WS, "ids": ["it-7", "it-8"]},
         "work_items_pkey",
         "sqlite_autoindex_work_items_1",
@@ -545,6 +554,12 @@ def _queue_history() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             {**items[0], "item_id": f"free-{n}", "project": project, "status": "queued", "session_id": None}
             | {"priority": n % 2, "enqueued_position": 200_100 + n, "issue": None}
         )
+    # queued in Q, on I-1 and on none, waiting on a blocker: no pull reads them
+    for n, issue in enumerate(("I-1", None)):
+        items.append(
+            {**items[0], "item_id": f"waits-{n}", "project": "Q", "status": "queued", "session_id": None}
+            | {"priority": 1, "enqueued_position": 200_200 + n, "issue": issue, "waiting_on": 1}
+        )
     return people, items
 
 
@@ -563,13 +578,13 @@ _QUEUE: list[tuple[Prepared, dict[str, Any], list[str], list[str]]] = [
         queue_handler._FIRST_PAGE,
         {"ws": WS, "project": "Q", "key": _QUEUE_KEY, "page": 4},
         ["ix_work_items_live_key"],
-        ["ix_work_items_queue"],
+        ["ix_work_items_ready"],
     ),
     (
         queue_handler._NEXT_PAGE,
         {"ws": WS, "project": "Q", "key": _QUEUE_KEY, "page": 32, "priority": 1, "priority2": 1, "after": 200_001},
         ["ix_work_items_live_key"],
-        ["ix_work_items_queue"],
+        ["ix_work_items_ready"],
     ),
     (
         queue_handler._OTHER_ACTIVE,
@@ -590,6 +605,13 @@ _QUEUE: list[tuple[Prepared, dict[str, Any], list[str], list[str]]] = [
         | {"page": 32, "priority": 1, "priority2": 1, "after": 200_001},
         ["ix_work_items_queued_issue_key"],
         ["ix_work_items_queued_issue"],
+    ),
+    # a finish ``done``: the items its item blocked, each by its key, wait on one fewer
+    (
+        queue_projection._UNBLOCK,
+        {"ws": WS, "item": "live-0"},
+        ["work_blockers_pkey", "work_items_pkey"],
+        ["sqlite_autoindex_work_blockers_1", "sqlite_autoindex_work_items_1"],
     ),
 ]
 
@@ -629,6 +651,9 @@ async def test_the_queue_reads_only_live_items_whatever_the_statistics(store: An
     await check("a few rows")  # a generic plan made then is kept as the table grows
     await store.transact(lambda conn: conn.execute(sessions.insert(), people[16:]))
     await store.transact(lambda conn: conn.execute(work_items.insert(), [i for i in items if i not in few]))
+    # each finished item blocked the next (what a chain of enqueued items leaves behind)
+    edges = [{"workspace": WS, "blocker_id": f"it-{i}", "item_id": f"it-{i + 1}"} for i in range(4_999)]
+    await store.transact(lambda conn: conn.execute(work_blockers.insert(), edges))
     await check("filled, before ANALYZE")
     await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
     await check("after ANALYZE")
@@ -672,6 +697,8 @@ async def test_the_queue_statements_find_the_same_items_on_both_backends(store: 
     def read(conn: Connection) -> list[Any]:
         out: list[Any] = []
         for stmt, params, _, _ in _QUEUE:
+            if stmt is queue_projection._UNBLOCK:  # a write (what it does: tests/e2e/test_queue.py)
+                continue
             if stmt is queue_handler._OTHER_ACTIVE:
                 params = {**params, "item": "live-0"}
             out.append([tuple(r) for r in stmt.rows(conn, params)])

@@ -5,9 +5,11 @@
   covers, or one its recovery freed, could still be taken) and narrows the rest of the queue
   to those and the items without an issue. Before: six statements per item (~1,800 for 300
   queued ahead), the project's guard held all the while.
-* Items blocked by unfinished items, or whose paths someone else claims: their blockers'
-  statuses and the claims on their paths are read for a whole page at once. Before: one
-  statement per blocked item, three per item whose paths were claimed.
+* Items waiting on blockers are not read at all: the pages hold ready items only (the read
+  model counts each item's unfinished blockers, 0016_queue_ready). Before: a page's
+  blockers' statuses in one statement, and before that one statement per blocked item.
+* Items whose paths someone else claims: the claims on their paths are read for a whole
+  page at once. Before: three statements per item.
 
 Counted on the real stores: each statement the pull sends to PostgreSQL (through asyncpg or
 SQLAlchemy) or SQLite (the writer's trace callback).
@@ -130,16 +132,21 @@ async def _pull_behind(store: Any, ahead: list[dict[str, Any]], setup: list[dict
     return len(sent)
 
 
-async def test_a_pull_reads_the_blockers_of_a_page_of_items_at_once(store: Any) -> None:
-    # 150 items, each blocked by an item of its own that is still queued (in another project)
+async def test_a_pull_reads_none_of_the_items_waiting_on_blockers(store: Any) -> None:
+    # A pull with nothing ahead of the item it takes ...
+    alone = await _pull_behind(store, [], [])
+    # ... and one behind 150 items, each blocked by an item of its own that is still queued
+    # (in another project), and 30 whose blocker failed (they wait for ever)
     service = Service(store)
     blockers = [
-        (await _ok(service, {"type": "enqueue_work", "project": "B", "priority": -1}))["item_id"] for _ in range(150)
+        (await _ok(service, {"type": "enqueue_work", "project": "B", "priority": -1}))["item_id"] for _ in range(180)
     ]
+    for item in blockers[150:]:
+        await _ok(service, {"type": "finish_work", "item_id": item, "outcome": "cancelled"})
     ahead = [{"project": "P", "priority": 1, "blocked_by": [b]} for b in blockers]
-    sent = await _pull_behind(store, ahead, [])
-    # four pages of items and four of their blockers' statuses, where each item read its own
-    assert sent <= 30, sent
+    # The same statements: it reads the ready items only (0016_queue_ready). Before: four
+    # pages of blocked items and four of their blockers' statuses (one per item before that).
+    assert await _pull_behind(store, ahead, []) == alone
 
 
 async def test_a_pull_reads_the_claims_on_a_page_of_items_paths_at_once(store: Any) -> None:

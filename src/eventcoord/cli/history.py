@@ -42,7 +42,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
     import eventcoord.projections as projections
     from eventcoord.history import check
-    from eventcoord.history.snapshots import decode_chunk
+    from eventcoord.history.snapshots import TABLES, table_rows
 
     only = args.projection
     if only is not None and only not in projections.OWNED:
@@ -62,7 +62,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
     def rebuild(conn: Any) -> int:
         base, chunks = check.base_of(conn)
-        rows = {name: [row for data in datas for row in decode_chunk(data)] for name, datas in chunks.items()}
+        rows = {name: [r for data in datas for r in table_rows(TABLES[name], data)] for name, datas in chunks.items()}
         return projections.rebuild(conn, only=only, base_position=base, base_rows=rows)
 
     applied = _run(args, lambda s: s.transact(rebuild, retry=False))

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import json
 import operator
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import reduce
 from typing import Any
 
 import msgspec
-from sqlalchemy import ColumnElement, Connection, bindparam, func, literal_column, select, text, true
+from sqlalchemy import Connection, bindparam, func, literal_column, select, text, true
 from sqlalchemy.sql import Executable, Select
 
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
@@ -38,7 +37,7 @@ from eventcoord.handlers.issues import (
     lock_project,
 )
 from eventcoord.liveness import not_live_clause
-from eventcoord.projections.queue import PG_LIVE_KEY, PG_QUEUED_ISSUE_KEY, live_key, queued_issue_key
+from eventcoord.projections.queue import PG_LIVE_KEY, PG_QUEUED_ISSUE_KEY, live_key, queued_issue_key, statuses
 from eventcoord.projections.tables import issues, leases, sessions, work_items
 from eventcoord.store.prepared import Prepared, unindexed
 from eventcoord.store.schema import workspaces
@@ -150,82 +149,44 @@ _SESSION_AND_SUSPECTS = Prepared(
 )
 
 
-def _queued(d: str) -> ColumnElement[bool]:
-    """A project's queued items: on PostgreSQL by their live key, which
-    ``ix_work_items_live_key`` serves in pull order (a walk, not a sort, and the only index
-    the page can use); on SQLite through ``ix_work_items_queue``."""
-    if d == "sqlite":
-        return (
-            (work_items.c.workspace == WS)
-            & (work_items.c.project == bindparam("project"))
-            & (work_items.c.status == "queued")
-        )
-    return literal_column(PG_LIVE_KEY) == bindparam("key")
-
-
-_ORDER = (work_items.c.priority.desc(), work_items.c.enqueued_position)
-_FIRST_PAGE = Prepared(
-    lambda d: (
-        select(*_ITEM_COLUMNS)
-        .where(_queued(d))
-        .order_by(*_ORDER)
-        .limit(bindparam("page"))
-        .with_for_update(skip_locked=True)
-    )
+# A project's ready items (queued, waiting on nothing: 0016_queue_ready) in pull order,
+# highest priority first, then in enqueue order, a page at a time: a walk of one index,
+# never of the items that wait on others (a pull read each of those and its blockers).
+# PostgreSQL compares the live key, which ``ix_work_items_live_key`` alone indexes; SQLite
+# names ``ix_work_items_ready`` (``INDEXED BY``: its statements are text).
+_SQLITE_READY = (
+    "SELECT {columns} FROM work_items INDEXED BY ix_work_items_ready"
+    " WHERE workspace = :ws AND project = :project AND status = 'queued' AND waiting_on = 0"
 )
-_NEXT_PAGE = Prepared(
-    lambda d: (
-        select(*_ITEM_COLUMNS)
-        .where(
-            _queued(d)
-            & (
-                (work_items.c.priority < bindparam("priority"))
-                | (
-                    (work_items.c.priority == bindparam("priority2"))
-                    & (work_items.c.enqueued_position > bindparam("after"))
-                )
-            )
-        )
-        .order_by(*_ORDER)
-        .limit(bindparam("page"))
-        .with_for_update(skip_locked=True)
-    )
-)
-
-
-# A project's queued items without an issue, or on one issue, in pull order: what a pull
-# at the project's cap may still take (0015_queue_at_cap). PostgreSQL compares the queued
+# A project's ready items without an issue, or on one issue, in pull order: what a pull at
+# the project's cap may still take (0015_queue_at_cap). PostgreSQL compares the queued
 # issue key, which only ``ix_work_items_queued_issue_key`` indexes; SQLite names
 # ``ix_work_items_queued_issue`` (``IS``: an item without an issue has a NULL one).
 _SQLITE_ON_ISSUE = (
     "SELECT {columns} FROM work_items INDEXED BY ix_work_items_queued_issue"
-    " WHERE workspace = :ws AND project = :project AND status = 'queued' AND issue IS :issue"
+    " WHERE workspace = :ws AND project = :project AND status = 'queued' AND waiting_on = 0 AND issue IS :issue"
 )
+_PG_READY = f"SELECT {{columns}} FROM work_items WHERE {PG_LIVE_KEY} = :key"
 _PG_ON_ISSUE = f"SELECT {{columns}} FROM work_items WHERE {PG_QUEUED_ISSUE_KEY} = :qkey"
+#: After a page's last item, in pull order (``_pages`` binds ``priority``, ``priority2``, ``after``).
 _AFTER = " AND (priority < :priority OR (priority = :priority2 AND enqueued_position > :after))"
 _IN_ORDER = " ORDER BY priority DESC, enqueued_position LIMIT :page"
 
 
-def _on_issue(d: str, after: bool) -> Executable:
+def _in_pull_order(d: str, on_issue: bool, after: bool) -> Executable:
     columns = ", ".join(c.name for c in _ITEM_COLUMNS)
-    sql = (_SQLITE_ON_ISSUE if d == "sqlite" else _PG_ON_ISSUE).format(columns=columns)
-    return text(sql + (_AFTER if after else "") + _IN_ORDER + ("" if d == "sqlite" else " FOR UPDATE SKIP LOCKED"))
+    if d == "sqlite":
+        sql = _SQLITE_ON_ISSUE if on_issue else _SQLITE_READY
+    else:
+        sql = _PG_ON_ISSUE if on_issue else _PG_READY
+    lock = "" if d == "sqlite" else " FOR UPDATE SKIP LOCKED"
+    return text(sql.format(columns=columns) + (_AFTER if after else "") + _IN_ORDER + lock)
 
 
-# The statuses of some items, each by its primary key (the workspace checked, not searched
-# by); on PostgreSQL a lateral probe per id (``OFFSET 0`` keeps it one: a generic plan of
-# ``= ANY(…)`` made on an empty table scanned it).
-_STATUSES = Prepared(
-    lambda d: text(
-        "SELECT item_id, status FROM work_items WHERE item_id IN (SELECT value FROM json_each(:ids))"
-        " AND workspace || '' = :ws"
-        if d == "sqlite"
-        else "SELECT w.item_id, w.status FROM unnest(CAST(:ids AS text[])) AS k(id) CROSS JOIN LATERAL ("
-        "SELECT item_id, status FROM work_items WHERE item_id = k.id AND workspace || '' = :ws OFFSET 0) AS w"
-    )
-)
-_ON_ISSUE_FIRST = Prepared(lambda d: _on_issue(d, after=False))
-_ON_ISSUE_NEXT = Prepared(lambda d: _on_issue(d, after=True))
+_FIRST_PAGE = Prepared(lambda d: _in_pull_order(d, on_issue=False, after=False))
+_NEXT_PAGE = Prepared(lambda d: _in_pull_order(d, on_issue=False, after=True))
+_ON_ISSUE_FIRST = Prepared(lambda d: _in_pull_order(d, on_issue=True, after=False))
+_ON_ISSUE_NEXT = Prepared(lambda d: _in_pull_order(d, on_issue=True, after=True))
 
 
 # The worker's other claimed or running items on the issue: one count per status, each
@@ -421,8 +382,7 @@ class WorkReads:
         if not unread:
             return
         self._status_read.update(unread)
-        ids: object = unread if self.conn.dialect.name == "postgresql" else json.dumps(unread)
-        self._status.update((r[0], r[1]) for r in _STATUSES.rows(self.conn, {"ids": ids, "ws": self.ctx.workspace}))
+        self._status.update(statuses(self.conn, self.ctx.workspace, unread))
 
     def exclusive_claims(self, paths: Sequence[str]) -> list[domain.FileClaimView]:
         """Unreleased exclusive file claims of the workspace that could overlap ``paths`` (and

@@ -21,7 +21,7 @@ from sqlalchemy.pool import StaticPool
 
 from eventcoord import projections
 from eventcoord.api.queries.common import CLOCK_KEY
-from eventcoord.history.snapshots import CLOSED, COUNTED, READ_MODEL_NAMES, TABLES, decode_chunk, path_counts
+from eventcoord.history.snapshots import CLOSED, COUNTED, READ_MODEL_NAMES, TABLES, path_counts, table_rows
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.schema import metadata
 
@@ -119,7 +119,7 @@ class Scratch:
                 cols = [c.name for c in table.columns]
                 sql = f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
                 for data in datas:
-                    rows = decode_chunk(data)
+                    rows = table_rows(table, data)
                     raw.executemany(sql, rows)
                     n += len(rows)
         return n

@@ -37,6 +37,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Connection,
+    DefaultClause,
     MetaData,
     Select,
     String,
@@ -51,6 +52,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
+from eventcoord.projections.queue import FINISHED
 from eventcoord.projections.tables import READ_MODEL_TABLES, conflicts, file_claims, leases, sessions, work_items
 from eventcoord.store.schema import BigInt, archives, snapshot_chunks, snapshots
 
@@ -85,8 +87,6 @@ Manifest = dict[str, dict[str, list[str]]]
 
 #: The manifest key of a table's history rows: ``leases/history``.
 HISTORY = "/history"
-#: Finished work items: no transition leaves these (domain/queue/transitions.py).
-FINISHED = ("done", "failed", "oom_killed", "cancelled")
 #: Per table, the rows that are history: final (no applier updates or deletes them) and
 #: invisible to the reads of live state. Every row of an append-only table is history.
 CLOSED: dict[str, ColumnElement[bool]] = {
@@ -95,7 +95,7 @@ CLOSED: dict[str, ColumnElement[bool]] = {
     "sessions": sessions.c.ended_us.is_not(None),
     "leases": leases.c.released_us.is_not(None),
     "file_claims": file_claims.c.released_us.is_not(None),
-    "work_items": work_items.c.status.in_(FINISHED),
+    "work_items": work_items.c.status.in_(sorted(FINISHED)),
     "conflicts": true(),
     "messages": true(),
     "work_ledger": true(),
@@ -340,6 +340,29 @@ def decode_chunk(data: bytes) -> list[list[Any]]:
     """A stored chunk's rows."""
     rows: list[list[Any]] = msgspec.json.decode(zlib.decompress(data))
     return rows
+
+
+def table_rows(table: Table, data: bytes) -> list[list[Any]]:
+    """A stored chunk's rows of ``table``, each with every column the table has now.
+
+    A snapshot keeps the columns its table had when it was written; a column added since
+    (at the end, with a server default: ``work_items.waiting_on``, 0016_queue_ready) takes
+    its default. (An item that waited then reads as ready: a pull still checks each item's
+    blockers, so it only reads that item sooner.)
+    """
+    rows = decode_chunk(data)
+    missing = list(table.columns)[len(rows[0]) :] if rows else []
+    if missing:
+        tail = [_server_default(c) for c in missing]
+        rows = [row + tail for row in rows]
+    return rows
+
+
+def _server_default(column: Column[Any]) -> Any:
+    default = column.server_default
+    if not isinstance(default, DefaultClause) or not isinstance(default.arg, str):
+        raise ValueError(f"a snapshot lacks {column.table.name}.{column.name}, which has no server default")
+    return column.type.python_type(default.arg)
 
 
 def _insert_chunks(dialect: str) -> Any:
