@@ -420,10 +420,11 @@ TIER_COMMANDS = (
     "release_lease",
     "claim_next_work (at cap)",
     "claim_next_work (behind blocked)",
+    "claim_next_work (behind held)",
 )
 #: Big enough that the measured project never refuses, even with every load lease in it.
 TIER_WIP = 100_000
-#: Items queued ahead of the pulls at the cap, and ahead of the pulls behind blocked items,
+#: Items queued ahead of the pulls at the cap, behind blocked items and behind held issues,
 #: in every store (the load store queues ``--queued`` more of each).
 TIER_CAP_AHEAD = 5
 
@@ -469,6 +470,17 @@ async def _tier_setup(t: _Tier) -> None:
         await t.send({"type": "enqueue_work", "project": "C", "issue": f"C-{i}", "priority": 1})
     # Project D: as many items blocked (each by an unfinished item of its own) queued ahead.
     await _queue_blocked(t, TIER_CAP_AHEAD)
+    # Project E: as many items on issues the live holder holds, queued ahead.
+    await t.send({"type": "configure_project", "project": "E", "wip_limit": TIER_WIP})
+    await _queue_held(t, "E", range(TIER_CAP_AHEAD))
+
+
+async def _queue_held(t: _Tier, prefix: str, numbers: range) -> None:
+    """Items of project E on issues the live holder claims, queued ahead of the pulls behind
+    them (a higher priority): a pull may take none of them."""
+    for i in numbers:
+        await t.send({"type": "claim_issue", "session_id": t.other, "project": "E", "issue": f"{prefix}-{i}"})
+        await t.send({"type": "enqueue_work", "project": "E", "issue": f"{prefix}-{i}", "priority": 1})
 
 
 async def _queue_blocked(t: _Tier, n: int) -> None:
@@ -529,6 +541,7 @@ async def _tier_load(t: _Tier, live_claims: int, live_leases: int, queued: int, 
         for k in range(w, queued, workers):  # on issues, ahead of the pulls at the cap
             await t.send({"type": "enqueue_work", "project": "C", "issue": f"C-LOAD-{k}", "priority": 1})
         await _queue_blocked(t, len(range(w, queued, workers)))  # blocked, ahead of the pulls behind them
+        await _queue_held(t, f"E-LOAD-{w}", range(w, queued, workers))  # on held issues, likewise
 
     await asyncio.gather(*(worker(w) for w in range(workers)))
 
@@ -576,8 +589,14 @@ async def _tier_sample(t: _Tier, k: int, lat: dict[str, list[float]], inner: dic
         if name == "enqueue_work":
             item = result["item_id"]
     # At the cap (C): only the item without an issue may be taken, behind every item on an
-    # issue; behind blocked items (D): the one item not blocked.
-    for name, project in (("claim_next_work (at cap)", "C"), ("claim_next_work (behind blocked)", "D")):
+    # issue; behind blocked items (D) and behind items on issues others hold (E): the one
+    # item that is neither.
+    pulls = (
+        ("claim_next_work (at cap)", "C"),
+        ("claim_next_work (behind blocked)", "D"),
+        ("claim_next_work (behind held)", "E"),
+    )
+    for name, project in pulls:
         plain = (await t.send({"type": "enqueue_work", "project": project}))["item_id"]
         t.timer.inner.clear()
         start = time.perf_counter()

@@ -8,15 +8,13 @@ the issue through the partial index of unreleased claims by issue, never its his
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy import Boolean, Cast, Connection, bindparam, cast, text
 from sqlalchemy.types import NullType
 
 from eventcoord.domain.paths import literal_prefix
 from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed
 from eventcoord.store.log import RecordedEvent
-from eventcoord.store.prepared import Prepared
+from eventcoord.store.prepared import Prepared, text_list
 
 from .base import Appliers
 from .tables import conflicts, file_claims
@@ -144,7 +142,6 @@ def file_claim_released(conn: Connection, r: RecordedEvent) -> None:
     assert isinstance(e, FileClaimReleased)
     if not e.paths:
         return
-    paths: object = list(e.paths) if conn.dialect.name == "postgresql" else json.dumps(list(e.paths))
     _RELEASE.write(
         conn,
         {
@@ -154,7 +151,7 @@ def file_claim_released(conn: Connection, r: RecordedEvent) -> None:
             "issue": e.issue,
             "key": issue_key(r.metadata.workspace, e.issue),
             "sid": e.session_id,
-            "paths": paths,
+            "paths": text_list(conn, e.paths),
         },
     )
 

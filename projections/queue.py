@@ -16,7 +16,7 @@ from sqlalchemy import Connection, bindparam, literal_column, null, select, text
 from eventcoord.codec import encode
 from eventcoord.events import WorkClaimed, WorkEnqueued, WorkFinished, WorkRequeued, WorkStarted
 from eventcoord.store.log import RecordedEvent
-from eventcoord.store.prepared import Prepared, unindexed
+from eventcoord.store.prepared import Prepared, text_list, unindexed
 
 from .base import Appliers
 from .tables import sessions, work_blockers, work_items, work_ledger
@@ -83,7 +83,7 @@ def queued_issue_key(workspace: str, project: str, issue: str | None) -> str:
 FINISHED = frozenset({"done", "failed", "oom_killed", "cancelled"})
 # The statuses of some items, each by its primary key (the workspace checked, not searched
 # by); on PostgreSQL a lateral probe per id (``OFFSET 0`` keeps it one: a generic plan of
-# ``= ANY(…)`` made on an empty table scanned it). ``ids``: see :func:`item_ids`.
+# ``= ANY(…)`` made on an empty table scanned it). ``ids``: a :func:`text_list`.
 STATUSES = Prepared(
     lambda d: text(
         "SELECT item_id, status FROM work_items WHERE item_id IN (SELECT value FROM json_each(:ids))"
@@ -95,14 +95,9 @@ STATUSES = Prepared(
 )
 
 
-def item_ids(conn: Connection, ids: Sequence[str]) -> object:
-    """``STATUSES``'s ``ids``: an array on PostgreSQL, a JSON array for SQLite's ``json_each``."""
-    return list(ids) if conn.dialect.name == "postgresql" else encode(list(ids)).decode()
-
-
 def statuses(conn: Connection, workspace: str, ids: Sequence[str]) -> dict[str, str]:
     """The statuses of the items ``ids`` of ``workspace`` that exist."""
-    return {r[0]: r[1] for r in STATUSES.rows(conn, {"ids": item_ids(conn, ids), "ws": workspace})}
+    return {r[0]: r[1] for r in STATUSES.rows(conn, {"ids": text_list(conn, ids), "ws": workspace})}
 
 
 _INSERT_BLOCKER = Prepared(

@@ -443,6 +443,12 @@ _BY_KEY: list[tuple[Prepared, dict[str, Any], str, str]] = [
         "sqlite_autoindex_work_items_1",
     ),
     (
+        queue_handler._HOLDERS,
+        {"ws": WS, "issues": ["LOAD-7", "LOAD-8"]},
+        "uq_leases_unreleased",
+        "uq_leases_unreleased",
+    ),
+    (
         queue_projection._FINISHED,
         {"ws": WS, "item": "it-7", "status": "done", "outcome": "cancelled", "at": 5},
         "work_items_pkey",
@@ -506,6 +512,8 @@ async def test_each_lookup_of_a_live_row_has_one_index_whatever_the_statistics(s
             statements[i] = (stmt, {**params, "paths": json.dumps(params["paths"])})
         elif backend == "sqlite" and "ids" in params:
             statements[i] = (stmt, {**params, "ids": json.dumps(params["ids"])})
+        elif backend == "sqlite" and "issues" in params:
+            statements[i] = (stmt, {**params, "issues": json.dumps(params["issues"])})
 
     async def check(when: str) -> None:
         plans = await (_generic_plans(store, statements) if backend == "postgresql" else _plans(store, statements))

@@ -88,6 +88,8 @@ class MemoryReads:
     live: dict[str, int] = field(default_factory=dict)
     leases: dict[str, LeaseState] = field(default_factory=dict)
     others: int = 0
+    #: Whether ``holder`` answers from ``leases`` (as a page read ahead does), or never knows.
+    hint_holders: bool = False
     asked: list[str] = field(default_factory=list)
 
     def stale_work(self, caller: str | None) -> StaleWork:
@@ -107,6 +109,10 @@ class MemoryReads:
     def exclusive_claims(self, paths: Sequence[str]) -> list[FileClaimView]:
         self.asked.append("claims")
         return self.claims
+
+    def holder(self, issue: str) -> str | None:
+        lease = self.leases.get(issue) if self.hint_holders else None
+        return None if lease is None else lease.session_id
 
     def issue(self, issue: str) -> IssueView:
         self.asked.append(f"issue:{issue}")

@@ -285,3 +285,29 @@ def test_a_pull_under_the_cap_reads_each_issue_it_passes() -> None:
     reads = MemoryReads(queue=queue, issues=held, live={"I-3": 2})
     assert picked(pull(reads)) == "w-3"
     assert reads.asked == ["stale_work:s-me", "issue:I-0", "issue:I-1", "issue:I-2", "issue:I-3", "live:I-3"]
+
+
+def test_a_pull_passes_the_issues_others_hold_without_reading_them_when_a_page_told_it() -> None:
+    # The page read ahead who holds each of its issues: others' leases, live or stale, are
+    # passed unread; the caller's own lease still goes the whole way (kept, no cap), and so
+    # does a lease its recovery freed.
+    me = session("s-me")
+    leases = {f"I-{i}": LeaseState(f"I-{i}", "P", "s-alice", "a", 1) for i in range(3)}
+    leases["I-stale"] = LeaseState("I-stale", "P", "s-gone", "actor-s-gone", 2)
+    leases["I-mine"] = LeaseState("I-mine", "P", "s-me", "actor-s-me", 4)
+    queue = [item(item_id=f"w-{i}", position=i, issue=f"I-{i}") for i in range(3)]
+    queue += [item(item_id="w-stale", position=3, issue="I-stale"), item(item_id="w-mine", position=4, issue="I-mine")]
+    mine = IssueView("I-mine", IssueState("I-mine", "P", 4, None, None), leases["I-mine"], me, ())
+    reads = MemoryReads(queue=queue, issues={"I-mine": mine}, leases=leases, hint_holders=True)
+    d = pull(reads, me=me)
+    assert picked(d) == "w-mine" and [type(e) for _, e in d.events] == [WorkClaimed]
+    assert reads.asked == ["stale_work:s-me", "issue:I-mine"]
+
+    # the stale holder's item was recovered by this pull: its lease is taken, not passed
+    lease = leases["I-stale"]
+    stale = StaleWork([item("running", "s-gone", item_id="w-stale", position=3, issue="I-stale")], {"I-stale": lease})
+    view = IssueView("I-stale", IssueState("I-stale", "P", 2, None, None), lease, gone("s-gone"), ())
+    reads = MemoryReads(stale=stale, queue=queue[:3], issues={"I-stale": view}, leases=leases, hint_holders=True)
+    d = pull(reads, me=me)
+    assert picked(d) == "w-stale"
+    assert reads.asked == ["stale_work:s-me", "issue:I-stale", "live:I-stale"]

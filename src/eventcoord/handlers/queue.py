@@ -39,7 +39,7 @@ from eventcoord.handlers.issues import (
 from eventcoord.liveness import not_live_clause
 from eventcoord.projections.queue import PG_LIVE_KEY, PG_QUEUED_ISSUE_KEY, live_key, queued_issue_key, statuses
 from eventcoord.projections.tables import issues, leases, sessions, work_items
-from eventcoord.store.prepared import Prepared, unindexed
+from eventcoord.store.prepared import Prepared, text_list, unindexed
 from eventcoord.store.schema import workspaces
 
 PAGE = 100
@@ -187,6 +187,24 @@ _FIRST_PAGE = Prepared(lambda d: _in_pull_order(d, on_issue=False, after=False))
 _NEXT_PAGE = Prepared(lambda d: _in_pull_order(d, on_issue=False, after=True))
 _ON_ISSUE_FIRST = Prepared(lambda d: _in_pull_order(d, on_issue=True, after=False))
 _ON_ISSUE_NEXT = Prepared(lambda d: _in_pull_order(d, on_issue=True, after=True))
+
+
+# Who holds the unreleased lease of each of some issues, each by ``uq_leases_unreleased``
+# (on PostgreSQL a lateral probe per issue, like ``STATUSES``): read for a page of queued
+# items, so that a pull passes the items on issues others hold without three statements
+# each. Not locked: a pull skips those items and writes nothing about them, and the holder
+# cannot release the lease meanwhile (a release takes the project's guard, which the pull
+# holds).
+_HOLDERS = Prepared(
+    lambda d: text(
+        "SELECT issue, session_id FROM leases WHERE workspace = :ws AND issue IN (SELECT value FROM json_each(:issues))"
+        " AND released_us IS NULL"
+        if d == "sqlite"
+        else "SELECT l.issue, l.session_id FROM unnest(CAST(:issues AS text[])) AS k(issue) CROSS JOIN LATERAL ("
+        "SELECT issue, session_id FROM leases WHERE workspace = :ws AND issue = k.issue AND released_us IS NULL"
+        " OFFSET 0) AS l"
+    )
+)
 
 
 # The worker's other claimed or running items on the issue: one count per status, each
@@ -356,6 +374,7 @@ class WorkReads:
         self._status: dict[str, str] = {}
         self._status_read: set[str] = set()
         self._claims: dict[str, dict[tuple[str, str | None], domain.FileClaimView]] = {}
+        self._holders: dict[str, str | None] = {}
 
     def stale_work(self, caller: str | None) -> domain.StaleWork:
         return load_stale_work(self.conn, self.ctx, self.project, caller, self.suspects)
@@ -367,11 +386,24 @@ class WorkReads:
         return QueuedItems(self.conn, self.ctx, self.project, self.read_ahead)
 
     def read_ahead(self, page: Sequence[domain.ItemState]) -> None:
-        """Read what a pull asks of a page's items for the whole page: its blockers' statuses
-        and the claims that could block its paths, a statement or three each, not per item
-        (a queue whose first items are blocked cost a pull a round trip per item)."""
+        """Read what a pull asks of a page's items for the whole page: its blockers' statuses,
+        the claims that could block its paths and who holds its issues, a statement or three
+        each, not per item (a queue whose first items are blocked cost a pull a round trip
+        per item, one whose issues others hold three)."""
         self._read_statuses({b for item in page for b in item.blocked_by})
         self._read_claims({p for item in page for p in item.paths})
+        self._read_holders({item.issue for item in page if item.issue is not None})
+
+    def holder(self, issue: str) -> str | None:
+        return self._holders.get(issue)
+
+    def _read_holders(self, issues: Collection[str]) -> None:
+        unread = sorted(set(issues) - self._holders.keys())
+        if not unread:
+            return
+        self._holders.update(dict.fromkeys(unread))
+        params = {"issues": text_list(self.conn, unread), "ws": self.ctx.workspace}
+        self._holders.update((r[0], r[1]) for r in _HOLDERS.rows(self.conn, params))
 
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
         self._read_statuses(item_ids)

@@ -27,6 +27,7 @@ that does not hold, the writes kept are sent first, alone.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -281,6 +282,13 @@ class Prepared:
             _wrote(conn)
             return
         conn.execute(self.statement(conn.dialect.name), list(params))
+
+
+def text_list(conn: Connection, values: Iterable[str]) -> object:
+    """A list of strings as one parameter of a prebuilt statement: an array on PostgreSQL
+    (``CAST(:p AS text[])``, ``unnest``), a JSON array on SQLite (``json_each(:p)``)."""
+    listed = list(values)
+    return listed if conn.dialect.name == "postgresql" else json.dumps(listed)
 
 
 def unindexed(column: Any) -> ColumnElement[Any]:

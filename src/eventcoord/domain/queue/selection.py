@@ -106,6 +106,9 @@ def _select(
             continue
         if item.issue is None:
             return item, None
+        holder = reads.holder(item.issue)
+        if holder is not None and holder != me.session_id and item.issue not in recovered:
+            continue  # another's lease, live or stale: a pull never takes it (grant_for_work)
         view = reads.issue(item.issue)
         counted: list[int] = []
         grant = grant_for_work(

@@ -89,6 +89,10 @@ class WorkReads(Protocol):
         """The workspace's unreleased exclusive file claims that could overlap ``paths`` (at
         least those that do), with their holders' liveness."""
 
+    def holder(self, issue: str) -> str | None:
+        """The session holding the issue's unreleased lease, if a page of queued items read
+        it (None: no lease, or not read; :meth:`issue` then tells)."""
+
     def issue(self, issue: str) -> IssueView:
         """The issue as effective state sees it, its lease locked."""
 
