@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, literal_column, null, select, text, update
+from sqlalchemy import Connection, bindparam, delete, null, select, text, update
 
 from eventcoord.codec import encode
 from eventcoord.events import WorkClaimed, WorkEnqueued, WorkFinished, WorkRequeued, WorkStarted
@@ -107,21 +107,37 @@ _INSERT_BLOCKER = Prepared(
 )
 
 
-# The items a blocker that finished ``done`` blocked wait on one blocker fewer (its rows in
-# work_blockers stay: it finishes once). Each is found by its primary key: on PostgreSQL
-# from a subquery of the blocker's rows kept apart (``OFFSET 0``), so that no plan, generic
-# or made on a small table, hashes the work items for the join.
+_OF_BLOCKER = (work_blockers.c.workspace == bindparam("ws")) & (work_blockers.c.blocker_id == bindparam("item"))
+#: A finished blocker's rows go: it blocks nothing that can still change.
+_FORGET_BLOCKER = Prepared(lambda d: delete(work_blockers).where(_OF_BLOCKER))
+
+
+# The items a blocker that finished ``done`` blocked wait on one blocker fewer, each found by
+# its primary key. PostgreSQL deletes the blocker's rows in the same statement (a CTE: both
+# see one snapshot, so no order of the batch's deferred writes can delete them first);
+# SQLite runs the two in order (``_FORGET_BLOCKER`` after). The join from the deleted rows
+# probes the items by key (plan asserted: no plan, generic or made on a small table, hashes
+# the work items for it).
 def _unblock(d: str) -> Any:
-    of_blocker = (work_blockers.c.workspace == bindparam("ws")) & (work_blockers.c.blocker_id == bindparam("item"))
     fewer = {"waiting_on": work_items.c.waiting_on - 1}
     if d == "sqlite":
-        blockers = select(work_blockers.c.item_id).where(of_blocker)
+        blockers = select(work_blockers.c.item_id).where(_OF_BLOCKER)
         return update(work_items).where(work_items.c.item_id.in_(blockers)).values(fewer)
-    blocked = select(work_blockers.c.item_id).where(of_blocker).offset(literal_column("0")).subquery("blocked")
-    return update(work_items).where(work_items.c.item_id == blocked.c.item_id).values(fewer)
+    gone = delete(work_blockers).where(_OF_BLOCKER).returning(work_blockers.c.item_id).cte("unblocked")
+    return update(work_items).where(work_items.c.item_id == gone.c.item_id).values(fewer)
 
 
 _UNBLOCK = Prepared(_unblock)
+
+
+def _blocker_finished(conn: Connection, workspace: str, item_id: str, done: bool) -> None:
+    """The items ``item_id`` blocked wait on it no more if it finished ``done``; its rows go."""
+    params = {"ws": workspace, "item": item_id}
+    if done:
+        _UNBLOCK.write(conn, params)
+    if not done or conn.dialect.name == "sqlite":  # (PostgreSQL's _UNBLOCK deleted them)
+        _FORGET_BLOCKER.write(conn, params)
+
 
 _INSERT_ITEM = Prepared(
     lambda d: work_items.insert().values(
@@ -219,10 +235,15 @@ def enqueued(conn: Connection, r: RecordedEvent) -> None:
     assert isinstance(e, WorkEnqueued)
     ws = r.metadata.workspace
     # It waits on each blocker not finished ``done``; one that may still finish is noted,
-    # so that its ``done`` counts it down (a blocker that failed never will).
-    known = statuses(conn, ws, e.blocked_by) if e.blocked_by else {}
-    for blocker in e.blocked_by:
-        if known.get(blocker) not in FINISHED:
+    # so that its ``done`` counts it down (a blocker that failed never will). Every blocker
+    # is an item of the workspace (enqueue_work refuses others, and reads them locked so that
+    # none finishes meanwhile). A replay that dropped the rows of finished items (the history
+    # worker's scratch) misses some: those count as not waiting, so a count there may be low,
+    # never high, and a pull checks each item's blockers anyway.
+    blockers = list(dict.fromkeys(e.blocked_by))
+    known = statuses(conn, ws, blockers) if blockers else {}
+    for blocker in blockers:
+        if blocker in known and known[blocker] not in FINISHED:
             _INSERT_BLOCKER.write(conn, {"ws": ws, "blocker": blocker, "item": e.item_id})
     _INSERT_ITEM.write(
         conn,
@@ -240,7 +261,7 @@ def enqueued(conn: Connection, r: RecordedEvent) -> None:
             "at": r.recorded_us,
             "at2": r.recorded_us,
             "attempts": 0,
-            "waiting": sum(known.get(b) != "done" for b in e.blocked_by),
+            "waiting": sum(b in known and known[b] != "done" for b in blockers),
         },
     )
     _ledger(conn, r, e.item_id, "enqueued", r.metadata.session_id)
@@ -275,8 +296,7 @@ def finished(conn: Connection, r: RecordedEvent) -> None:
         conn,
         {"item": e.item_id, "ws": r.metadata.workspace, "status": e.outcome, "outcome": e.outcome, "at": r.recorded_us},
     )
-    if e.outcome == "done":
-        _UNBLOCK.write(conn, {"ws": r.metadata.workspace, "item": e.item_id})
+    _blocker_finished(conn, r.metadata.workspace, e.item_id, e.outcome == "done")
     _ledger(conn, r, e.item_id, "finished", e.session_id, e.outcome)
 
 

@@ -295,8 +295,8 @@ work_blockers = Table(
     metadata,
     # One row per (blocker, item it blocks), written when the item is enqueued for each of
     # its blockers not finished then: when a blocker finishes ``done``, the items it blocks
-    # are found here and their ``waiting_on`` counted down. Kept after (a blocker finishes
-    # once), like the finished items themselves.
+    # are found here and their ``waiting_on`` counted down. A blocker's rows go when it
+    # finishes, whatever the outcome: the table holds the unfinished blockers' only.
     Column("workspace", String(64), primary_key=True),
     Column("blocker_id", String(128), primary_key=True),
     Column("item_id", String(128), primary_key=True),

@@ -16,7 +16,7 @@ on PostgreSQL, the project's guard held all along (bench/history.py --tiers, ``c
   ``ix_work_items_queued_issue`` (0015) is partial on ready items, and the new
   ``ix_work_items_ready`` serves the pages.
 
-The counts and rows of the queued items already blocked are filled in here.
+The counts and rows are filled in here as a replay of the log would leave them.
 
 Revision ID: 0016_queue_ready
 Revises: 0015_queue_at_cap
@@ -73,13 +73,16 @@ def _sqlite_queued_issue(where: str) -> None:
 
 
 def _fill() -> None:
-    """The counts and blocker rows of the queued items that name blockers."""
+    """The counts and blocker rows a replay of the log leaves, for the items that name blockers.
+
+    Whatever an item's status, it waits on its blockers not finished ``done`` (``done`` is
+    final, and a replay counts down an item's wait whatever became of it), and each of its
+    blockers not finished yet has its row.
+    """
     conn = op.get_bind()
-    blocked = conn.execute(
-        sa.text("SELECT workspace, item_id, blocked_by FROM work_items WHERE status = 'queued' AND blocked_by <> '[]'")
-    ).all()
-    for workspace, item_id, blocked_by in blocked:
-        blockers = json.loads(blocked_by)
+    blocked = conn.execute(sa.text("SELECT workspace, item_id, blocked_by FROM work_items WHERE blocked_by <> '[]'"))
+    for workspace, item_id, blocked_by in blocked.all():
+        blockers = list(dict.fromkeys(json.loads(blocked_by)))
         known = dict(
             conn.execute(
                 sa.text("SELECT item_id, status FROM work_items WHERE workspace = :ws AND item_id IN :ids").bindparams(
@@ -88,13 +91,13 @@ def _fill() -> None:
                 {"ws": workspace, "ids": blockers},
             ).all()
         )
-        waiting = sum(known.get(b) != "done" for b in blockers)
+        waiting = sum(b in known and known[b] != "done" for b in blockers)
         if waiting:
             conn.execute(
                 sa.text("UPDATE work_items SET waiting_on = :n WHERE item_id = :item"), {"n": waiting, "item": item_id}
             )
         for blocker in blockers:
-            if known.get(blocker) not in _FINISHED:
+            if blocker in known and known[blocker] not in _FINISHED:
                 conn.execute(
                     sa.text("INSERT INTO work_blockers (workspace, blocker_id, item_id) VALUES (:ws, :b, :item)"),
                     {"ws": workspace, "b": blocker, "item": item_id},
@@ -129,5 +132,7 @@ def downgrade() -> None:
         op.drop_index("ix_work_items_ready", table_name="work_items")
         _sqlite_queued_issue("status = 'queued'")
     op.drop_table("work_blockers")
-    with op.batch_alter_table("work_items") as batch:
-        batch.drop_column("waiting_on")
+    if op.get_bind().dialect.name == "postgresql":
+        op.drop_column("work_items", "waiting_on")
+    else:  # SQLite 3.35+ drops it in place (a batch copy of the table would lose DESC in its indexes)
+        op.execute("ALTER TABLE work_items DROP COLUMN waiting_on")

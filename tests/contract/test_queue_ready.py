@@ -10,6 +10,7 @@ fills them in for a queue that already had blocked items, and snapshots written 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import zlib
@@ -111,6 +112,8 @@ async def test_pulls_follow_the_blockers_through_random_graphs_and_a_rebuild_agr
         i: model.waiting_on(i) for i, s in model.status.items() if s == "queued"
     }
     assert any(n > 0 for n in waiting.values())  # some wait for ever (a failed or cancelled blocker)
+    # a blocker's rows go when it finishes: those left name unfinished blockers only
+    assert {e[1] for e in edges} <= {i for i, s in model.status.items() if s == "queued"}
 
     # The replay of the log fills both tables exactly as the commands did.
     await store.transact(lambda conn: projections.rebuild(conn))
@@ -166,6 +169,7 @@ async def test_the_migration_counts_the_blockers_of_a_queue_that_had_blocked_ite
         item("a", "queued", ["done"]),
         item("b", "queued", ["done", "failed", "open", "running"]),
         item("c", "claimed", ["done"]),
+        item("d", "cancelled", ["open", "done"]),  # cancelled while blocked: a replay still counts
     ]
     try:
         async with engine.begin() as conn:
@@ -184,8 +188,8 @@ async def test_the_migration_counts_the_blockers_of_a_queue_that_had_blocked_ite
             edges = sorted((await conn.execute(text("SELECT blocker_id, item_id FROM work_blockers"))).all())
     finally:
         await engine.dispose()
-    assert waiting == {"done": 0, "failed": 0, "open": 0, "running": 0, "a": 0, "b": 3, "c": 0}
-    assert [tuple(e) for e in edges] == [("open", "b"), ("running", "b")]
+    assert waiting == {"done": 0, "failed": 0, "open": 0, "running": 0, "a": 0, "b": 3, "c": 0, "d": 1}
+    assert [tuple(e) for e in edges] == [("open", "b"), ("open", "d"), ("running", "b")]
 
 
 def test_a_snapshot_written_before_a_column_was_added_loads_with_its_default() -> None:
@@ -195,3 +199,39 @@ def test_a_snapshot_written_before_a_column_was_added_loads_with_its_default() -
     assert table_rows(work_items, old) == [[*row, 0]]
     now = zlib.compress(json.dumps([[*row, 2]]).encode())
     assert table_rows(work_items, now) == [[*row, 2]]
+
+
+@pytest.mark.postgres
+async def test_a_blocker_finishing_in_another_project_as_an_item_is_enqueued_behind_it(store: Any, db_url: str) -> None:
+    """Two replicas: one finishes blockers (project P) while the other enqueues items blocked
+    by them (project Q, whose guard is another). Each item must end up waiting on nothing:
+    the enqueue reads its blockers share-locked, so none finishes between its count and its
+    commit (without the lock a count-down could miss the new item, which then waited for
+    ever)."""
+    from eventcoord.store import open_store
+
+    other = open_store(db_url)
+    await other.start()
+    try:
+        finisher, enqueuer = Service(store), Service(other)
+        worker = (await _ok(finisher, {"type": "register_agent", "actor": "worker"}))["session_id"]
+        blockers = []
+        for _ in range(60):
+            item = (await _ok(finisher, {"type": "enqueue_work", "project": "P"}))["item_id"]
+            await _ok(finisher, {"type": "claim_next_work", "session_id": worker, "project": "P"})
+            await _ok(finisher, {"type": "start_work", "session_id": worker, "item_id": item})
+            blockers.append(item)
+
+        async def finish(item: str) -> None:
+            await _ok(finisher, {"type": "finish_work", "session_id": worker, "item_id": item})
+
+        async def enqueue(item: str) -> str:
+            return str((await _ok(enqueuer, {"type": "enqueue_work", "project": "Q", "blocked_by": [item]}))["item_id"])
+
+        results = await asyncio.gather(*(f(b) for b in blockers for f in (finish, enqueue)))
+        behind = [r for r in results if isinstance(r, str)]
+        waiting, _, edges = await _read_model(store)
+        assert [waiting[i] for i in behind] == [0] * len(behind)
+        assert edges == []
+    finally:
+        await other.close()

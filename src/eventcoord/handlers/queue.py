@@ -192,9 +192,10 @@ _ON_ISSUE_NEXT = Prepared(lambda d: _in_pull_order(d, on_issue=True, after=True)
 # Who holds the unreleased lease of each of some issues, each by ``uq_leases_unreleased``
 # (on PostgreSQL a lateral probe per issue, like ``STATUSES``): read for a page of queued
 # items, so that a pull passes the items on issues others hold without three statements
-# each. Not locked: a pull skips those items and writes nothing about them, and the holder
-# cannot release the lease meanwhile (a release takes the project's guard, which the pull
-# holds).
+# each. Not locked: it only ever makes a pull pass an item, never take one (an issue it
+# finds free is read again, locked, by ``issue``). A lease released meanwhile (release_issue
+# takes the project's guard, which the pull holds, but ending the holder's session does not)
+# leaves its items to the next pull, as if this one had come a moment sooner.
 _HOLDERS = Prepared(
     lambda d: text(
         "SELECT issue, session_id FROM leases WHERE workspace = :ws AND issue IN (SELECT value FROM json_each(:issues))"
@@ -466,20 +467,25 @@ class WorkReads:
 
 
 def enqueue_work(conn: Connection, ctx: Context, cmd: EnqueueWork) -> Decision:
+    wip_limit = lock_project(conn, ctx, cmd.project)
     existing: list[str] = []
     if cmd.blocked_by:
+        # Share-locked: a blocker in another project (whose guard this does not take) cannot
+        # finish between the read model's count of what the new item waits on and its commit;
+        # else its count-down would miss the new item, which would wait for ever.
         existing = list(
             conn.execute(
-                select(work_items.c.item_id).where(
+                select(work_items.c.item_id)
+                .where(
                     (unindexed(work_items.c.workspace) == ctx.workspace)
                     & work_items.c.item_id.in_(sorted(set(cmd.blocked_by)))
                 )
+                .with_for_update(read=True)
             ).scalars()
         )
     issue_project = None
     if cmd.issue is not None:
         issue_project = _ISSUE_PROJECT.scalar(conn, {"ws": ctx.workspace, "issue": cmd.issue})
-    wip_limit = lock_project(conn, ctx, cmd.project)
     state = domain.EnqueueState(existing, issue_project, WorkReads(conn, ctx, cmd.project, wip_limit))
     return domain.decide_enqueue_work(state, cmd, ctx)
 
