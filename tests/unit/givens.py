@@ -88,8 +88,6 @@ class MemoryReads:
     live: dict[str, int] = field(default_factory=dict)
     leases: dict[str, LeaseState] = field(default_factory=dict)
     others: int = 0
-    #: Whether ``holder`` answers from ``leases`` (as a page read ahead does), or never knows.
-    hint_holders: bool = False
     asked: list[str] = field(default_factory=list)
 
     def stale_work(self, caller: str | None) -> StaleWork:
@@ -99,8 +97,16 @@ class MemoryReads:
     def locked_item(self, item_id: str) -> ItemState | None:
         return self.items.get(item_id)
 
-    def queued(self) -> MemoryQueue:
-        return MemoryQueue(sorted(self.queue, key=lambda i: i.order), self.asked)
+    def queued(self, caller: str, recovered: Collection[str]) -> MemoryQueue:
+        """The queue without the items on issues another session holds (``leases``), as the
+        store's pages leave them out, unless ``recovered``."""
+        self.asked.append(f"queued:{caller}:{','.join(sorted(recovered))}")
+
+        def passed(i: ItemState) -> bool:
+            lease = self.leases.get(i.issue or "")
+            return lease is not None and lease.session_id != caller and i.issue not in recovered
+
+        return MemoryQueue(sorted((i for i in self.queue if not passed(i)), key=lambda i: i.order), self.asked)
 
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
         self.asked.append(f"statuses:{','.join(item_ids)}")
@@ -109,10 +115,6 @@ class MemoryReads:
     def exclusive_claims(self, paths: Sequence[str]) -> list[FileClaimView]:
         self.asked.append("claims")
         return self.claims
-
-    def holder(self, issue: str) -> str | None:
-        lease = self.leases.get(issue) if self.hint_holders else None
-        return None if lease is None else lease.session_id
 
     def issue(self, issue: str) -> IssueView:
         self.asked.append(f"issue:{issue}")

@@ -70,7 +70,7 @@ def test_pull_skips_blocked_items_and_items_whose_paths_are_claimed() -> None:
         claims=[FileClaimView("src/", "s-other", True)],
     )
     assert picked(pull(reads)) == "free"
-    assert reads.asked == ["stale_work:s-me", "statuses:w-x", "claims"]
+    assert reads.asked == ["stale_work:s-me", "queued:s-me:", "statuses:w-x", "claims"]
 
 
 def test_pull_answers_no_item_when_nothing_is_eligible_keeping_the_recovery() -> None:
@@ -117,6 +117,7 @@ def test_pull_skips_issues_held_by_others_in_other_projects_or_over_the_cap() ->
     # the cap is counted only for an issue that could be taken; met, it narrows the queue
     assert reads.asked == [
         "stale_work:s-me",
+        "queued:s-me:",
         "issue:I-held",
         "issue:I-q",
         "issue:I-cap",
@@ -225,7 +226,7 @@ def test_a_pull_at_the_cap_reads_no_issue_after_a_free_one_met_the_cap() -> None
     queue = [item(item_id=f"w-{i}", position=i, issue=f"I-{i}") for i in range(50)]
     reads = MemoryReads(queue=[*queue, item(item_id="plain", position=99)], live={"I-0": 3})
     assert picked(pull(reads)) == "plain"
-    assert reads.asked == ["stale_work:s-me", "issue:I-0", "live:I-0", "held:s-me", "narrow:"]
+    assert reads.asked == ["stale_work:s-me", "queued:s-me:", "issue:I-0", "live:I-0", "held:s-me", "narrow:"]
 
 
 def test_a_pull_at_the_cap_still_takes_an_item_of_an_issue_the_caller_holds() -> None:
@@ -244,7 +245,15 @@ def test_a_pull_at_the_cap_still_takes_an_item_of_an_issue_the_caller_holds() ->
     )
     d = pull(reads, me=me)
     assert picked(d) == "w-mine" and [type(e) for _, e in d.events] == [WorkClaimed]
-    assert reads.asked == ["stale_work:s-me", "issue:I-0", "live:I-0", "held:s-me", "narrow:I-mine", "issue:I-mine"]
+    assert reads.asked == [
+        "stale_work:s-me",
+        "queued:s-me:",
+        "issue:I-0",
+        "live:I-0",
+        "held:s-me",
+        "narrow:I-mine",
+        "issue:I-mine",
+    ]
 
 
 def test_a_pull_at_the_cap_still_reclaims_a_lease_its_recovery_released() -> None:
@@ -263,6 +272,7 @@ def test_a_pull_at_the_cap_still_reclaims_a_lease_its_recovery_released() -> Non
     # narrowed to the caller's leases (none) and the issue its recovery freed
     assert reads.asked == [
         "stale_work:s-me",
+        "queued:s-me:I-1",
         "issue:I-0",
         "live:I-0",
         "held:s-me",
@@ -284,30 +294,40 @@ def test_a_pull_under_the_cap_reads_each_issue_it_passes() -> None:
     queue = [item(item_id=f"w-{i}", position=i, issue=f"I-{i}") for i in range(4)]
     reads = MemoryReads(queue=queue, issues=held, live={"I-3": 2})
     assert picked(pull(reads)) == "w-3"
-    assert reads.asked == ["stale_work:s-me", "issue:I-0", "issue:I-1", "issue:I-2", "issue:I-3", "live:I-3"]
+    assert reads.asked == [
+        "stale_work:s-me",
+        "queued:s-me:",
+        "issue:I-0",
+        "issue:I-1",
+        "issue:I-2",
+        "issue:I-3",
+        "live:I-3",
+    ]
 
 
-def test_a_pull_passes_the_issues_others_hold_without_reading_them_when_a_page_told_it() -> None:
-    # The page read ahead who holds each of its issues: others' leases, live or stale, are
-    # passed unread; the caller's own lease still goes the whole way (kept, no cap), and so
-    # does a lease its recovery freed.
+def test_a_pull_asks_for_the_queue_without_the_issues_others_hold_but_those_it_recovered() -> None:
+    # The store's pages leave out the items on issues other sessions hold, live or stale
+    # (no pull takes them), except those whose lease this pull's recovery released: the pull
+    # says who it is and which it recovered. (The store's side: tests/e2e/test_queue.py,
+    # tests/contract/test_queue_pull_reads.py.)
     me = session("s-me")
     leases = {f"I-{i}": LeaseState(f"I-{i}", "P", "s-alice", "a", 1) for i in range(3)}
     leases["I-stale"] = LeaseState("I-stale", "P", "s-gone", "actor-s-gone", 2)
     leases["I-mine"] = LeaseState("I-mine", "P", "s-me", "actor-s-me", 4)
     queue = [item(item_id=f"w-{i}", position=i, issue=f"I-{i}") for i in range(3)]
-    queue += [item(item_id="w-stale", position=3, issue="I-stale"), item(item_id="w-mine", position=4, issue="I-mine")]
+    queue += [item(item_id="w-queued", position=3, issue="I-stale"), item(item_id="w-mine", position=4, issue="I-mine")]
     mine = IssueView("I-mine", IssueState("I-mine", "P", 4, None, None), leases["I-mine"], me, ())
-    reads = MemoryReads(queue=queue, issues={"I-mine": mine}, leases=leases, hint_holders=True)
+    reads = MemoryReads(queue=queue, issues={"I-mine": mine}, leases=leases)
     d = pull(reads, me=me)
     assert picked(d) == "w-mine" and [type(e) for _, e in d.events] == [WorkClaimed]
-    assert reads.asked == ["stale_work:s-me", "issue:I-mine"]
+    assert reads.asked == ["stale_work:s-me", "queued:s-me:", "issue:I-mine"]
 
-    # the stale holder's item was recovered by this pull: its lease is taken, not passed
+    # the stale holder's running item is recovered by this pull: the item queued on its
+    # issue (ahead of the recovered one) is taken on the lease the recovery released
     lease = leases["I-stale"]
-    stale = StaleWork([item("running", "s-gone", item_id="w-stale", position=3, issue="I-stale")], {"I-stale": lease})
+    stale = StaleWork([item("running", "s-gone", item_id="w-stale", position=9, issue="I-stale")], {"I-stale": lease})
     view = IssueView("I-stale", IssueState("I-stale", "P", 2, None, None), lease, gone("s-gone"), ())
-    reads = MemoryReads(stale=stale, queue=queue[:3], issues={"I-stale": view}, leases=leases, hint_holders=True)
+    reads = MemoryReads(stale=stale, queue=queue[:4], issues={"I-stale": view}, leases=leases)
     d = pull(reads, me=me)
-    assert picked(d) == "w-stale"
-    assert reads.asked == ["stale_work:s-me", "issue:I-stale", "live:I-stale"]
+    assert picked(d) == "w-queued"
+    assert reads.asked == ["stale_work:s-me", "queued:s-me:I-stale", "issue:I-stale", "live:I-stale"]

@@ -154,9 +154,32 @@ _SESSION_AND_SUSPECTS = Prepared(
 # never of the items that wait on others (a pull read each of those and its blockers).
 # PostgreSQL compares the live key, which ``ix_work_items_live_key`` alone indexes; SQLite
 # names ``ix_work_items_ready`` (``INDEXED BY``: its statements are text).
+#
+# Nor does a page hold an item on an issue another session holds, live or stale (a pull
+# never takes its lease: ``grant_for_work``), unless the pull's recovery released that lease
+# (``:recovered``): each item's issue is probed in ``uq_leases_unreleased`` as the index is
+# walked (on PostgreSQL a subplan per row, ``OFFSET 0``, never a join a generic plan could
+# hash every lease for), so the database passes them, not a page of them per round trip. The
+# probe is not locked: it only ever makes a pull pass an item (an issue it finds free is read
+# again, locked, by ``WorkReads.issue``), and a lease released meanwhile (release_issue takes
+# the project's guard, which the pull holds; ending the holder's session does not) leaves its
+# items to the next pull, as if this one had come a moment sooner. (``coalesce``: a lease
+# without a session is left to that read too, and ``session_id <> :me`` would let a planner
+# read the leases by ``ix_leases_session_live``, every live lease of every session.)
+_SQLITE_HELD_BY_OTHERS = (
+    "SELECT 1 FROM leases WHERE leases.workspace = :ws AND leases.issue = work_items.issue"
+    " AND leases.released_us IS NULL AND coalesce(leases.session_id, :me2) <> :me"
+    " AND leases.issue NOT IN (SELECT value FROM json_each(:recovered))"
+)
+_PG_HELD_BY_OTHERS = (
+    "SELECT 1 FROM leases WHERE leases.workspace = :ws AND leases.issue = work_items.issue"
+    " AND leases.released_us IS NULL AND coalesce(leases.session_id, :me2) <> :me"
+    " AND leases.issue <> ALL(CAST(:recovered AS text[])) OFFSET 0"
+)
 _SQLITE_READY = (
     "SELECT {columns} FROM work_items INDEXED BY ix_work_items_ready"
     " WHERE workspace = :ws AND project = :project AND status = 'queued' AND waiting_on = 0"
+    f" AND NOT EXISTS ({_SQLITE_HELD_BY_OTHERS})"
 )
 # A project's ready items without an issue, or on one issue, in pull order: what a pull at
 # the project's cap may still take (0015_queue_at_cap). PostgreSQL compares the queued
@@ -166,7 +189,7 @@ _SQLITE_ON_ISSUE = (
     "SELECT {columns} FROM work_items INDEXED BY ix_work_items_queued_issue"
     " WHERE workspace = :ws AND project = :project AND status = 'queued' AND waiting_on = 0 AND issue IS :issue"
 )
-_PG_READY = f"SELECT {{columns}} FROM work_items WHERE {PG_LIVE_KEY} = :key"
+_PG_READY = f"SELECT {{columns}} FROM work_items WHERE {PG_LIVE_KEY} = :key AND NOT EXISTS ({_PG_HELD_BY_OTHERS})"
 _PG_ON_ISSUE = f"SELECT {{columns}} FROM work_items WHERE {PG_QUEUED_ISSUE_KEY} = :qkey"
 #: After a page's last item, in pull order (``_pages`` binds ``priority``, ``priority2``, ``after``).
 _AFTER = " AND (priority < :priority OR (priority = :priority2 AND enqueued_position > :after))"
@@ -187,25 +210,6 @@ _FIRST_PAGE = Prepared(lambda d: _in_pull_order(d, on_issue=False, after=False))
 _NEXT_PAGE = Prepared(lambda d: _in_pull_order(d, on_issue=False, after=True))
 _ON_ISSUE_FIRST = Prepared(lambda d: _in_pull_order(d, on_issue=True, after=False))
 _ON_ISSUE_NEXT = Prepared(lambda d: _in_pull_order(d, on_issue=True, after=True))
-
-
-# Who holds the unreleased lease of each of some issues, each by ``uq_leases_unreleased``
-# (on PostgreSQL a lateral probe per issue, like ``STATUSES``): read for a page of queued
-# items, so that a pull passes the items on issues others hold without three statements
-# each. Not locked: it only ever makes a pull pass an item, never take one (an issue it
-# finds free is read again, locked, by ``issue``). A lease released meanwhile (release_issue
-# takes the project's guard, which the pull holds, but ending the holder's session does not)
-# leaves its items to the next pull, as if this one had come a moment sooner.
-_HOLDERS = Prepared(
-    lambda d: text(
-        "SELECT issue, session_id FROM leases WHERE workspace = :ws AND issue IN (SELECT value FROM json_each(:issues))"
-        " AND released_us IS NULL"
-        if d == "sqlite"
-        else "SELECT l.issue, l.session_id FROM unnest(CAST(:issues AS text[])) AS k(issue) CROSS JOIN LATERAL ("
-        "SELECT issue, session_id FROM leases WHERE workspace = :ws AND issue = k.issue AND released_us IS NULL"
-        " OFFSET 0) AS l"
-    )
-)
 
 
 # The worker's other claimed or running items on the issue: one count per status, each
@@ -318,12 +322,20 @@ def _pages(
 
 class QueuedItems:
     """:class:`eventcoord.domain.queue.QueuedItems`: a project's queued items in selection
-    order, a page at a time; once narrowed, only those a pull at the cap may take."""
+    order, a page at a time, without those on issues others hold (``caller``: who pulls;
+    ``recovered``: the issues its recovery released); once narrowed, only those a pull at the
+    cap may take."""
 
     def __init__(
-        self, conn: Connection, ctx: Context, project: str, on_page: Callable[[list[domain.ItemState]], None]
+        self,
+        conn: Connection,
+        ctx: Context,
+        project: str,
+        passing: tuple[str, Collection[str]],
+        on_page: Callable[[list[domain.ItemState]], None],
     ) -> None:
         self.conn, self.ctx, self.project, self.on_page = conn, ctx, project, on_page
+        self.caller, self.recovered = passing[0], sorted(passing[1])
         self._only: frozenset[str] | None = None
 
     def narrow(self, issues: Collection[str]) -> None:
@@ -331,7 +343,14 @@ class QueuedItems:
 
     def __iter__(self) -> Iterator[domain.ItemState]:
         ws, project = self.ctx.workspace, self.project
-        params = {"ws": ws, "project": project, "key": live_key(ws, project, "queued")}
+        params = {
+            "ws": ws,
+            "project": project,
+            "key": live_key(ws, project, "queued"),
+            "me": self.caller,
+            "me2": self.caller,
+            "recovered": text_list(self.conn, self.recovered),
+        }
         last: domain.ItemState | None = None
         for page in _pages(self.conn, _FIRST_PAGE, _NEXT_PAGE, params, None, self.on_page):
             yield from page
@@ -375,7 +394,6 @@ class WorkReads:
         self._status: dict[str, str] = {}
         self._status_read: set[str] = set()
         self._claims: dict[str, dict[tuple[str, str | None], domain.FileClaimView]] = {}
-        self._holders: dict[str, str | None] = {}
 
     def stale_work(self, caller: str | None) -> domain.StaleWork:
         return load_stale_work(self.conn, self.ctx, self.project, caller, self.suspects)
@@ -383,28 +401,15 @@ class WorkReads:
     def locked_item(self, item_id: str) -> domain.ItemState | None:
         return load_item(self.conn, self.ctx, item_id, lock=True)
 
-    def queued(self) -> QueuedItems:
-        return QueuedItems(self.conn, self.ctx, self.project, self.read_ahead)
+    def queued(self, caller: str, recovered: Collection[str]) -> QueuedItems:
+        return QueuedItems(self.conn, self.ctx, self.project, (caller, recovered), self.read_ahead)
 
     def read_ahead(self, page: Sequence[domain.ItemState]) -> None:
-        """Read what a pull asks of a page's items for the whole page: its blockers' statuses,
-        the claims that could block its paths and who holds its issues, a statement or three
-        each, not per item (a queue whose first items are blocked cost a pull a round trip
-        per item, one whose issues others hold three)."""
+        """Read what a pull asks of a page's items for the whole page: its blockers' statuses
+        and the claims that could block its paths, a statement or three each, not per item
+        (a queue whose first items are blocked cost a pull a round trip per item)."""
         self._read_statuses({b for item in page for b in item.blocked_by})
         self._read_claims({p for item in page for p in item.paths})
-        self._read_holders({item.issue for item in page if item.issue is not None})
-
-    def holder(self, issue: str) -> str | None:
-        return self._holders.get(issue)
-
-    def _read_holders(self, issues: Collection[str]) -> None:
-        unread = sorted(set(issues) - self._holders.keys())
-        if not unread:
-            return
-        self._holders.update(dict.fromkeys(unread))
-        params = {"issues": text_list(self.conn, unread), "ws": self.ctx.workspace}
-        self._holders.update((r[0], r[1]) for r in _HOLDERS.rows(self.conn, params))
 
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
         self._read_statuses(item_ids)

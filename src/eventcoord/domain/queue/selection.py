@@ -106,9 +106,6 @@ def _select(
             continue
         if item.issue is None:
             return item, None
-        holder = reads.holder(item.issue)
-        if holder is not None and holder != me.session_id and item.issue not in recovered:
-            continue  # another's lease, live or stale: a pull never takes it (grant_for_work)
         view = reads.issue(item.issue)
         counted: list[int] = []
         grant = grant_for_work(
@@ -139,7 +136,7 @@ def decide_claim_next_work(state: ClaimNextState, cmd: ClaimNextWork, ctx: Conte
     """Pull the next eligible item (recovering stale work first), or answer ``item: null``."""
     me = require_live(state.session, cmd.session_id, ctx)
     recovery = recover(state.reads.stale_work(me.session_id), me.session_id)
-    queued = state.reads.queued()
+    queued = state.reads.queued(me.session_id, recovery.released.keys())
     candidates = heapq.merge(sorted(recovery.items.values(), key=lambda i: i.order), queued, key=lambda i: i.order)
     chosen = _select(candidates, queued, state.reads, me, state.wip_limit, ctx, recovery.released.keys())
     d = Decision(session_id=me.session_id, actor_key=me.actor_key)

@@ -79,8 +79,10 @@ class WorkReads(Protocol):
     def locked_item(self, item_id: str) -> ItemState | None:
         """The item, its row locked."""
 
-    def queued(self) -> QueuedItems:
-        """The project's queued items in selection order (rows others lock are skipped)."""
+    def queued(self, caller: str, recovered: Collection[str]) -> QueuedItems:
+        """The project's queued items in selection order (rows others lock are skipped),
+        without those on issues another session than ``caller`` holds, live or stale (no
+        pull takes them), unless in ``recovered`` (this pull's recovery released them)."""
 
     def statuses(self, item_ids: list[str]) -> Mapping[str, str]:
         """The status of each of these items."""
@@ -88,10 +90,6 @@ class WorkReads(Protocol):
     def exclusive_claims(self, paths: Sequence[str]) -> list[FileClaimView]:
         """The workspace's unreleased exclusive file claims that could overlap ``paths`` (at
         least those that do), with their holders' liveness."""
-
-    def holder(self, issue: str) -> str | None:
-        """The session holding the issue's unreleased lease, if a page of queued items read
-        it (None: no lease, or not read; :meth:`issue` then tells)."""
 
     def issue(self, issue: str) -> IssueView:
         """The issue as effective state sees it, its lease locked."""
