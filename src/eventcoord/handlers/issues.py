@@ -49,7 +49,7 @@ from eventcoord.projections.sessions import PG_DECLARING_KEY, declaring_key
 from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions, waits
 from eventcoord.store import held_locks, rows_ahead
 from eventcoord.store.held_locks import GuardLock
-from eventcoord.store.prepared import Prepared, pending_signs_of_life, unindexed
+from eventcoord.store.prepared import Prepared, pending_signs_of_life, sqlite_indexed_by, unindexed
 from eventcoord.store.rows_ahead import RowsAhead
 
 _RULE_COLUMNS = (projects.c.wip_limit, projects.c.lock_delay_seconds, projects.c.agent_wip_limit)
@@ -76,32 +76,64 @@ def _locked_rules(dialect: str) -> Executable:
 
 
 _LOCKED_RULES = Prepared(_locked_rules)
+# An agent's unreleased leases in a project (but one issue): by its session's index
+# (SQLite names it: without statistics it read every unreleased lease of the workspace
+# through ``uq_leases_unreleased``, which also leads with the workspace).
+_AGENT_HELD_SELECT = (
+    select(func.count())
+    .select_from(leases)
+    .where(
+        (leases.c.session_id == bindparam("sid"))
+        & leases.c.session_id.is_not(None)  # (for INDEXED BY: the index's own condition)
+        & leases.c.released_us.is_(None)
+        & (leases.c.workspace == WS)
+        & (leases.c.project == bindparam("project"))
+        & (leases.c.issue != bindparam("issue"))
+    )
+)
 _AGENT_HELD = Prepared(
     lambda d: (
-        select(func.count())
-        .select_from(leases)
-        .where(
-            (leases.c.session_id == bindparam("sid"))
-            & leases.c.released_us.is_(None)
-            & (leases.c.workspace == WS)
-            & (leases.c.project == bindparam("project"))
-            & (leases.c.issue != bindparam("issue"))
-        )
+        sqlite_indexed_by(_AGENT_HELD_SELECT, "leases", "ix_leases_session_live")
+        if d == "sqlite"
+        else _AGENT_HELD_SELECT
     )
 )
-_LIVE_LEASES = Prepared(
-    lambda d: (
-        select(func.count())
-        .select_from(leases.join(sessions, sessions.c.session_id == leases.c.session_id))
-        .where(
-            (leases.c.workspace == WS)
-            & (leases.c.project == bindparam("project"))
-            & leases.c.released_us.is_(None)
-            & (leases.c.issue != bindparam("issue"))
-            & live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff"))
-        )
-    )
+# A project's live leases, read through ``ix_leases_project_live`` only: never every
+# unreleased lease of the workspace (``uq_leases_unreleased`` by its workspace, SQLite's
+# choice without statistics: named out with INDEXED BY) or of every session
+# (``ix_leases_session_live``, a generic plan's choice on empty tables when the leases were
+# joined to their sessions). PostgreSQL probes each lease's session in a lateral subquery
+# (``OFFSET 0``: never flattened into a join a generic plan could scan the sessions for).
+_OF_PROJECT_LIVE = (
+    (leases.c.workspace == WS)
+    & (leases.c.project == bindparam("project"))
+    & leases.c.released_us.is_(None)
+    & (leases.c.issue != bindparam("issue"))
 )
+_LIVE_HOLDER = live_clause(sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff"))
+
+
+def _live_leases(d: str) -> Any:
+    if d == "sqlite":
+        joined = leases.join(sessions, sessions.c.session_id == leases.c.session_id)
+        # (``project IS NOT NULL`` spelled out: SQLite infers it from ``project = ?`` for the
+        # planner's own choice, not for a partial index named by INDEXED BY)
+        counted = (
+            select(func.count())
+            .select_from(joined)
+            .where(_OF_PROJECT_LIVE & leases.c.project.is_not(None) & _LIVE_HOLDER)
+        )
+        return sqlite_indexed_by(counted, "leases", "ix_leases_project_live")
+    holder = (
+        select(literal_column("1").label("one"))
+        .where((sessions.c.session_id == leases.c.session_id) & _LIVE_HOLDER)
+        .offset(literal_column("0"))
+        .lateral("holder")
+    )
+    return select(func.count()).select_from(leases.join(holder, true())).where(_OF_PROJECT_LIVE)
+
+
+_LIVE_LEASES = Prepared(_live_leases)
 _UNRELEASED = Prepared(
     lambda d: select(project_leases.c.unreleased).where(
         (project_leases.c.workspace == WS) & (project_leases.c.project == bindparam("project"))

@@ -39,7 +39,7 @@ from eventcoord.handlers.issues import (
 from eventcoord.liveness import not_live_clause
 from eventcoord.projections.queue import PG_LIVE_KEY, PG_QUEUED_ISSUE_KEY, live_key, queued_issue_key, statuses
 from eventcoord.projections.tables import issues, leases, sessions, work_items
-from eventcoord.store.prepared import Prepared, text_list, unindexed
+from eventcoord.store.prepared import Prepared, sqlite_indexed_by, text_list, unindexed
 from eventcoord.store.schema import workspaces
 
 PAGE = 100
@@ -231,10 +231,20 @@ def _other_active(status: str) -> Any:
 
 
 _OTHER_ACTIVE = Prepared(lambda d: select(reduce(operator.add, (_other_active(s) for s in domain.ACTIVE))))
-# The issues a session holds (through ix_leases_session_live: its unreleased leases only).
+# The issues a session holds (through ix_leases_session_live: its unreleased leases only;
+# SQLite names it, or it read every unreleased lease of the workspace through
+# uq_leases_unreleased, which leads with the workspace).
+_HELD_ISSUES_SELECT = select(leases.c.issue).where(
+    (leases.c.session_id == bindparam("sid"))
+    & leases.c.session_id.is_not(None)  # (for INDEXED BY: the index's own condition)
+    & leases.c.released_us.is_(None)
+    & (leases.c.workspace == WS)
+)
 _HELD_ISSUES = Prepared(
-    lambda d: select(leases.c.issue).where(
-        (leases.c.session_id == bindparam("sid")) & leases.c.released_us.is_(None) & (leases.c.workspace == WS)
+    lambda d: (
+        sqlite_indexed_by(_HELD_ISSUES_SELECT, "leases", "ix_leases_session_live")
+        if d == "sqlite"
+        else _HELD_ISSUES_SELECT
     )
 )
 _ISSUE_PROJECT = Prepared(

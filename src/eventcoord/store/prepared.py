@@ -33,9 +33,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, literal_column
+from sqlalchemy import text as sql_text
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg as pg_asyncpg
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.util import find_tables
 from sqlalchemy.util import await_
 
@@ -289,6 +290,21 @@ def text_list(conn: Connection, values: Iterable[str]) -> object:
     (``CAST(:p AS text[])``, ``unnest``), a JSON array on SQLite (``json_each(:p)``)."""
     listed = list(values)
     return listed if conn.dialect.name == "postgresql" else json.dumps(listed)
+
+
+def sqlite_indexed_by(statement: ClauseElement, table: str, index: str) -> Executable:
+    """``statement`` for SQLite with ``table`` read through ``index`` only (``INDEXED BY``).
+
+    For a statement whose index SQLite cannot be steered to otherwise: every index that
+    could serve it leads with the same column (the workspace), and without statistics SQLite
+    may take the one that reads the workspace's every row. SQLAlchemy renders no table hints
+    for SQLite, so the statement is compiled once and the clause put after ``FROM table``.
+    """
+    sql = str(statement.compile(dialect=sqlite.dialect(paramstyle="named")))
+    marker = f"FROM {table} "
+    if marker not in sql:
+        raise ValueError(f"no 'FROM {table}' in {sql!r}")
+    return sql_text(sql.replace(marker, f"FROM {table} INDEXED BY {index} ", 1))
 
 
 def unindexed(column: Any) -> ColumnElement[Any]:
