@@ -49,7 +49,7 @@ from eventcoord.projections.sessions import PG_DECLARING_KEY, declaring_key
 from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions, waits
 from eventcoord.store import held_locks, rows_ahead
 from eventcoord.store.held_locks import GuardLock
-from eventcoord.store.prepared import Prepared, pending_signs_of_life, sqlite_indexed_by, unindexed
+from eventcoord.store.prepared import Prepared, indexed_by, pending_signs_of_life, unindexed
 from eventcoord.store.rows_ahead import RowsAhead
 
 _RULE_COLUMNS = (projects.c.wip_limit, projects.c.lock_delay_seconds, projects.c.agent_wip_limit)
@@ -91,13 +91,7 @@ _AGENT_HELD_SELECT = (
         & (leases.c.issue != bindparam("issue"))
     )
 )
-_AGENT_HELD = Prepared(
-    lambda d: (
-        sqlite_indexed_by(_AGENT_HELD_SELECT, "leases", "ix_leases_session_live")
-        if d == "sqlite"
-        else _AGENT_HELD_SELECT
-    )
-)
+_AGENT_HELD = Prepared(lambda d: indexed_by(d, _AGENT_HELD_SELECT, "leases", "ix_leases_session_live"))
 # A project's live leases, read through ``ix_leases_project_live`` only: never every
 # unreleased lease of the workspace (``uq_leases_unreleased`` by its workspace, SQLite's
 # choice without statistics: named out with INDEXED BY) or of every session
@@ -123,7 +117,7 @@ def _live_leases(d: str) -> Any:
             .select_from(joined)
             .where(_OF_PROJECT_LIVE & leases.c.project.is_not(None) & _LIVE_HOLDER)
         )
-        return sqlite_indexed_by(counted, "leases", "ix_leases_project_live")
+        return indexed_by(d, counted, "leases", "ix_leases_project_live")
     holder = (
         select(literal_column("1").label("one"))
         .where((sessions.c.session_id == leases.c.session_id) & _LIVE_HOLDER)

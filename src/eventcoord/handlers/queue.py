@@ -39,7 +39,7 @@ from eventcoord.handlers.issues import (
 from eventcoord.liveness import not_live_clause
 from eventcoord.projections.queue import PG_LIVE_KEY, PG_QUEUED_ISSUE_KEY, live_key, queued_issue_key, statuses
 from eventcoord.projections.tables import issues, leases, sessions, work_items
-from eventcoord.store.prepared import Prepared, sqlite_indexed_by, text_list, unindexed
+from eventcoord.store.prepared import Prepared, indexed_by, text_list, unindexed
 from eventcoord.store.schema import workspaces
 
 PAGE = 100
@@ -166,16 +166,12 @@ _SESSION_AND_SUSPECTS = Prepared(
 # items to the next pull, as if this one had come a moment sooner. (``coalesce``: a lease
 # without a session is left to that read too, and ``session_id <> :me`` would let a planner
 # read the leases by ``ix_leases_session_live``, every live lease of every session.)
-_SQLITE_HELD_BY_OTHERS = (
+_HELD_BY_OTHERS = (
     "SELECT 1 FROM leases WHERE leases.workspace = :ws AND leases.issue = work_items.issue"
-    " AND leases.released_us IS NULL AND coalesce(leases.session_id, :me2) <> :me"
-    " AND leases.issue NOT IN (SELECT value FROM json_each(:recovered))"
+    " AND leases.released_us IS NULL AND coalesce(leases.session_id, :me2) <> :me AND leases.issue {not_recovered}"
 )
-_PG_HELD_BY_OTHERS = (
-    "SELECT 1 FROM leases WHERE leases.workspace = :ws AND leases.issue = work_items.issue"
-    " AND leases.released_us IS NULL AND coalesce(leases.session_id, :me2) <> :me"
-    " AND leases.issue <> ALL(CAST(:recovered AS text[])) OFFSET 0"
-)
+_SQLITE_HELD_BY_OTHERS = _HELD_BY_OTHERS.format(not_recovered="NOT IN (SELECT value FROM json_each(:recovered))")
+_PG_HELD_BY_OTHERS = _HELD_BY_OTHERS.format(not_recovered="<> ALL(CAST(:recovered AS text[])) OFFSET 0")
 _SQLITE_READY = (
     "SELECT {columns} FROM work_items INDEXED BY ix_work_items_ready"
     " WHERE workspace = :ws AND project = :project AND status = 'queued' AND waiting_on = 0"
@@ -240,13 +236,7 @@ _HELD_ISSUES_SELECT = select(leases.c.issue).where(
     & leases.c.released_us.is_(None)
     & (leases.c.workspace == WS)
 )
-_HELD_ISSUES = Prepared(
-    lambda d: (
-        sqlite_indexed_by(_HELD_ISSUES_SELECT, "leases", "ix_leases_session_live")
-        if d == "sqlite"
-        else _HELD_ISSUES_SELECT
-    )
-)
+_HELD_ISSUES = Prepared(lambda d: indexed_by(d, _HELD_ISSUES_SELECT, "leases", "ix_leases_session_live"))
 _ISSUE_PROJECT = Prepared(
     lambda d: select(issues.c.project).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
 )
@@ -341,11 +331,13 @@ class QueuedItems:
         conn: Connection,
         ctx: Context,
         project: str,
-        passing: tuple[str, Collection[str]],
         on_page: Callable[[list[domain.ItemState]], None],
+        *,
+        caller: str,
+        recovered: Collection[str],
     ) -> None:
         self.conn, self.ctx, self.project, self.on_page = conn, ctx, project, on_page
-        self.caller, self.recovered = passing[0], sorted(passing[1])
+        self.caller, self.recovered = caller, sorted(recovered)
         self._only: frozenset[str] | None = None
 
     def narrow(self, issues: Collection[str]) -> None:
@@ -412,7 +404,7 @@ class WorkReads:
         return load_item(self.conn, self.ctx, item_id, lock=True)
 
     def queued(self, caller: str, recovered: Collection[str]) -> QueuedItems:
-        return QueuedItems(self.conn, self.ctx, self.project, (caller, recovered), self.read_ahead)
+        return QueuedItems(self.conn, self.ctx, self.project, self.read_ahead, caller=caller, recovered=recovered)
 
     def read_ahead(self, page: Sequence[domain.ItemState]) -> None:
         """Read what a pull asks of a page's items for the whole page: its blockers' statuses

@@ -292,14 +292,17 @@ def text_list(conn: Connection, values: Iterable[str]) -> object:
     return listed if conn.dialect.name == "postgresql" else json.dumps(listed)
 
 
-def sqlite_indexed_by(statement: ClauseElement, table: str, index: str) -> Executable:
-    """``statement`` for SQLite with ``table`` read through ``index`` only (``INDEXED BY``).
+def indexed_by(dialect: str, statement: Executable, table: str, index: str) -> Executable:
+    """``statement``, but on SQLite with ``table`` read through ``index`` only (``INDEXED BY``).
 
     For a statement whose index SQLite cannot be steered to otherwise: every index that
     could serve it leads with the same column (the workspace), and without statistics SQLite
     may take the one that reads the workspace's every row. SQLAlchemy renders no table hints
     for SQLite, so the statement is compiled once and the clause put after ``FROM table``.
     """
+    if dialect != "sqlite":
+        return statement
+    assert isinstance(statement, ClauseElement)
     sql = str(statement.compile(dialect=sqlite.dialect(paramstyle="named")))
     marker = f"FROM {table} "
     if marker not in sql:
