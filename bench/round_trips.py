@@ -54,7 +54,9 @@ def claim(tier: str, sid: str, tag: str, k: int) -> dict[str, Any]:
     return {"type": "claim_files", "session_id": sid, "issue": f"{tag}-{k}", "paths": [f"{tag}/{k}.py"]}
 
 
-async def measure(url: str, kinds: list[str], n: int) -> dict[str, tuple[float, collections.Counter[tuple[str, str]]]]:
+async def measure(
+    url: str, kinds: list[str], n: int, at_once: int = 1
+) -> dict[str, tuple[float, collections.Counter[tuple[str, str]]]]:
     from eventcoord.codec import decode_command
     from eventcoord.context import Caller
     from eventcoord.service import Service
@@ -70,6 +72,11 @@ async def measure(url: str, kinds: list[str], n: int) -> dict[str, tuple[float, 
         return (await service.execute(operator, decode_command(json.dumps(body).encode()))).result
 
     sid = (await send({"type": "register_agent", "actor": "a"}))["session_id"]
+    # Sent at once, the claims and releases come from ``at_once`` agents (one each), as
+    # bench/commands.py sends them (a session per connection).
+    agents = [sid]
+    for i in range(1, at_once):
+        agents.append((await send({"type": "register_agent", "actor": f"a{i}"}))["session_id"])
     out: dict[str, tuple[float, collections.Counter[tuple[str, str]]]] = {}
     try:
         for kind in kinds:
@@ -77,13 +84,15 @@ async def measure(url: str, kinds: list[str], n: int) -> dict[str, tuple[float, 
             if kind == "heartbeat_agent":
                 measured = [{"type": "heartbeat_agent", "session_id": sid}] * n
             elif kind != "queue":  # a claim, or a release of as many claimed first
-                claims = [claim(kind.split("_", 1)[1], sid, kind, k) for k in range(n)]
+                claims = [claim(kind.split("_", 1)[1], agents[k % at_once], kind, k) for k in range(n)]
                 if kind.startswith("claim"):
                     measured = claims
                 else:
                     for body in claims:
                         await send(body)
-                    measured = [{"type": kind, "session_id": sid, "issue": f"{kind}-{k}"} for k in range(n)]
+                    measured = [
+                        {"type": kind, "session_id": agents[k % at_once], "issue": f"{kind}-{k}"} for k in range(n)
+                    ]
             if kind == "queue":  # claim_next_work + finish_work, counted as two commands
                 for _ in range(n):
                     await send({"type": "enqueue_work", "project": "Q"})
@@ -96,8 +105,8 @@ async def measure(url: str, kinds: list[str], n: int) -> dict[str, tuple[float, 
                 out[kind] = (sum(COUNTS.values()) / (2 * n), collections.Counter(COUNTS))
                 continue
             COUNTS.clear()
-            for body in measured:
-                await send(body)
+            for at in range(0, len(measured), at_once):  # ``at_once`` together: one batch (after the first)
+                await asyncio.gather(*(send(body) for body in measured[at : at + at_once]))
             out[kind] = (sum(COUNTS.values()) / n, collections.Counter(COUNTS))
     finally:
         await store.close()
@@ -109,19 +118,27 @@ def main() -> int:
     p.add_argument("--db", required=True, help="postgresql+asyncpg://user@host:port (a fresh database is made)")
     p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     p.add_argument("--count", type=int, default=20, help="commands of each kind (default 20)")
+    p.add_argument(
+        "--at-once",
+        type=int,
+        default=1,
+        help="send the claims and releases this many at a time, concurrently (a batch each; default 1)",
+    )
+    p.add_argument("--width", type=int, default=150, help="characters of each statement --show prints")
     p.add_argument("--show", action="store_true", help="print each statement and how often a command sends it")
     args = p.parse_args()
     _count_calls()
     with cp.fresh_postgres(args.db) as url:
-        results = asyncio.run(measure(url, args.kinds, args.count))
+        results = asyncio.run(measure(url, args.kinds, args.count, args.at_once))
     per = 2 * args.count
     for kind, (statements, counts) in results.items():
         label = "claim_next_work + finish_work (per command)" if kind == "queue" else kind
-        print(f"{label:<45} {statements:5.1f} statements per command (a batch of one)")
+        batch = "a batch of one" if args.at_once == 1 or kind == "queue" else f"{args.at_once} sent at once"
+        print(f"{label:<45} {statements:5.1f} statements per command ({batch})")
         if args.show:
             n = per if kind == "queue" else args.count
             for (method, sql), c in counts.most_common():
-                print(f"    {c / n:5.2f}  {method:<11} {sql[:150]}")
+                print(f"    {c / n:5.2f}  {method:<11} {sql[: args.width]}")
     return 0
 
 

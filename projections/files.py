@@ -13,6 +13,7 @@ from sqlalchemy.types import NullType
 
 from eventcoord.domain.paths import literal_prefix
 from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed
+from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared, text_list
 
@@ -41,7 +42,8 @@ _INSERT_CLAIM = Prepared(
 )
 #: PostgreSQL: a claim's paths in one statement over arrays, so the batch can defer it
 #: (``Prepared.write``) and send it with its next statement, where ``executemany`` is a
-#: round trip of its own.
+#: round trip of its own. Its rows are named by their live keys (``spans``): the next
+#: claim's probes of ranges that hold none of them may carry it.
 _INSERT_CLAIMS_PG = Prepared(
     lambda d: text(
         "INSERT INTO file_claims (position, idx, workspace, issue, session_id, actor_key, path, literal_prefix,"
@@ -51,6 +53,7 @@ _INSERT_CLAIMS_PG = Prepared(
         " FROM unnest(CAST(:paths AS varchar[]), CAST(:prefixes AS varchar[])) WITH ORDINALITY AS u(path, prefix, n)"
     ),
     writes="file_claims",
+    rows={"file_claims": ("spans",)},
 )
 #: An issue's live key on PostgreSQL (NULL once released): ``ix_file_claims_issue_live_key``
 #: is the only index on it; ``issue_key`` builds the value it is compared with.
@@ -60,6 +63,11 @@ PG_ISSUE_KEY = "(CASE WHEN released_us IS NULL THEN workspace || E'\\x01' || iss
 def issue_key(workspace: str, issue: str) -> str:
     """The value of ``PG_ISSUE_KEY`` for an issue's unreleased claims."""
     return f"{workspace}\x01{issue}"
+
+
+def live_key(workspace: str, prefix: str) -> str:
+    """The value of a live claim's key on PostgreSQL (``handlers.files.PG_LIVE_KEY``)."""
+    return f"{workspace}\x01{prefix}"
 
 
 # The holder's unreleased claims of the issue on these paths (matched as normalised strings).
@@ -77,6 +85,7 @@ _RELEASE = Prepared(
         )
     ),
     writes="file_claims",
+    rows={"file_claims": ("key",)},  # an issue's live claims: a read of another issue's may carry it
 )
 _INSERT_CONFLICT = Prepared(
     lambda d: conflicts.insert().values(
@@ -101,6 +110,7 @@ def files_claimed(conn: Connection, r: RecordedEvent) -> None:
     assert isinstance(e, FilesClaimed)
     ws = r.metadata.workspace
     if conn.dialect.name == "postgresql":
+        prefixes = [literal_prefix(path) for path in e.paths]
         _INSERT_CLAIMS_PG.write(
             conn,
             {
@@ -112,7 +122,8 @@ def files_claimed(conn: Connection, r: RecordedEvent) -> None:
                 "exclusive": e.exclusive,
                 "at": r.recorded_us,
                 "paths": list(e.paths),
-                "prefixes": [literal_prefix(path) for path in e.paths],
+                "prefixes": prefixes,
+                "spans": KeySpans.points(live_key(ws, p) for p in prefixes),
             },
         )
         return

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -24,6 +25,7 @@ from sqlalchemy.util import await_
 from eventcoord.api.answers import outcome_response
 from eventcoord.codec import EventMetadata, decode_command
 from eventcoord.context import Caller
+from eventcoord.domain.paths import overlaps
 from eventcoord.errors import ConcurrencyError, DomainError
 from eventcoord.events import AgentHeartbeat
 from eventcoord.metrics import REGISTRY
@@ -678,13 +680,82 @@ async def test_a_file_claim_s_paths_go_with_the_next_command_s_first_statement(s
             )
         )
     assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
-    # Per claim: its session, the workspace's lock, the probes; its paths go with the next
-    # claim's first read (and the first claim may be a batch of its own).
-    assert len(sent) <= 3 * len(sids) + 5 + 7, sent
+    # Once the batch holds the workspace's lock, one statement per claim: its session and its
+    # probes, carrying the claim before's paths (their keys lie outside its probes' ranges);
+    # the batch's BEGIN, clock, lock, last writes, end and COMMIT (and the first claim may be
+    # a batch of its own, of its session, the lock, its probes). Was three per claim.
+    assert len(sent) <= len(sids) + 6 + 6, sent
     claims = await store.query(
         lambda conn: conn.execute(text("SELECT issue, idx, path FROM file_claims ORDER BY position, idx")).all()
     )
     assert claims == [row for i in range(16) for row in ((f"P-{i}", 0, f"src/{i}/"), (f"P-{i}", 1, f"doc/{i}.md"))]
+    # Releases likewise: once the lock is held, one statement each (its session, whether
+    # anyone waits for files, its claims of the issue), carrying the release before's
+    # writes (another issue's claims). Was four per release.
+    with statements_sent() as sent:
+        answers = await asyncio.gather(
+            *(
+                execute(service, {"type": "release_files", "session_id": s, "issue": f"P-{i}"})
+                for i, s in enumerate(sids)
+            )
+        )
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
+    assert len(sent) <= len(sids) + 6 + 6, sent
+    live = await store.query(
+        lambda conn: conn.execute(text("SELECT count(*) FROM file_claims WHERE released_us IS NULL"))
+    )
+    assert live.scalar_one() == 0
+
+
+async def test_overlapping_file_claims_in_one_batch_are_granted_to_one_of_them(store: Any) -> None:
+    """Claims of one batch see the claims granted before them in it, though their writes
+    are deferred: on PostgreSQL a claim's insert goes with the next claim's probes only
+    where its keys lie outside their ranges, else it is sent first."""
+    service = Service(store)
+    sids = [await _register(service, f"a{i}") for i in range(16)]
+    # in pairs, one after the other: a directory, then a file in it (or the same path again)
+    wanted = [
+        [f"src/m{i // 2}/" if i % 2 == 0 else f"src/m{i // 2}/{'' if i % 4 == 3 else 'f.py'}", f"own/{i}.py"]
+        for i in range(16)
+    ]
+    answers = await asyncio.gather(
+        *(
+            execute(service, {"type": "claim_files", "session_id": s, "issue": f"P-{i}", "paths": wanted[i]})
+            for i, s in enumerate(sids)
+        )
+    )
+    assert all(isinstance(a, Outcome) and a.status in (200, 409) for a in answers), answers
+    granted = [i for i, a in enumerate(answers) if isinstance(a, Outcome) and a.status == 200]
+    assert granted == list(range(0, 16, 2)), answers  # refused: a ClaimConflict recorded, answered 409
+    live = await store.query(
+        lambda conn: conn.execute(text("SELECT issue, path FROM file_claims WHERE released_us IS NULL")).all()
+    )
+    assert sorted(live) == sorted((f"P-{i}", p) for i in granted for p in wanted[i])
+    for (issue, path), (other_issue, other_path) in itertools.combinations(live, 2):
+        assert issue == other_issue or not overlaps(path, other_path), (issue, path, other_issue, other_path)
+
+
+async def test_a_release_in_a_batch_that_holds_the_workspace_lock_hands_the_paths_to_a_waiter(store: Any) -> None:
+    """The release reads whether anyone waits for files with its claims (PostgreSQL, once
+    an earlier claim of its batch took the workspace's lock) and still hands off."""
+    service = Service(store)
+    holder, waiter, a, b = [await _register(service, name) for name in ("holder", "waiter", "a", "b")]
+    await execute(service, {"type": "claim_files", "session_id": holder, "issue": "H", "paths": ["src/"]})
+    refused = await execute(
+        service, {"type": "claim_files", "session_id": waiter, "issue": "W", "paths": ["src/x.py"], "wait": True}
+    )
+    assert isinstance(refused, Outcome) and refused.refusal is not None, refused  # it waits in line
+    assert refused.refusal.code == "FILES_CLAIMED", refused
+    answers = await asyncio.gather(
+        execute(service, {"type": "claim_files", "session_id": a, "issue": "A", "paths": ["a/"]}),
+        execute(service, {"type": "claim_files", "session_id": b, "issue": "B", "paths": ["b/"]}),
+        execute(service, {"type": "release_files", "session_id": holder, "issue": "H"}),
+    )
+    assert all(isinstance(x, Outcome) for x in answers), answers
+    live = await store.query(
+        lambda conn: conn.execute(text("SELECT session_id, path FROM file_claims WHERE released_us IS NULL")).all()
+    )
+    assert sorted(live) == sorted([(a, "a/"), (b, "b/"), (waiter, "src/x.py")])
 
 
 @pytest.mark.parametrize("read", ["ahead", "merged"])

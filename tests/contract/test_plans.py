@@ -132,12 +132,7 @@ async def _plans(store: Any, statements: list[tuple[Prepared, dict[str, Any]]]) 
 def _pg_probe_params() -> dict[str, Any]:
     probes = files_handler._probe_ranges({"live/d3/f20003.py", "live/d4/"})
     assert probes is not None
-    above, ranges = probes
-    key = WS + "\x01"
-    return {
-        "lo": [key + p for p in above] + [key + r[0] for r in ranges],
-        "hi": [key + p + "\x01" for p in above] + [key + r[1] for r in ranges],
-    }
+    return files_handler._pg_probes(WS, probes)
 
 
 async def test_overlap_probes_read_only_the_index_of_unreleased_claims(store: Any, backend: str) -> None:
@@ -165,6 +160,44 @@ async def test_overlap_probes_read_only_the_index_of_unreleased_claims(store: An
         [every] = await _plans(store, [(files_handler._ALL_LIVE, {"ws": WS})])
         assert any(f"Index Scan on {name} " in every for name in LIVE_INDEXES), every
         assert "Seq Scan" not in every, every
+
+
+async def test_a_file_command_s_session_and_claims_read_together_by_their_own_indexes(store: Any, backend: str) -> None:
+    """PostgreSQL, once a batch holds the workspace's lock, a claim reads its session with
+    its probes, a release its session, whether anyone waits for files and its claims of
+    the issue, each in one statement: each part by its own index, in the generic plan made
+    on empty tables, filled before any ANALYZE, and after."""
+    if backend != "postgresql":
+        pytest.skip("PostgreSQL's statements (SQLite reads them apart)")
+    statements: list[tuple[Prepared, dict[str, Any]]] = [
+        (files_handler._SESSION_AND_PROBES, {"sid": "s1", "ws": WS, **_pg_probe_params()}),
+        (files_handler._SESSION_AND_ISSUE_CLAIMS, {"sid": "s1", "ws": WS, "key": HOT_KEY}),
+    ]
+    expected = [
+        ["ix_file_claims_live_key", "sessions_pkey"],
+        ["ix_file_claims_issue_live_key", "ix_waits_line", "sessions_pkey"],
+    ]
+
+    async def check(when: str) -> None:
+        plans = await _generic_plans(store, statements)
+        for (stmt, _), indexes, plan in zip(statements, expected, plans, strict=True):
+            if when == "after ANALYZE":  # (the planner knows the lines are empty: it may scan them)
+                indexes = [i for i in indexes if i != "ix_waits_line"]
+                plan = plan.replace("Seq Scan on waits", "")
+            assert [i for i in _index_of(plan) if i != "ix_waits_line" or when != "after ANALYZE"] == indexes, (
+                when,
+                _sql(stmt, backend),
+                plan,
+            )
+            assert "Seq Scan" not in plan, (when, _sql(stmt, backend), plan)
+
+    await check("empty tables")
+    people, _ = _queue_history()
+    await store.transact(lambda conn: conn.execute(sessions.insert(), people))
+    await _fill(store, analyze=False)
+    await check("filled, before ANALYZE")
+    await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
+    await check("after ANALYZE")
 
 
 async def test_an_issues_unreleased_claims_are_read_without_its_history(store: Any, backend: str) -> None:

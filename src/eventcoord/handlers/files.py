@@ -23,9 +23,10 @@ from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import Claimant, SessionState, claimant
 from eventcoord.errors import DomainError
 from eventcoord.events import WaitStarted
-from eventcoord.handlers.common import WS, load_session, load_sessions
+from eventcoord.handlers.common import SESSION_COLUMNS, WS, load_session, load_sessions, own_session
 from eventcoord.projections.files import PG_ISSUE_KEY, issue_key
 from eventcoord.store import held_locks
+from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import workspaces
 
@@ -42,19 +43,27 @@ _INSERT_WORKSPACE = Prepared(_insert_workspace)
 _LOCK_WORKSPACE = Prepared(lambda d: select(workspaces.c.name).where(workspaces.c.name == WS).with_for_update())
 
 
+def _workspace_lock(ctx: Context) -> held_locks.Lock:
+    return ("workspaces", ctx.workspace)
+
+
+def _lock_held(conn: Connection, ctx: Context) -> bool:
+    """Whether the running PostgreSQL fast pass holds the workspace's lock already."""
+    return held_locks.held(conn, _workspace_lock(ctx))
+
+
 def lock_workspace(conn: Connection, ctx: Context) -> None:
     """Serialise every claim_files of the workspace until commit (PostgreSQL row lock).
 
     A PostgreSQL batch's fast pass that holds it already sends nothing (``held_locks``).
     """
-    lock = ("workspaces", ctx.workspace)
-    if held_locks.held(conn, lock):
+    if _lock_held(conn, ctx):
         return
     params = {"ws": ctx.workspace}
     if _LOCK_WORKSPACE.first(conn, params) is None:  # created on first use (the lock row of workspace-wide guards)
         _INSERT_WORKSPACE.run(conn, {"ws": ctx.workspace, "at": ctx.now_us})
         _LOCK_WORKSPACE.first(conn, params)
-    held_locks.hold(conn, lock)
+    held_locks.hold(conn, _workspace_lock(ctx))
 
 
 def ancestors(prefix: str) -> set[str]:
@@ -116,12 +125,35 @@ _ALL_LIVE = Prepared(lambda d: text(_SQLITE_LIVE if d == "sqlite" else f"{_CLAIM
 # it, a partial index of unreleased claims like the probe's own: every live claim per probe.
 # ``OFFSET 0`` keeps it from flattening the probes into one join over every live claim.
 PG_LIVE_KEY = "((CASE WHEN released_us IS NULL THEN workspace || E'\\x01' || literal_prefix END) COLLATE \"C\")"
+_CLAIM_COLUMNS = "c.position, c.idx, c.issue, c.session_id, c.actor_key, c.path, c.exclusive"
+_PROBED = (
+    "unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) AS r(lo, hi) CROSS JOIN LATERAL ("
+    f" {_CLAIM_SELECT} WHERE {PG_LIVE_KEY} >= r.lo AND {PG_LIVE_KEY} < r.hi OFFSET 0) AS c"
+)
+#: The probes name their rows by the ranges they read (``spans``): a claim's insert the
+#: batch deferred, at keys outside them, goes with them (``store/key_spans.py``).
 _PG_PROBES = Prepared(
+    lambda d: text(f"SELECT {_CLAIM_COLUMNS} FROM {_PROBED}"),
+    rows={"file_claims": ("spans",)},
+    reads=("file_claims",),
+)
+_SESSION_ALONE = (
+    " FROM (SELECT 1) AS one LEFT JOIN sessions AS s"
+    # by its id alone (the primary key), as load_session reads it
+    " ON s.session_id = CAST(:sid AS text) AND (s.workspace || '') = :ws"
+)
+_SESSION_SELECT = ", ".join(f"s.{c.name}" for c in SESSION_COLUMNS)
+#: PostgreSQL, once the batch holds the workspace's lock: the caller's session and the
+#: probes in one round trip, a row per candidate with the session on each (one row, the
+#: candidate's columns NULL, when there is none).
+_SESSION_AND_PROBES = Prepared(
     lambda d: text(
-        "SELECT c.position, c.idx, c.issue, c.session_id, c.actor_key, c.path, c.exclusive"
-        " FROM unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) AS r(lo, hi) CROSS JOIN LATERAL ("
-        f" {_CLAIM_SELECT} WHERE {PG_LIVE_KEY} >= r.lo AND {PG_LIVE_KEY} < r.hi OFFSET 0) AS c"
-    )
+        f"SELECT {_SESSION_SELECT}, {_CLAIM_COLUMNS}{_SESSION_ALONE}"
+        f" LEFT JOIN LATERAL (SELECT {_CLAIM_COLUMNS} FROM {_PROBED}) AS c ON true"
+    ),
+    session_row="sid",
+    rows={"file_claims": ("spans",)},
+    reads=("sessions", "file_claims"),
 )
 
 
@@ -162,27 +194,58 @@ def overlap_candidates(conn: Connection, ctx: Context, paths: Iterable[str]) -> 
     if probes is None:
         rows = list(_ALL_LIVE.rows(conn, {"ws": ws}))
     elif conn.dialect.name == "postgresql":
-        above, ranges = probes
-        key = ws + "\x01"  # workspace names hold no control characters
-        lo = [key + p for p in above] + [key + r[0] for r in ranges]
-        hi = [key + p + "\x01" for p in above] + [key + r[1] for r in ranges]
-        rows = list(_PG_PROBES.rows(conn, {"lo": lo, "hi": hi}))
+        rows = list(_PG_PROBES.rows(conn, _pg_probes(ws, probes)))
     else:
         above, ranges = probes
         for p in above:
             rows.extend(_EQ.rows(conn, {"ws": ws, "p": p}))
         for lo_, hi_ in ranges:
             rows.extend(_RANGE.rows(conn, {"ws": ws, "lo": lo_, "hi": hi_}))
+    return _candidates(rows)
+
+
+def _pg_probes(ws: str, probes: tuple[list[str], list[tuple[str, str]]]) -> dict[str, Any]:
+    """The parameters of the PostgreSQL probes: ``lo``, ``hi`` and the ``spans`` they read."""
+    above, ranges = probes
+    key = ws + "\x01"  # workspace names hold no control characters
+    lo = [key + p for p in above] + [key + r[0] for r in ranges]
+    hi = [key + p + "\x01" for p in above] + [key + r[1] for r in ranges]
+    return {"lo": lo, "hi": hi, "spans": KeySpans(zip(lo, hi, strict=True))}
+
+
+def _candidates(rows: Iterable[Sequence[Any]]) -> list[domain.ClaimRow]:
+    """Claims read by overlapping probes, each once, in claim order."""
     unique = {(r[0], r[1]): r for r in rows}
     return [_claim_row(unique[k]) for k in sorted(unique)]
 
 
+def _session_and_candidates(
+    conn: Connection, ctx: Context, session_id: str | None, paths: Iterable[str]
+) -> tuple[SessionState | None, list[domain.ClaimRow]] | None:
+    """PostgreSQL, once the batch holds the workspace's lock: the caller's session (as
+    :func:`load_session` reads it) and :func:`overlap_candidates`, in one round trip (None:
+    read them apart, as a '' prefix reads every live claim)."""
+    probes = _probe_ranges({literal_prefix(p) for p in paths})
+    if probes is None:
+        return None
+    params = {"sid": session_id, "ws": ctx.workspace, **_pg_probes(ctx.workspace, probes)}
+    rows = _SESSION_AND_PROBES.rows(conn, params)
+    width = len(SESSION_COLUMNS)
+    session = own_session(ctx, rows[0][:width]) if rows[0][0] is not None else None
+    return session, _candidates(r[width:] for r in rows if r[width] is not None)
+
+
 def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
     paths = domain.normalise_paths(cmd.paths)  # 422 before anything is read or locked
-    session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
-    claimant(cmd.session_id, session, ctx)  # SESSION_NOT_LIVE before taking the lock
-    lock_workspace(conn, ctx)
-    held = overlap_candidates(conn, ctx, paths)
+    both = _session_and_candidates(conn, ctx, cmd.session_id, paths) if _lock_held(conn, ctx) else None
+    if both is not None:  # the batch took the lock for an earlier command: read both at once
+        session, held = both
+        claimant(cmd.session_id, session, ctx)
+    else:
+        session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
+        claimant(cmd.session_id, session, ctx)  # SESSION_NOT_LIVE before taking the lock
+        lock_workspace(conn, ctx)
+        held = overlap_candidates(conn, ctx, paths)
     holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
 
     def join(
@@ -212,23 +275,52 @@ _OF_ISSUE = Prepared(
         )
         if d == "sqlite"
         else text(f"{_CLAIM_SELECT} WHERE {PG_ISSUE_KEY} = :key AND session_id IS NOT DISTINCT FROM CAST(:sid AS text)")
-    )
+    ),
+    rows={"file_claims": ("key",)},
+    reads=("file_claims",),
+)
+_OF_ISSUE_PG = (
+    f"SELECT {_CLAIM_SELECT.removeprefix('SELECT ')} WHERE {PG_ISSUE_KEY} = :key"
+    " AND session_id IS NOT DISTINCT FROM CAST(:sid AS text) OFFSET 0"
+)
+#: PostgreSQL, once the batch holds the workspace's lock: the caller's session, whether
+#: anyone waits for files in the workspace, and the holder's unreleased claims of the
+#: issue, in one round trip (a row per claim, or one with the claim's columns NULL). A
+#: release of another issue's claims the batch deferred goes with it.
+_SESSION_AND_ISSUE_CLAIMS = Prepared(
+    lambda d: text(
+        f"SELECT {_SESSION_SELECT},"
+        " EXISTS (SELECT 1 FROM waits WHERE waits.workspace = :ws AND waits.kind = 'files'),"
+        f" {_CLAIM_COLUMNS}{_SESSION_ALONE} LEFT JOIN LATERAL ({_OF_ISSUE_PG}) AS c ON true"
+    ),
+    session_row="sid",
+    rows={"file_claims": ("key",)},
+    reads=("sessions", "waits", "file_claims"),
 )
 
 
 def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision:
-    session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
-    lock_workspace(conn, ctx)  # a waiter joins under this lock: none can slip past the hand-off
     params = {
         "ws": ctx.workspace,
         "issue": cmd.issue,
         "key": issue_key(ctx.workspace, cmd.issue),
         "sid": cmd.session_id,
     }
-    rows = sorted(_OF_ISSUE.rows(conn, params), key=lambda r: (r[0], r[1]))  # position, idx
-    d = domain.decide_release_files(domain.ReleaseFilesState(session, [_claim_row(r) for r in rows]), cmd, ctx)
+    anyone_waits: bool | None = None  # not known: the line is read
+    if _lock_held(conn, ctx):  # the batch took the lock for an earlier command: one round trip
+        rows = _SESSION_AND_ISSUE_CLAIMS.rows(conn, params)
+        width = len(SESSION_COLUMNS)
+        session = own_session(ctx, rows[0][:width]) if cmd.session_id and rows[0][0] is not None else None
+        anyone_waits = bool(rows[0][width])
+        claims = [r[width + 1 :] for r in rows if r[width + 1] is not None]
+    else:
+        session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
+        lock_workspace(conn, ctx)  # a waiter joins under this lock: none can slip past the hand-off
+        claims = list(_OF_ISSUE.rows(conn, params))
+    claims.sort(key=lambda r: (r[0], r[1]))  # position, idx
+    d = domain.decide_release_files(domain.ReleaseFilesState(session, [_claim_row(r) for r in claims]), cmd, ctx)
     released = list(d.result["released"])
-    if released:
+    if released and anyone_waits is not False:
         files_hand_off(conn, ctx, d, released, lambda h: h.issue == cmd.issue and h.session_id == cmd.session_id)
     return d
 

@@ -20,6 +20,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from eventcoord.store.key_spans import KeySpans
+
 #: Provisional positions start here (real positions stay far below 2**62).
 PROVISIONAL_BASE = 1 << 62
 #: Room per backend process: a batch appends fewer events than this.
@@ -192,7 +194,7 @@ class Batch:
             key = None if keys is None else keys.get(table)
             if table == "sessions" and life and key is not None:
                 self.revived.add(key[0])
-            elif key is None or table == "sessions":  # unknown rows, or who declares what
+            elif key is None or table == "sessions" or _spans(key):  # unknown rows, who declares what
                 for r in [r for r in self.rows_ahead if any(t == table for t, _ in r.keys)]:
                     del self.rows_ahead[r]
                 continue
@@ -268,3 +270,9 @@ def attach(conn: Connection, batch: Batch | None) -> None:
         conn.info.pop(_KEY, None)
     else:
         conn.info[_KEY] = batch
+
+
+def _spans(key: tuple[Any, ...]) -> bool:
+    """Whether ``key`` names rows by ranges (``prepared.KeySpans``), which reads ahead, named
+    by their keys, cannot be matched against."""
+    return any(isinstance(k, KeySpans) for k in key)

@@ -41,6 +41,7 @@ from sqlalchemy.sql.util import find_tables
 from sqlalchemy.util import await_
 
 from eventcoord.store import batch
+from eventcoord.store.key_spans import KeySpans
 
 _SQLITE = sqlite.dialect(paramstyle="named")
 _ASYNCPG = pg_asyncpg.dialect()  # type: ignore[no-untyped-call]
@@ -83,6 +84,7 @@ class _Pg:
         rows: Mapping[str, tuple[str, ...]] | None = None,
         life_only: bool = False,
         counts_pending_life: bool = False,
+        reads: frozenset[str] | None = None,
     ) -> None:
         compiled = stmt.compile(dialect=_ASYNCPG)  # type: ignore[attr-defined]
         assert not compiled._bind_processors, "a Prepared statement's types need no bind processing"
@@ -98,6 +100,9 @@ class _Pg:
         if writes is not None:
             self.target: str | None = writes
             self.tables = frozenset((writes,))
+        elif reads is not None:
+            self.target = None
+            self.tables = reads
         else:
             self.target = target.name if self.dml and target is not None else None
             self.tables = frozenset(t.name for t in find_tables(stmt, include_crud=True))  # type: ignore[arg-type]
@@ -105,7 +110,11 @@ class _Pg:
         #: tables written): none for a statement with no write in its text, None when a
         #: write's tables cannot be known (SQL text that declares none).
         self.writes_to: frozenset[str] | None = (
-            frozenset() if not writes_sql(self.sql) else self.tables if writes is not None or self.tables else None
+            frozenset()
+            if not writes_sql(self.sql)
+            else self.tables
+            if writes is not None or (reads is None and self.tables)
+            else None
         )
         #: Whether it may read or write ``sessions`` (the text is searched too: SQL text
         #: names no tables to find), and the parameter naming the one row it touches there.
@@ -145,16 +154,20 @@ class Prepared:
         rows: Mapping[str, tuple[str, ...]] | None = None,
         life_only: bool = False,
         counts_pending_life: bool = False,
+        reads: Iterable[str] | None = None,
     ) -> None:
         """``writes``: for a statement in SQL text, the one table it reads and changes, which
         lets :meth:`write` defer it (a built statement's tables are found in it).
+        ``reads``: for a read in SQL text, every table it reads, which lets the writes a
+        PostgreSQL batch deferred that touch none of its rows go with it (``_statement``).
 
         ``session_row``: the parameter holding the ``session_id`` of the one ``sessions`` row
         the statement touches (it touches no other): in a PostgreSQL batch it runs without
         first writing the signs of life carried for other sessions (``send_carried``).
         ``rows``: likewise for other tables, the parameters that together name the rows it
         touches there (``{"leases": ("ws", "issue")}``): a deferred write to other rows of
-        those tables may go with it (``_statement``).
+        those tables may go with it (``_statement``). One parameter holding a
+        :class:`KeySpans` names rows by ranges of an indexed key instead.
         ``life_only``: a write that only raises ``last_seen_us`` of one session (its
         ``session_row``) that has not ended: a sign of life.
         ``counts_pending_life``: a read that touches ``sessions`` in its keyed row and
@@ -168,6 +181,7 @@ class Prepared:
         self._rows = rows
         self._life_only = life_only
         self._counts_pending_life = counts_pending_life
+        self._reads = None if reads is None else frozenset(reads)
         self._stmts: dict[str, Executable] = {}
         self._sqlite_sql: str | None = None
         self._defaults: dict[str, Any] = {}
@@ -201,6 +215,7 @@ class Prepared:
                 self._rows,
                 self._life_only,
                 self._counts_pending_life,
+                self._reads,
             )
         return pg
 
@@ -438,9 +453,18 @@ def _apart(deferred: Sequence[tuple[_Pg, list[Any], Any]], pg: _Pg, keys: dict[s
             if table == "sessions" and pg.counts_pending_life and not d.life_only:
                 return False  # it reads other sessions, counting only signs of life pending
             mine, theirs = keys.get(table), d_keys.get(table)
-            if mine is None or theirs is None or mine == theirs:
+            if mine is None or theirs is None or rows_meet(mine, theirs):
                 return False
     return True
+
+
+def rows_meet(mine: tuple[Any, ...], theirs: tuple[Any, ...]) -> bool:
+    """Whether two statements' keys of one table may name a row in common."""
+    if len(mine) == 1 and len(theirs) == 1 and isinstance(mine[0], KeySpans) and isinstance(theirs[0], KeySpans):
+        return mine[0].meets(theirs[0])
+    if any(isinstance(k, KeySpans) for k in (*mine, *theirs)):
+        return True  # spans and keys of another kind: they cannot be told apart
+    return mine == theirs
 
 
 def pending_signs_of_life(conn: Connection) -> list[str]:

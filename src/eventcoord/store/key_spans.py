@@ -1,0 +1,36 @@
+"""Rows named by ranges of an indexed key, so that a PostgreSQL batch can tell a read of
+ranges apart from a deferred write of rows elsewhere (``prepared._apart``).
+
+A read of file claims probes ranges of their live key; a claim's write inserts rows at
+keys it knows. When no inserted key lies in a probed range, the write may go with the read
+(as a CTE in front of it, which its snapshot does not see): the read's answer is the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class KeySpans:
+    """Rows of one table named by the value of one indexed key: every row whose key lies in
+    one of ``spans``, each ``[lo, hi)`` (``Prepared(rows={table: (param,)})`` with this
+    object as ``param``'s value).
+
+    A read of ranges of the key names its rows by the ranges; a write of rows whose keys it
+    knows, by those keys (:meth:`points`). Two meet when a key may lie in both; strings
+    compare by code point, as PostgreSQL's ``COLLATE "C"`` compares their UTF-8 bytes.
+    """
+
+    __slots__ = ("spans",)
+
+    def __init__(self, spans: Iterable[tuple[str, str]]) -> None:
+        self.spans = tuple(sorted(spans))
+
+    @classmethod
+    def points(cls, keys: Iterable[str]) -> KeySpans:
+        """The rows whose key is one of ``keys`` (``[k, k + NUL)`` holds only ``k``)."""
+        return cls((k, k + "\x00") for k in keys)
+
+    def meets(self, other: KeySpans) -> bool:
+        """Whether a key may lie in a span of each."""
+        return any(lo < o_hi and o_lo < hi for lo, hi in self.spans for o_lo, o_hi in other.spans)
