@@ -200,3 +200,21 @@ async def test_a_pull_reads_its_session_and_its_project_s_stale_workers_in_one_s
     assert all(g["item"] is not None for g in got), got
     # three per pull; BEGIN, the clock, the end and COMMIT (and the first pull maybe alone)
     assert len(sent) <= 3 * len(sids) + 4 + 4, sent
+    # A start and a finish read their session with the stale workers likewise (one statement,
+    # was two: the workers were read on their own).
+    items = [g["item"]["item_id"] for g in got]
+    for kind, extra in (("start_work", {}), ("finish_work", {"outcome": "done"})):
+        with statements(store) as sent:
+            moved = await asyncio.gather(
+                *(
+                    _ok(service, {"type": kind, "session_id": s, "item_id": item, **extra})
+                    for s, item in zip(sids, items, strict=True)
+                )
+            )
+        assert all(m["status"] == ("running" if kind == "start_work" else "done") for m in moved), moved
+        # PostgreSQL: a start five (its item, its guard, its session: three reads; its item's
+        # row and its ledger line, written before the next command's item and guard; six when
+        # the workers were read alone: 101), a finish six (its blockers' rows too), and the
+        # batch's four (and the first command maybe alone).
+        if store.dialect == "postgresql":
+            assert len(sent) <= (5 if kind == "start_work" else 6) * len(sids) + 4 + 8, (kind, sent)

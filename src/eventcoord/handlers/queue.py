@@ -497,22 +497,28 @@ def enqueue_work(conn: Connection, ctx: Context, cmd: EnqueueWork) -> Decision:
     return domain.decide_enqueue_work(state, cmd, ctx)
 
 
+def _session_locked(conn: Connection, ctx: Context, session_id: str, reads: WorkReads) -> SessionState | None:
+    """The caller's session, locked, once its project's guard is held; on PostgreSQL with the
+    project's suspects (``reads.suspects``) in the same round trip."""
+    if conn.dialect.name != "postgresql":
+        return load_session(conn, ctx, session_id, lock=True)
+    params = {
+        "sid": session_id,
+        "ws": ctx.workspace,
+        "cutoff": ctx.cutoff_us,
+        "key": live_key(ctx.workspace, reads.project, "active"),
+    }
+    row = _SESSION_AND_SUSPECTS.first(conn, params)
+    if row is None:
+        return None
+    reads.suspects = set(row[-1] or ())
+    return own_session(ctx, row[:-1])
+
+
 def claim_next_work(conn: Connection, ctx: Context, cmd: ClaimNextWork) -> Decision:
     wip_limit = lock_project(conn, ctx, cmd.project)
     reads = WorkReads(conn, ctx, cmd.project, wip_limit)
-    if conn.dialect.name == "postgresql":
-        params = {
-            "sid": cmd.session_id,
-            "ws": ctx.workspace,
-            "cutoff": ctx.cutoff_us,
-            "key": live_key(ctx.workspace, cmd.project, "active"),
-        }
-        row = _SESSION_AND_SUSPECTS.first(conn, params)
-        session = None if row is None else own_session(ctx, row[:-1])
-        if row is not None:
-            reads.suspects = set(row[-1] or ())
-    else:
-        session = load_session(conn, ctx, cmd.session_id, lock=True)
+    session = _session_locked(conn, ctx, cmd.session_id, reads)
     state = domain.ClaimNextState(session, wip_limit, reads)
     return domain.decide_claim_next_work(state, cmd, ctx)
 
@@ -523,8 +529,9 @@ def _transition_state(conn: Connection, ctx: Context, item_id: str, session_id: 
     if item is None:
         return domain.TransitionState(None, None)
     wip_limit = lock_project(conn, ctx, item.project)
-    session = load_session(conn, ctx, session_id, lock=True) if session_id is not None else None
-    return domain.TransitionState(item, session, WorkReads(conn, ctx, item.project, wip_limit))
+    reads = WorkReads(conn, ctx, item.project, wip_limit)
+    session = _session_locked(conn, ctx, session_id, reads) if session_id is not None else None
+    return domain.TransitionState(item, session, reads)
 
 
 def start_work(conn: Connection, ctx: Context, cmd: StartWork) -> Decision:
