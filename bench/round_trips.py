@@ -94,14 +94,25 @@ async def measure(
                         {"type": kind, "session_id": agents[k % at_once], "issue": f"{kind}-{k}"} for k in range(n)
                     ]
             if kind == "queue":  # claim_next_work + finish_work, counted as two commands
-                for _ in range(n):
-                    await send({"type": "enqueue_work", "project": "Q"})
-                COUNTS.clear()
-                for _ in range(n):
-                    item = (await send({"type": "claim_next_work", "session_id": sid, "project": "Q"}))["item"]
+                # each agent pulls from its own project, as bench/commands.py's connections do
+                for k in range(n):
+                    await send({"type": "enqueue_work", "project": f"Q{k % at_once}"})
+
+                async def pull_and_finish(agent: int) -> None:
+                    body = {"type": "claim_next_work", "session_id": agents[agent], "project": f"Q{agent}"}
+                    item = (await send(body))["item"]
                     await send(
-                        {"type": "finish_work", "session_id": sid, "item_id": item["item_id"], "outcome": "cancelled"}
+                        {
+                            "type": "finish_work",
+                            "session_id": agents[agent],
+                            "item_id": item["item_id"],
+                            "outcome": "cancelled",
+                        }
                     )
+
+                COUNTS.clear()
+                for _ in range(0, n, at_once):
+                    await asyncio.gather(*(pull_and_finish(a) for a in range(at_once)))
                 out[kind] = (sum(COUNTS.values()) / (2 * n), collections.Counter(COUNTS))
                 continue
             COUNTS.clear()
@@ -133,7 +144,7 @@ def main() -> int:
     per = 2 * args.count
     for kind, (statements, counts) in results.items():
         label = "claim_next_work + finish_work (per command)" if kind == "queue" else kind
-        batch = "a batch of one" if args.at_once == 1 or kind == "queue" else f"{args.at_once} sent at once"
+        batch = "a batch of one" if args.at_once == 1 else f"{args.at_once} sent at once"
         print(f"{label:<45} {statements:5.1f} statements per command ({batch})")
         if args.show:
             n = per if kind == "queue" else args.count

@@ -231,6 +231,24 @@ async def test_an_ended_session_may_not_release_either(api: Api) -> None:
     await api.error({"type": "release_issue", "session_id": sid, "issue": "P-1"}, 409, "SESSION_NOT_LIVE")
 
 
+async def test_a_command_s_answer_carries_its_type_length_and_status(api: Api) -> None:
+    """POST /v1/commands sends its answer as a bare ASGI response (``api.answers.CommandAnswer``):
+    a success and a recorded refusal each arrive whole, typed JSON, with their status."""
+    holder, other = await api.register(actor="holder"), await api.register(actor="other")
+    answers = [
+        await api.command({"type": "heartbeat_agent", "session_id": holder}),
+        await api.command({"type": "claim_files", "session_id": holder, "issue": "I-1", "paths": ["src/"]}),
+        await api.command({"type": "claim_files", "session_id": other, "issue": "I-2", "paths": ["src/a.py"]}),
+    ]
+    assert [r.status_code for r in answers] == [200, 200, 409], [r.text for r in answers]
+    for r in answers:
+        assert r.headers["content-type"] == "application/json", r.headers
+        assert int(r.headers["content-length"]) == len(r.content), r.headers
+        assert_envelope(r)
+    refused = answers[2].json()
+    assert refused["error"]["code"] == "FILES_CLAIMED" and refused["events"][0]["type"] == "ClaimConflict", refused
+
+
 async def test_unknown_session_is_not_found(api: Api) -> None:
     for body in ({"type": "heartbeat_agent", "session_id": "s-nope"}, {"type": "end_agent", "session_id": "s-nope"}):
         err = await api.error(body, 404, "NOT_FOUND")

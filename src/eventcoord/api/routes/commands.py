@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import MediaType, Request, Response, post
+from litestar import MediaType, Request, post
+from litestar.types import ASGIApp
 
 from eventcoord import errors
 from eventcoord.api.answers import outcome_response
@@ -29,7 +30,7 @@ def is_json(content_type: str) -> bool:
     status_code=200,
     media_type=MediaType.JSON,
 )
-async def post_command(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def post_command(request: Request[Any, Any, Any]) -> ASGIApp:
     """Decode, authorise, decide, append and answer one command (SPEC §3).
 
     The body is a JSON object tagged by ``type``. Success is
