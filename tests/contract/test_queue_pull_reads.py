@@ -23,8 +23,16 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import event
-from tests.contract.test_group_commit import _sixteen_agents, encoded, execute, statements_sent
+import pytest
+from sqlalchemy import event, text
+from tests.contract.test_group_commit import (
+    _gone_quiet,
+    _register,
+    _sixteen_agents,
+    encoded,
+    execute,
+    statements_sent,
+)
 
 from eventcoord.service import Outcome, Service
 
@@ -218,3 +226,28 @@ async def test_a_pull_reads_its_session_and_its_project_s_stale_workers_in_one_s
         # batch's four (and the first command maybe alone).
         if store.dialect == "postgresql":
             assert len(sent) <= (5 if kind == "start_work" else 6) * len(sids) + 4 + 8, (kind, sent)
+
+
+@pytest.mark.parametrize("kind", ["start_work", "finish_work"])
+async def test_a_start_or_a_finish_first_recovers_the_items_of_its_project_s_stale_workers(
+    store: Any, kind: str
+) -> None:
+    """A transition recovers its project's stale work first, as a pull does: it finds the
+    stale workers with its session's read on PostgreSQL (``_session_locked``)."""
+    service = Service(store)
+    victim, worker = await _register(service, "victim"), await _register(service, "worker")
+    for _ in range(2):
+        await _ok(service, {"type": "enqueue_work", "project": "Q"})
+    lost = (await _ok(service, {"type": "claim_next_work", "session_id": victim, "project": "Q"}))["item"]["item_id"]
+    mine = (await _ok(service, {"type": "claim_next_work", "session_id": worker, "project": "Q"}))["item"]["item_id"]
+    if kind == "finish_work":  # (started while the victim was live: nothing to recover then)
+        await _ok(service, {"type": "start_work", "session_id": worker, "item_id": mine})
+    await store.transact(_gone_quiet(victim))
+    body = {"type": kind, "session_id": worker, "item_id": mine}
+    if kind == "finish_work":
+        body["outcome"] = "done"
+    answer = await execute(service, body)
+    assert isinstance(answer, Outcome) and answer.status == 200, answer
+    assert "WorkRequeued" in [e.type for e in answer.events], answer.events
+    statuses = await store.query(lambda conn: dict(conn.execute(text("SELECT item_id, status FROM work_items")).all()))
+    assert statuses[lost] == "queued", statuses

@@ -35,6 +35,9 @@ def create_app(settings: Settings) -> Litestar:
         address=Limit(settings.rate_address_per_second, settings.rate_address_burst),
         auth_failures=Limit(settings.rate_auth_failures_per_second, settings.rate_auth_failures_burst),
     )
+    # POST /v1/commands answers with a bare ASGI app (``answers.CommandAnswer``), which
+    # Litestar sends as is: response headers, cookies, cache control, ETags or after_request
+    # hooks configured here would not reach a command's answer (none are).
     app = Litestar(
         route_handlers=ROUTES,
         middleware=[middleware(limits)] if limits.on else [],
