@@ -18,7 +18,7 @@ import uvicorn
 from litestar import Litestar, MediaType, Request, Response, get, post
 from litestar.openapi import OpenAPIConfig
 
-from eventcoord.api.app import MAX_BODY
+from eventcoord.api.body import MAX_BODY
 from eventcoord.api.errors import EXCEPTION_HANDLERS
 
 #: The size and shape of a real heartbeat answer, so both servers send similar bytes.

@@ -10,12 +10,11 @@ from litestar.openapi import OpenAPIConfig
 
 from eventcoord import bootstrap
 from eventcoord.api import openapi, params
+from eventcoord.api.body import MAX_BODY
 from eventcoord.api.errors import EXCEPTION_HANDLERS
 from eventcoord.api.ratelimit import Limit, RateLimits, middleware
 from eventcoord.api.routes import ROUTES
 from eventcoord.config import Settings
-
-MAX_BODY = 1024 * 1024
 
 
 def create_app(settings: Settings) -> Litestar:

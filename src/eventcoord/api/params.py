@@ -55,6 +55,8 @@ def check(request: Request[Any, Any, Any]) -> None:
     for name, value in request.path_params.items():
         if isinstance(value, str) and "\x00" in value:
             raise errors.invalid(name, f"{name} holds a NUL character")
+    if not request.scope["query_string"]:  # nothing to parse: every command, most reads
+        return
     ints = _int_params(request.route_handler)
     for name, value in request.query_params.multi_items():
         if "\x00" in name or "\x00" in value:

@@ -9,6 +9,7 @@ from litestar.types import ASGIApp
 
 from eventcoord import errors
 from eventcoord.api.answers import outcome_response
+from eventcoord.api.body import read_body
 from eventcoord.api.deps import runtime
 from eventcoord.codec import decode_command
 
@@ -37,9 +38,10 @@ async def post_command(request: Request[Any, Any, Any]) -> ASGIApp:
     ``{"ok": true, "result", "events", "position"}``; a refusal is the error envelope
     with a stable code. ``command_id`` makes a command idempotent.
     """
-    # The hot path reads the two headers it needs from the raw ASGI scope (no Headers
-    # object), and decodes the body itself: one msgspec pass, errors name the field.
-    authorization = correlation_id = content_type = None
+    # The hot path reads the headers it needs from the raw ASGI scope (no Headers object),
+    # reads the body from the ASGI channel (``api/body.py``) and decodes it itself: one
+    # msgspec pass, errors name the field.
+    authorization = correlation_id = content_type = content_length = None
     for name, value in request.scope["headers"]:
         if name == b"authorization":
             authorization = value.decode("latin-1")
@@ -47,9 +49,11 @@ async def post_command(request: Request[Any, Any, Any]) -> ASGIApp:
             correlation_id = value.decode("latin-1")[:128]
         elif name == b"content-type":
             content_type = value.decode("latin-1")
+        elif name == b"content-length":
+            content_length = value
     rt = runtime(request)
     who = await rt.auth.authenticate(authorization)
     if content_type is not None and not is_json(content_type):
         raise errors.unsupported_media_type(content_type)
-    cmd = decode_command(await request.body())
+    cmd = decode_command(await read_body(request.receive, content_length))
     return outcome_response(await rt.service.execute(who, cmd, correlation_id))
