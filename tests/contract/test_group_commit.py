@@ -886,3 +886,22 @@ async def test_a_guard_another_transaction_holds_is_left_to_the_claim_s_own_lock
         await holder.close()
     answers = await asyncio.gather(*claims)
     assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
+
+
+async def test_a_project_s_cap_holds_under_a_race_with_a_guard_row_only_where_it_locks(store: Any) -> None:
+    """Eight agents race for a project whose cap is 3: three are granted on both stores.
+    PostgreSQL serialises them on the project's guard row; SQLite's one writer serialises
+    every decision already (BEGIN IMMEDIATE in every process), so it writes no guard row."""
+    service = Service(store)
+    sids = [await _register(service, f"a{i}") for i in range(8)]
+    answers = await asyncio.gather(
+        *(
+            execute(service, {"type": "claim_issue", "session_id": s, "project": "P", "issue": f"P-{i}"})
+            for i, s in enumerate(sids)
+        )
+    )
+    granted = [a for a in answers if isinstance(a, Outcome) and a.status == 200]
+    assert len(granted) == 3, answers
+    assert all(isinstance(a, Outcome) and a.status == 409 for a in answers if a not in granted), answers
+    rows = await store.query(lambda conn: conn.execute(select(guards.c.key)).scalars().all())
+    assert rows == ([] if store.dialect == "sqlite" else ["project:P"]), rows

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, false, select, text
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.sql import Executable
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import BindParameter
 
 from eventcoord.auth import authorize_session
@@ -137,19 +136,6 @@ def load_sessions(conn: Connection, ctx: Context, session_ids: set[str]) -> dict
     return found
 
 
-def _lock_guard(dialect: str) -> Executable:
-    """Insert the guard row, or lock the existing one: one statement either way.
-
-    On PostgreSQL ``ON CONFLICT DO UPDATE … WHERE false`` locks the conflicting row (FOR
-    UPDATE strength) and writes nothing, and a row it inserts is ours until commit, so the
-    caller holds the guard when the statement returns. On SQLite the single writer already
-    serialises; the row only has to exist.
-    """
-    if dialect == "postgresql":
-        return guard_upsert()
-    return sqlite.insert(guards).values(workspace=WS, key=_KEY).on_conflict_do_nothing()
-
-
 def guard_upsert() -> postgresql.Insert:
     """PostgreSQL: insert the guard row ``(ws, key)`` or lock it, writing nothing if it exists."""
     insert = postgresql.insert(guards).values(workspace=WS, key=_KEY)
@@ -158,7 +144,10 @@ def guard_upsert() -> postgresql.Insert:
     )
 
 
-_LOCK_GUARD = Prepared(_lock_guard)
+#: PostgreSQL: the guard row inserted, or the existing one locked, in one statement (``ON
+#: CONFLICT DO UPDATE … WHERE false`` locks the conflicting row at FOR UPDATE strength and
+#: writes nothing; a row it inserts is ours until commit). SQLite takes no guard.
+_LOCK_GUARD = Prepared(lambda d: guard_upsert())
 
 
 def lock_guard(conn: Connection, workspace: str, key: str) -> None:
@@ -166,6 +155,10 @@ def lock_guard(conn: Connection, workspace: str, key: str) -> None:
 
     A PostgreSQL batch's fast pass that holds it already sends nothing (``held_locks``).
     """
+    if conn.dialect.name == "sqlite":
+        # SQLite's one writer (BEGIN IMMEDIATE, in every process on the file) serialises
+        # every decision already: a guard row would lock nothing more, so none is written.
+        return
     lock = held_locks.guard(workspace, key)
     if held_locks.held(conn, lock):
         return
