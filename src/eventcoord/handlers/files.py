@@ -24,7 +24,7 @@ from eventcoord.domain.sessions import Claimant, SessionState, claimant
 from eventcoord.errors import DomainError
 from eventcoord.events import WaitStarted
 from eventcoord.handlers.common import SESSION_COLUMNS, WS, load_session, load_sessions, own_session
-from eventcoord.projections.files import PG_ISSUE_KEY, issue_key
+from eventcoord.projections.files import PG_ISSUE_KEY, issue_key, live_key
 from eventcoord.store import held_locks
 from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.prepared import Prepared
@@ -207,9 +207,8 @@ def overlap_candidates(conn: Connection, ctx: Context, paths: Iterable[str]) -> 
 def _pg_probes(ws: str, probes: tuple[list[str], list[tuple[str, str]]]) -> dict[str, Any]:
     """The parameters of the PostgreSQL probes: ``lo``, ``hi`` and the ``spans`` they read."""
     above, ranges = probes
-    key = ws + "\x01"  # workspace names hold no control characters
-    lo = [key + p for p in above] + [key + r[0] for r in ranges]
-    hi = [key + p + "\x01" for p in above] + [key + r[1] for r in ranges]
+    lo = [live_key(ws, p) for p in above] + [live_key(ws, r[0]) for r in ranges]
+    hi = [live_key(ws, p + "\x01") for p in above] + [live_key(ws, r[1]) for r in ranges]
     return {"lo": lo, "hi": hi, "spans": KeySpans(zip(lo, hi, strict=True))}
 
 
@@ -217,6 +216,12 @@ def _candidates(rows: Iterable[Sequence[Any]]) -> list[domain.ClaimRow]:
     """Claims read by overlapping probes, each once, in claim order."""
     unique = {(r[0], r[1]): r for r in rows}
     return [_claim_row(unique[k]) for k in sorted(unique)]
+
+
+def _session_in(ctx: Context, row: Sequence[Any]) -> SessionState | None:
+    """The caller's session from a row that leads with ``SESSION_COLUMNS`` after a LEFT JOIN
+    (None: no such session), as :func:`load_session` returns it."""
+    return own_session(ctx, row[: len(SESSION_COLUMNS)]) if row[0] is not None else None
 
 
 def _session_and_candidates(
@@ -231,8 +236,7 @@ def _session_and_candidates(
     params = {"sid": session_id, "ws": ctx.workspace, **_pg_probes(ctx.workspace, probes)}
     rows = _SESSION_AND_PROBES.rows(conn, params)
     width = len(SESSION_COLUMNS)
-    session = own_session(ctx, rows[0][:width]) if rows[0][0] is not None else None
-    return session, _candidates(r[width:] for r in rows if r[width] is not None)
+    return _session_in(ctx, rows[0]), _candidates(r[width:] for r in rows if r[width] is not None)
 
 
 def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
@@ -267,6 +271,7 @@ def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
 # here rather than by the database: with ``workspace = $1 … ORDER BY position, idx`` a
 # planner without statistics walked ``ix_file_claims_live_order``, every live claim of the
 # workspace, to save sorting a few rows.
+_OF_ISSUE_PG = f"{_CLAIM_SELECT} WHERE {PG_ISSUE_KEY} = :key AND session_id IS NOT DISTINCT FROM CAST(:sid AS text)"
 _OF_ISSUE = Prepared(
     lambda d: (
         text(
@@ -274,14 +279,10 @@ _OF_ISSUE = Prepared(
             " AND session_id IS :sid AND released_us IS NULL"
         )
         if d == "sqlite"
-        else text(f"{_CLAIM_SELECT} WHERE {PG_ISSUE_KEY} = :key AND session_id IS NOT DISTINCT FROM CAST(:sid AS text)")
+        else text(_OF_ISSUE_PG)
     ),
     rows={"file_claims": ("key",)},
     reads=("file_claims",),
-)
-_OF_ISSUE_PG = (
-    f"SELECT {_CLAIM_SELECT.removeprefix('SELECT ')} WHERE {PG_ISSUE_KEY} = :key"
-    " AND session_id IS NOT DISTINCT FROM CAST(:sid AS text) OFFSET 0"
 )
 #: PostgreSQL, once the batch holds the workspace's lock: the caller's session, whether
 #: anyone waits for files in the workspace, and the holder's unreleased claims of the
@@ -291,7 +292,7 @@ _SESSION_AND_ISSUE_CLAIMS = Prepared(
     lambda d: text(
         f"SELECT {_SESSION_SELECT},"
         " EXISTS (SELECT 1 FROM waits WHERE waits.workspace = :ws AND waits.kind = 'files'),"
-        f" {_CLAIM_COLUMNS}{_SESSION_ALONE} LEFT JOIN LATERAL ({_OF_ISSUE_PG}) AS c ON true"
+        f" {_CLAIM_COLUMNS}{_SESSION_ALONE} LEFT JOIN LATERAL ({_OF_ISSUE_PG} OFFSET 0) AS c ON true"
     ),
     session_row="sid",
     rows={"file_claims": ("key",)},
@@ -310,7 +311,7 @@ def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision
     if _lock_held(conn, ctx):  # the batch took the lock for an earlier command: one round trip
         rows = _SESSION_AND_ISSUE_CLAIMS.rows(conn, params)
         width = len(SESSION_COLUMNS)
-        session = own_session(ctx, rows[0][:width]) if cmd.session_id and rows[0][0] is not None else None
+        session = _session_in(ctx, rows[0]) if cmd.session_id else None
         anyone_waits = bool(rows[0][width])
         claims = [r[width + 1 :] for r in rows if r[width + 1] is not None]
     else:
