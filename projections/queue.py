@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, null, select, text, update
+from sqlalchemy import Connection, bindparam, delete, literal_column, null, select, text, update
+from sqlalchemy.sql import ColumnElement
+from sqlalchemy.sql.selectable import ScalarSelect
 
 from eventcoord.codec import encode
 from eventcoord.events import WorkClaimed, WorkEnqueued, WorkFinished, WorkRequeued, WorkStarted
@@ -19,7 +21,7 @@ from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared, text_list, unindexed
 
 from .base import Appliers
-from .tables import sessions, work_blockers, work_items, work_ledger
+from .tables import QUEUED_ON_ISSUE, leases, sessions, work_blockers, work_items, work_ledger
 
 _ACTOR_OF = Prepared(
     lambda d: select(sessions.c.actor_key, sessions.c.host).where(sessions.c.session_id == bindparam("sid"))
@@ -42,17 +44,21 @@ _INSERT_LEDGER = Prepared(
 # leads with the workspace and filters the workspace's every item (0011_one_index_each).
 _ITEM = (work_items.c.item_id == bindparam("item")) & (unindexed(work_items.c.workspace) == bindparam("ws"))
 #: An item's *live key* on PostgreSQL: its workspace, project and ``queued`` while it is
-#: queued and ready (``waiting_on = 0``), ``active`` while claimed or running, NULL while it
-#: waits on a blocker and once finished (0016_queue_ready). Compared by equality (one
-#: probe: a list of keys cost more than a sequential scan of a small table, and a generic
-#: plan made then was kept). ``ix_work_items_live_key`` (0012_queue_live_key; then
-#: ``priority DESC, enqueued_position``) is the only index on it, so the queue's lookups of
-#: live items that compare it, and name no other column of the item, have exactly one index
-#: to use with or without statistics, and it holds no finished item. ``live_key`` builds the
-#: values it is compared with. (Qualified: the suspects' statement joins sessions.)
+#: queued, ready (``waiting_on = 0``) and on no issue another holds (``held_by`` NULL),
+#: ``held\x01<session>`` while queued and ready on an issue that session holds, ``active``
+#: while claimed or running, NULL while it waits on a blocker and once finished
+#: (0016_queue_ready, 0017_queue_held). Compared by equality (one probe: a list of keys cost
+#: more than a sequential scan of a small table, and a generic plan made then was kept).
+#: ``ix_work_items_live_key`` (0012_queue_live_key; then ``priority DESC,
+#: enqueued_position``) is the only index on it, so the queue's lookups of live items that
+#: compare it, and name no other column of the item, have exactly one index to use with or
+#: without statistics, and it holds no finished item. ``live_key`` builds the values it is
+#: compared with. (Qualified: the suspects' statement joins sessions.)
 PG_LIVE_KEY = (
-    "(CASE WHEN work_items.status = 'queued' AND work_items.waiting_on = 0"
+    "(CASE WHEN work_items.status = 'queued' AND work_items.waiting_on = 0 AND work_items.held_by IS NULL"
     " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01queued'"
+    " WHEN work_items.status = 'queued' AND work_items.waiting_on = 0"
+    " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01held\\x01' || work_items.held_by"
     " WHEN work_items.status IN ('claimed', 'running')"
     " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01active' END)"
 )
@@ -61,6 +67,11 @@ PG_LIVE_KEY = (
 def live_key(workspace: str, project: str, state: str) -> str:
     """The value of ``PG_LIVE_KEY`` for a project's ``queued`` or ``active`` items."""
     return f"{workspace}\x01{project}\x01{state}"
+
+
+def held_key(workspace: str, project: str, session_id: str) -> str:
+    """The value of ``PG_LIVE_KEY`` for a project's ready items on issues ``session_id`` holds."""
+    return live_key(workspace, project, f"held\x01{session_id}")
 
 
 #: An item's *queued issue key* on PostgreSQL: its workspace, project and issue ('' for
@@ -139,6 +150,16 @@ def _blocker_finished(conn: Connection, workspace: str, item_id: str, done: bool
         _FORGET_BLOCKER.write(conn, params)
 
 
+def _holder(workspace: ColumnElement[Any], issue: ColumnElement[Any]) -> ScalarSelect[Any]:
+    """Who holds ``issue``: its unreleased lease's session (through uq_leases_unreleased,
+    the only index of leases by issue), NULL if none (or no issue)."""
+    return (
+        select(leases.c.session_id)
+        .where((leases.c.workspace == workspace) & (leases.c.issue == issue) & leases.c.released_us.is_(None))
+        .scalar_subquery()
+    )
+
+
 _INSERT_ITEM = Prepared(
     lambda d: work_items.insert().values(
         item_id=bindparam("item"),
@@ -155,6 +176,7 @@ _INSERT_ITEM = Prepared(
         updated_us=bindparam("at2"),
         attempts=bindparam("attempts"),
         waiting_on=bindparam("waiting"),
+        held_by=_holder(bindparam("ws"), bindparam("issue")),
     )
 )
 _CLAIMED = Prepared(
@@ -193,9 +215,40 @@ _REQUEUED = Prepared(
             host=null(),
             fencing_token=null(),
             updated_us=bindparam("at"),
+            held_by=_holder(work_items.c.workspace, work_items.c.issue),
         )
     )
 )
+
+#: A queued item's *on-issue key* on PostgreSQL: its workspace and issue while it is queued
+#: on one, NULL otherwise; ``ix_work_items_queued_on_issue`` (0017_queue_held) is the only
+#: index on it. SQLite names its index of the same name (workspace, issue; partial).
+PG_ON_ISSUE_KEY = (
+    "(CASE WHEN work_items.status = 'queued' AND work_items.issue IS NOT NULL"
+    " THEN work_items.workspace || E'\\x01' || work_items.issue END)"
+)
+
+
+def _mark_held(d: str) -> Any:
+    if d == "sqlite":
+        return text(
+            "UPDATE work_items INDEXED BY ix_work_items_queued_on_issue SET held_by = :sid"
+            f" WHERE workspace = :ws AND issue = :issue AND {QUEUED_ON_ISSUE}"
+        )
+    return (
+        update(work_items).where(literal_column(PG_ON_ISSUE_KEY) == bindparam("key")).values(held_by=bindparam("sid"))
+    )
+
+
+_MARK_HELD = Prepared(_mark_held, writes="work_items")
+
+
+def issue_held(conn: Connection, workspace: str, issue: str, session_id: str | None) -> None:
+    """The issue's queued items are held by ``session_id`` (None: by no one), as its lease's
+    grant or release leaves them: a pull's indexes leave out the items others hold
+    (0017_queue_held). One probe of the issue's queued items, usually none."""
+    params = {"sid": session_id, "ws": workspace, "issue": issue, "key": f"{workspace}\x01{issue}"}
+    _MARK_HELD.write(conn, params)
 
 
 def _ledger(

@@ -236,6 +236,12 @@ work_items = Table(
     # first items wait on others costs it nothing (0016_queue_ready); ``work_blockers``
     # finds whom a finished item unblocks.
     Column("waiting_on", Integer, nullable=False, server_default="0"),
+    # Who holds a queued item's issue: the session of its unreleased lease (NULL: none, or
+    # no issue). The pull's indexes leave the items others hold out, so a queue whose first
+    # items are on issues others hold costs a pull nothing (0017_queue_held). Kept by the
+    # lease projection (a grant sets it on the issue's queued items, a release clears it)
+    # and read from the lease when an item is enqueued or re-queued; meaningless once claimed.
+    Column("held_by", String(128), nullable=True),
     # GET /v1/queue pages in enqueue order, all items or one status's: walks, not sorts of
     # every item the workspace ever had (0009_queue_order).
     Index("ix_work_items_order", "workspace", "enqueued_position"),
@@ -256,8 +262,9 @@ Index(
     work_items.c.enqueued_position,
 )
 #: The queued items a pull may take (nothing to wait for), partial: SQLite reads a project's
-#: ready items through it in pull order (named by the statements), so items waiting on
-#: others are never read (0016_queue_ready).
+#: ready items no one holds through it in pull order (named by the statements), so items
+#: waiting on others, or on issues others hold, are never read (0016_queue_ready,
+#: 0017_queue_held) ...
 READY = "status = 'queued' AND waiting_on = 0"
 Index(
     "ix_work_items_ready",
@@ -265,7 +272,27 @@ Index(
     work_items.c.project,
     work_items.c.priority.desc(),
     work_items.c.enqueued_position,
-    sqlite_where=text(READY),
+    sqlite_where=text(f"{READY} AND held_by IS NULL"),
+).ddl_if(dialect="sqlite")
+#: ... and the ready items a session holds the issue of through this one (the puller's own).
+Index(
+    "ix_work_items_held",
+    work_items.c.workspace,
+    work_items.c.project,
+    work_items.c.held_by,
+    work_items.c.priority.desc(),
+    work_items.c.enqueued_position,
+    sqlite_where=text(f"{READY} AND held_by IS NOT NULL"),
+).ddl_if(dialect="sqlite")
+#: An issue's queued items, which its lease's grant and release mark held and free (SQLite;
+#: PostgreSQL has an expression index of the same name, on ``workspace || chr(1) || issue``
+#: while queued: 0017_queue_held).
+QUEUED_ON_ISSUE = "status = 'queued' AND issue IS NOT NULL"
+Index(
+    "ix_work_items_queued_on_issue",
+    work_items.c.workspace,
+    work_items.c.issue,
+    sqlite_where=text(QUEUED_ON_ISSUE),
 ).ddl_if(dialect="sqlite")
 # A pull from a project at its cap reads only its ready items without an issue (in pull
 # order) and those on the issues it may still take: SQLite through this index (named by the
@@ -283,12 +310,14 @@ Index(
     sqlite_where=text(READY),
 ).ddl_if(dialect="sqlite")
 # PostgreSQL only (migration 0012_queue_live_key, not declared here: an expression index):
-# ix_work_items_live_key ON work_items ((CASE WHEN status = 'queued' AND waiting_on = 0 THEN
-#   workspace || E'\x01' || project || E'\x01queued' WHEN status IN ('claimed', 'running')
-#   THEN … || E'\x01active' END), priority DESC, enqueued_position) WHERE (…) IS NOT NULL — the
-#   queue's reads of a project's live items (handlers/queue.py: the stale workers' items, the
-#   pages of ready items): the only index they can use, holding no finished item and no item
-#   waiting on others (0016_queue_ready).
+# ix_work_items_live_key ON work_items ((CASE WHEN status = 'queued' AND waiting_on = 0 AND
+#   held_by IS NULL THEN workspace || E'\x01' || project || E'\x01queued' WHEN status =
+#   'queued' AND waiting_on = 0 THEN … || E'\x01held\x01' || held_by WHEN status IN
+#   ('claimed', 'running') THEN … || E'\x01active' END), priority DESC, enqueued_position)
+#   WHERE (…) IS NOT NULL — the queue's reads of a project's live items (handlers/queue.py:
+#   the stale workers' items, the pages of ready items no one holds and of the puller's
+#   own): the only index they can use, holding no finished item and no item waiting on
+#   others (0016_queue_ready, 0017_queue_held).
 
 work_blockers = Table(
     "work_blockers",

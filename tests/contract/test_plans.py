@@ -14,6 +14,7 @@ reclaims and queue pulls.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -452,6 +453,7 @@ def _items(n: int) -> list[dict[str, Any]]:
             "updated_us": 2_000 + i,
             "attempts": 1,
             "waiting_on": 0,
+            "held_by": None,
         }
         for i in range(n)
     ]
@@ -587,6 +589,12 @@ def _queue_history() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             {**items[0], "item_id": f"free-{n}", "project": project, "status": "queued", "session_id": None}
             | {"priority": n % 2, "enqueued_position": 200_100 + n, "issue": None}
         )
+    # queued and ready in Q on issues sessions hold (0017_queue_held): s3's own and s5's
+    for n, holder in enumerate(("s3", "s5")):
+        items.append(
+            {**items[0], "item_id": f"held-{n}", "project": "Q", "status": "queued", "session_id": None}
+            | {"priority": 1, "enqueued_position": 200_300 + n, "issue": f"H-{n}", "held_by": holder}
+        )
     # queued in Q, on I-1 and on none, waiting on a blocker: no pull reads them
     for n, issue in enumerate(("I-1", None)):
         items.append(
@@ -600,15 +608,8 @@ def _queue_history() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 #: pages), each with the indexes it may read: (statement, parameters, PostgreSQL, SQLite).
 _QUEUE_KEY = queue_projection.live_key(WS, "Q", "queued")
 _ACTIVE_KEY = queue_projection.live_key(WS, "Q", "active")
-#: Who pulls, and the issues its recovery released (as the backend binds them: below).
-_PASSING: dict[str, Any] = {"me": "s3", "me2": "s3", "recovered": ["I-9"]}
-
-
-def _bound(params: dict[str, Any], backend: str) -> dict[str, Any]:
-    """``params`` with a list parameter as the backend binds it (JSON for SQLite's ``json_each``)."""
-    if backend == "sqlite" and "recovered" in params:
-        return {**params, "recovered": json.dumps(params["recovered"])}
-    return params
+#: Who pulls: a page holds the items no one holds and its own (0017_queue_held).
+_PASSING: dict[str, Any] = {"me": "s3", "mine": queue_projection.held_key(WS, "Q", "s3")}
 
 
 _QUEUE: list[tuple[Prepared, dict[str, Any], list[str], list[str]]] = [
@@ -618,19 +619,20 @@ _QUEUE: list[tuple[Prepared, dict[str, Any], list[str], list[str]]] = [
         ["ix_work_items_live_key", "sessions_pkey"],
         ["ix_work_items_queue", "sqlite_autoindex_sessions_1"],
     ),
-    # the pages: each item's issue probed for a lease another session holds
+    # the pages: the ready items no one holds and the puller's own, two walks merged; no
+    # lease is read (each item's issue was probed for one before 0017_queue_held)
     (
         queue_handler._FIRST_PAGE,
         {"ws": WS, "project": "Q", "key": _QUEUE_KEY, "page": 4} | _PASSING,
-        ["ix_work_items_live_key", "uq_leases_unreleased"],
-        ["ix_work_items_ready", "uq_leases_unreleased"],
+        ["ix_work_items_live_key"],
+        ["ix_work_items_held", "ix_work_items_ready"],
     ),
     (
         queue_handler._NEXT_PAGE,
         {"ws": WS, "project": "Q", "key": _QUEUE_KEY, "page": 32, "priority": 1, "priority2": 1, "after": 200_001}
         | _PASSING,
-        ["ix_work_items_live_key", "uq_leases_unreleased"],
-        ["ix_work_items_ready", "uq_leases_unreleased"],
+        ["ix_work_items_live_key"],
+        ["ix_work_items_held", "ix_work_items_ready"],
     ),
     (
         queue_handler._OTHER_ACTIVE,
@@ -651,6 +653,13 @@ _QUEUE: list[tuple[Prepared, dict[str, Any], list[str], list[str]]] = [
         | {"page": 32, "priority": 1, "priority2": 1, "after": 200_001},
         ["ix_work_items_queued_issue_key"],
         ["ix_work_items_queued_issue"],
+    ),
+    # a grant or a release marks its issue's queued items held or free, by their own index
+    (
+        queue_projection._MARK_HELD,
+        {"ws": WS, "issue": "I-1", "key": f"{WS}\x01I-1", "sid": "s4"},
+        ["ix_work_items_queued_on_issue"],
+        ["ix_work_items_queued_on_issue"],
     ),
     # a finish ``done``: the items its item blocked, each by its key, wait on one fewer
     (
@@ -673,7 +682,7 @@ async def test_the_queue_reads_only_live_items_whatever_the_statistics(store: An
     read every item the session ever held (its statuses bound, so only a filter). On
     SQLite the pages sorted every queued item of the project (priority ascending in
     ``ix_work_items_queue``, 0014_queue_pull_order)."""
-    statements = [(stmt, _bound(params, backend)) for stmt, params, _, _ in _QUEUE]
+    statements = [(stmt, params) for stmt, params, _, _ in _QUEUE]
     expected = [pg if backend == "postgresql" else lite for _, _, pg, lite in _QUEUE]
 
     async def check(when: str) -> None:
@@ -683,8 +692,13 @@ async def test_the_queue_reads_only_live_items_whatever_the_statistics(store: An
             assert _index_of(plan) == indexes and "Seq Scan" not in plan, where
             assert "status_order" not in plan and "ix_work_items_order" not in plan, where
             if stmt is not queue_handler._OTHER_ACTIVE:  # walked in pull order, never sorted
-                # (SQLite sorted every queued item of the project on each pull before 0014)
-                assert "Sort Key: work_items.priority" not in plan and "TEMP B-TREE" not in plan, where
+                # (SQLite sorted every queued item of the project on each pull before 0014);
+                # a page's two walks are merged, their ``LIMIT``ed rows sorted at most
+                assert "Sort Key: work_items.priority" not in plan, where
+                lines = plan.splitlines()
+                for before, line in itertools.pairwise(lines):
+                    assert "TEMP B-TREE" not in line or before in ("SCAN ready", "SCAN mine"), where
+                assert "TEMP B-TREE" not in lines[0], where
         if backend == "postgresql":  # the count reads the session's active items only
             count = plans[[stmt for stmt, _ in statements].index(queue_handler._OTHER_ACTIVE)]
             assert re.search(r"Index Cond: .*session_id.*status", count), (when, count)
@@ -744,18 +758,18 @@ async def test_the_queue_statements_find_the_same_items_on_both_backends(store: 
     def read(conn: Connection) -> list[Any]:
         out: list[Any] = []
         for stmt, params, _, _ in _QUEUE:
-            if stmt is queue_projection._UNBLOCK:  # a write (what it does: tests/e2e/test_queue.py)
+            if stmt in (queue_projection._UNBLOCK, queue_projection._MARK_HELD):  # writes (tests/e2e/test_queue.py)
                 continue
             if stmt is queue_handler._OTHER_ACTIVE:
                 params = {**params, "item": "live-0"}
-            out.append([tuple(r) for r in stmt.rows(conn, _bound(params, backend))])
+            out.append([tuple(r) for r in stmt.rows(conn, params)])
         return out
 
     suspects, first, after, others, free, on_issue = await store.transact(read)
     assert suspects == [("s1",)]
-    # priority 1 first, then in enqueue order
-    assert [r[0] for r in first] == ["live-1", "free-1", "live-0", "live-2"]
-    assert [r[0] for r in after] == ["free-1", "live-0", "live-2", "free-0", "free-2"]
+    # priority 1 first, then in enqueue order; s3's held item among them, never s5's
+    assert [r[0] for r in first] == ["live-1", "free-1", "held-0", "live-0"]
+    assert [r[0] for r in after] == ["free-1", "held-0", "live-0", "live-2", "free-0", "free-2"]
     assert others == [(1,)]
     assert [r[0] for r in free] == ["free-1", "free-0", "free-2"]  # Q's queued items without an issue
     assert [r[0] for r in on_issue] == ["live-0", "live-2"]  # Q's queued on I-1, after live-1

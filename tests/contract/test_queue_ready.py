@@ -194,11 +194,13 @@ async def test_the_migration_counts_the_blockers_of_a_queue_that_had_blocked_ite
 
 def test_a_snapshot_written_before_a_column_was_added_loads_with_its_default() -> None:
     row = ["w-1", "default", "P", None, 0, None, "[]", "[]", "queued"] + [None] * 4 + [7, 1, 1, None, 0]
-    assert len(row) == len(work_items.columns) - 1  # written before 0016 added waiting_on
+    assert len(row) == len(work_items.columns) - 2  # written before 0016 added waiting_on, 0017 held_by
     old = zlib.compress(json.dumps([row]).encode())
-    assert table_rows(work_items, old) == [[*row, 0]]
-    now = zlib.compress(json.dumps([[*row, 2]]).encode())
-    assert table_rows(work_items, now) == [[*row, 2]]
+    assert table_rows(work_items, old) == [[*row, 0, None]]  # (held_by: nullable, no default)
+    since_0016 = zlib.compress(json.dumps([[*row, 2]]).encode())
+    assert table_rows(work_items, since_0016) == [[*row, 2, None]]
+    now = zlib.compress(json.dumps([[*row, 2, "s-1"]]).encode())
+    assert table_rows(work_items, now) == [[*row, 2, "s-1"]]
 
 
 @pytest.mark.postgres

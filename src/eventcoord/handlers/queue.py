@@ -37,9 +37,16 @@ from eventcoord.handlers.issues import (
     lock_project,
 )
 from eventcoord.liveness import not_live_clause
-from eventcoord.projections.queue import PG_LIVE_KEY, PG_QUEUED_ISSUE_KEY, live_key, queued_issue_key, statuses
+from eventcoord.projections.queue import (
+    PG_LIVE_KEY,
+    PG_QUEUED_ISSUE_KEY,
+    held_key,
+    live_key,
+    queued_issue_key,
+    statuses,
+)
 from eventcoord.projections.tables import issues, leases, sessions, work_items
-from eventcoord.store.prepared import Prepared, indexed_by, text_list, unindexed
+from eventcoord.store.prepared import Prepared, indexed_by, unindexed
 from eventcoord.store.schema import workspaces
 
 PAGE = 100
@@ -150,42 +157,35 @@ _SESSION_AND_SUSPECTS = Prepared(
 
 
 # A project's ready items (queued, waiting on nothing: 0016_queue_ready) in pull order,
-# highest priority first, then in enqueue order, a page at a time: a walk of one index,
-# never of the items that wait on others (a pull read each of those and its blockers).
-# PostgreSQL compares the live key, which ``ix_work_items_live_key`` alone indexes; SQLite
-# names ``ix_work_items_ready`` (``INDEXED BY``: its statements are text).
-#
-# Nor does a page hold an item on an issue another session holds, live or stale (a pull
-# never takes its lease: ``grant_for_work``), unless the pull's recovery released that lease
-# (``:recovered``): each item's issue is probed in ``uq_leases_unreleased`` as the index is
-# walked (on PostgreSQL a subplan per row, ``OFFSET 0``, never a join a generic plan could
-# hash every lease for), so the database passes them, not a page of them per round trip. The
-# probe is not locked: it only ever makes a pull pass an item (an issue it finds free is read
-# again, locked, by ``WorkReads.issue``), and a lease released meanwhile (release_issue takes
-# the project's guard, which the pull holds; ending the holder's session does not) leaves its
-# items to the next pull, as if this one had come a moment sooner. (``coalesce``: a lease
-# without a session is left to that read too, and ``session_id <> :me`` would let a planner
-# read the leases by ``ix_leases_session_live``, every live lease of every session.)
-_HELD_BY_OTHERS = (
-    "SELECT 1 FROM leases WHERE leases.workspace = :ws AND leases.issue = work_items.issue"
-    " AND leases.released_us IS NULL AND coalesce(leases.session_id, :me2) <> :me AND leases.issue {not_recovered}"
-)
-_SQLITE_HELD_BY_OTHERS = _HELD_BY_OTHERS.format(not_recovered="NOT IN (SELECT value FROM json_each(:recovered))")
-_PG_HELD_BY_OTHERS = _HELD_BY_OTHERS.format(not_recovered="<> ALL(CAST(:recovered AS text[])) OFFSET 0")
+# highest priority first, then in enqueue order, a page at a time: those on no issue
+# another session holds (0017_queue_held), that is, the ones no one holds and the puller's
+# own (``held_by = :me``), two walks of one index merged (each ``LIMIT``ed, then the
+# page's), never of the items that wait on others or that others hold, live or stale (a
+# pull never takes their lease: ``grant_for_work``; it used to walk them, the database
+# passing each after a probe of its issue's lease). PostgreSQL compares the live key
+# (``…queued`` and ``…held\x01<me>``), which ``ix_work_items_live_key`` alone indexes;
+# SQLite names ``ix_work_items_ready`` and ``ix_work_items_held`` (``INDEXED BY``: its
+# statements are text). The issues a pull's own recovery releases are read on their own
+# (``QueuedItems``): the read model marks them free only once its events are applied.
 _SQLITE_READY = (
     "SELECT {columns} FROM work_items INDEXED BY ix_work_items_ready"
-    " WHERE workspace = :ws AND project = :project AND status = 'queued' AND waiting_on = 0"
-    f" AND NOT EXISTS ({_SQLITE_HELD_BY_OTHERS})"
+    " WHERE workspace = :ws AND project = :project AND status = 'queued' AND waiting_on = 0 AND held_by IS NULL"
+)
+_SQLITE_MINE = (
+    "SELECT {columns} FROM work_items INDEXED BY ix_work_items_held"
+    " WHERE workspace = :ws AND project = :project AND status = 'queued' AND waiting_on = 0 AND held_by = :me"
 )
 # A project's ready items without an issue, or on one issue, in pull order: what a pull at
-# the project's cap may still take (0015_queue_at_cap). PostgreSQL compares the queued
-# issue key, which only ``ix_work_items_queued_issue_key`` indexes; SQLite names
-# ``ix_work_items_queued_issue`` (``IS``: an item without an issue has a NULL one).
+# the project's cap may still take (0015_queue_at_cap), and the items on an issue the
+# pull's recovery released. PostgreSQL compares the queued issue key, which only
+# ``ix_work_items_queued_issue_key`` indexes; SQLite names ``ix_work_items_queued_issue``
+# (``IS``: an item without an issue has a NULL one).
 _SQLITE_ON_ISSUE = (
     "SELECT {columns} FROM work_items INDEXED BY ix_work_items_queued_issue"
     " WHERE workspace = :ws AND project = :project AND status = 'queued' AND waiting_on = 0 AND issue IS :issue"
 )
-_PG_READY = f"SELECT {{columns}} FROM work_items WHERE {PG_LIVE_KEY} = :key AND NOT EXISTS ({_PG_HELD_BY_OTHERS})"
+_PG_READY = f"SELECT {{columns}} FROM work_items WHERE {PG_LIVE_KEY} = :key"
+_PG_MINE = f"SELECT {{columns}} FROM work_items WHERE {PG_LIVE_KEY} = :mine"
 _PG_ON_ISSUE = f"SELECT {{columns}} FROM work_items WHERE {PG_QUEUED_ISSUE_KEY} = :qkey"
 #: After a page's last item, in pull order (``_pages`` binds ``priority``, ``priority2``, ``after``).
 _AFTER = " AND (priority < :priority OR (priority = :priority2 AND enqueued_position > :after))"
@@ -194,12 +194,19 @@ _IN_ORDER = " ORDER BY priority DESC, enqueued_position LIMIT :page"
 
 def _in_pull_order(d: str, on_issue: bool, after: bool) -> Executable:
     columns = ", ".join(c.name for c in _ITEM_COLUMNS)
-    if d == "sqlite":
-        sql = _SQLITE_ON_ISSUE if on_issue else _SQLITE_READY
-    else:
-        sql = _PG_ON_ISSUE if on_issue else _PG_READY
+    then = _AFTER if after else ""
     lock = "" if d == "sqlite" else " FOR UPDATE SKIP LOCKED"
-    return text(sql.format(columns=columns) + (_AFTER if after else "") + _IN_ORDER + lock)
+    if on_issue:
+        return text(
+            (_SQLITE_ON_ISSUE if d == "sqlite" else _PG_ON_ISSUE).format(columns=columns) + then + _IN_ORDER + lock
+        )
+    # Each walk a subquery: SQLite orders, and PostgreSQL locks, a UNION's parts only so.
+    ready, mine = (_SQLITE_READY, _SQLITE_MINE) if d == "sqlite" else (_PG_READY, _PG_MINE)
+    parts = (
+        f"SELECT {columns} FROM ({q.format(columns=columns)}{then}{_IN_ORDER}{lock}) AS {name}"
+        for q, name in ((ready, "ready"), (mine, "mine"))
+    )
+    return text(" UNION ALL ".join(parts) + _IN_ORDER)
 
 
 _FIRST_PAGE = Prepared(lambda d: _in_pull_order(d, on_issue=False, after=False))
@@ -323,8 +330,8 @@ def _pages(
 class QueuedItems:
     """:class:`eventcoord.domain.queue.QueuedItems`: a project's queued items in selection
     order, a page at a time, without those on issues others hold (``caller``: who pulls;
-    ``recovered``: the issues its recovery released); once narrowed, only those a pull at the
-    cap may take."""
+    ``recovered``: the issues its recovery released, still held in the read model while it
+    decides, read on their own); once narrowed, only those a pull at the cap may take."""
 
     def __init__(
         self,
@@ -350,35 +357,29 @@ class QueuedItems:
             "project": project,
             "key": live_key(ws, project, "queued"),
             "me": self.caller,
-            "me2": self.caller,
-            "recovered": text_list(self.conn, self.recovered),
+            "mine": held_key(ws, project, self.caller),
         }
+        free = itertools.chain.from_iterable(_pages(self.conn, _FIRST_PAGE, _NEXT_PAGE, params, None, self.on_page))
         last: domain.ItemState | None = None
-        for page in _pages(self.conn, _FIRST_PAGE, _NEXT_PAGE, params, None, self.on_page):
-            yield from page
-            if page:
-                last = page[-1]
+        for item in heapq.merge(free, *(self._on_issue(i, None) for i in self.recovered), key=lambda i: i.order):
             if self._only is not None:  # the rest: without an issue, or on one of those
                 yield from self._narrowed(last)
                 return
+            if last is None or item.item_id != last.item_id:  # (an old snapshot's item may be in both)
+                yield item
+            last = item
+
+    def _on_issue(self, issue: str | None, after: domain.ItemState | None) -> Iterator[domain.ItemState]:
+        """The project's ready items on ``issue`` (None: without one) after ``after``, whoever holds it."""
+        ws, project = self.ctx.workspace, self.project
+        params = {"ws": ws, "project": project, "issue": issue, "qkey": queued_issue_key(ws, project, issue)}
+        pages = _pages(self.conn, _ON_ISSUE_FIRST, _ON_ISSUE_NEXT, params, after, self.on_page)
+        return itertools.chain.from_iterable(pages)
 
     def _narrowed(self, after: domain.ItemState | None) -> Iterator[domain.ItemState]:
         """The queued items after ``after`` without an issue or on one of the narrowed issues."""
         assert self._only is not None
-        ws, project = self.ctx.workspace, self.project
-        streams = [
-            itertools.chain.from_iterable(
-                _pages(
-                    self.conn,
-                    _ON_ISSUE_FIRST,
-                    _ON_ISSUE_NEXT,
-                    {"ws": ws, "project": project, "issue": issue, "qkey": queued_issue_key(ws, project, issue)},
-                    after,
-                    self.on_page,
-                )
-            )
-            for issue in (None, *sorted(self._only))
-        ]
+        streams = [self._on_issue(issue, after) for issue in (None, *sorted(self._only))]
         yield from heapq.merge(*streams, key=lambda i: i.order)
 
 

@@ -347,8 +347,10 @@ def table_rows(table: Table, data: bytes) -> list[list[Any]]:
 
     A snapshot keeps the columns its table had when it was written; a column added since
     (at the end, with a server default: ``work_items.waiting_on``, 0016_queue_ready) takes
-    its default. (An item that waited then reads as ready: a pull still checks each item's
-    blockers, so it only reads that item sooner.)
+    its default, and a nullable one without a default (``work_items.held_by``,
+    0017_queue_held) NULL. (An item that waited then reads as ready, and one on an issue
+    another held as held by no one: a pull still checks each item's blockers and its issue's
+    lease, so it only reads that item sooner.)
     """
     rows = decode_chunk(data)
     missing = list(table.columns)[len(rows[0]) :] if rows else []
@@ -360,6 +362,8 @@ def table_rows(table: Table, data: bytes) -> list[list[Any]]:
 
 def _server_default(column: Column[Any]) -> Any:
     default = column.server_default
+    if default is None and column.nullable:
+        return None
     if not isinstance(default, DefaultClause) or not isinstance(default.arg, str):
         raise ValueError(f"a snapshot lacks {column.table.name}.{column.name}, which has no server default")
     return column.type.python_type(default.arg)
