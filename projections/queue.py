@@ -17,27 +17,40 @@ from sqlalchemy.sql.selectable import ScalarSelect
 
 from eventcoord.codec import encode
 from eventcoord.events import WorkClaimed, WorkEnqueued, WorkFinished, WorkRequeued, WorkStarted
+from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared, text_list, unindexed
 
 from .base import Appliers
 from .tables import QUEUED_ON_ISSUE, leases, sessions, work_blockers, work_items, work_ledger
 
-_ACTOR_OF = Prepared(
-    lambda d: select(sessions.c.actor_key, sessions.c.host).where(sessions.c.session_id == bindparam("sid"))
-)
-_INSERT_LEDGER = Prepared(
-    lambda d: work_ledger.insert().values(
+
+def _insert_ledger(of_session: bool) -> Any:
+    """A ledger line; ``of_session``: with the actor and host of its session (they never
+    change), read by the insert itself: a deferrable write, where reading them first cost a
+    round trip of its own on PostgreSQL for every start, finish and re-queue."""
+    actor: Any = bindparam("actor")
+    host: Any = bindparam("host")
+    if of_session:
+        of = sessions.c.session_id == bindparam("sid")
+        actor = select(sessions.c.actor_key).where(of).scalar_subquery()
+        host = select(sessions.c.host).where(of).scalar_subquery()
+    return work_ledger.insert().values(
         position=bindparam("position"),
         workspace=bindparam("ws"),
         item_id=bindparam("item"),
         action=bindparam("action"),
         session_id=bindparam("sid"),
-        actor_key=bindparam("actor"),
-        host=bindparam("host"),
+        actor_key=actor,
+        host=host,
         detail=bindparam("detail"),
         recorded_us=bindparam("at"),
     )
+
+
+_INSERT_LEDGER = Prepared(lambda d: _insert_ledger(of_session=False))
+_INSERT_LEDGER_OF_SESSION = Prepared(
+    lambda d: _insert_ledger(of_session=True), writes="work_ledger", session_facts=True
 )
 # An item is found by its primary key, the only index this can use: the workspace is
 # checked, not searched by (``|| ''``), or a planner without statistics takes any index that
@@ -141,6 +154,25 @@ def _unblock(d: str) -> Any:
 _UNBLOCK = Prepared(_unblock)
 
 
+def _finish_unblocking(d: str) -> Any:
+    """PostgreSQL: an item finished ``done``, the items it blocked waiting on one fewer and
+    its blocker rows gone, in one statement: one deferred write where two (its row's, then
+    the others', which touch rows no key names) went one after the other, each alone, in a
+    batch of finishes. The rows differ: no item blocks itself (its blockers existed before it)."""
+    assert d == "postgresql", "SQLite runs _FINISHED, _UNBLOCK and _FORGET_BLOCKER in order"
+    done: dict[str, Any] = {
+        "status": bindparam("status"),
+        "outcome": bindparam("outcome"),
+        "updated_us": bindparam("at"),
+    }
+    finished = update(work_items).where(_ITEM).values(done).returning(work_items.c.item_id).cte("finished")
+    unblock: Any = _unblock(d)
+    return unblock.add_cte(finished)
+
+
+_FINISH_UNBLOCKING = Prepared(_finish_unblocking)
+
+
 def _blocker_finished(conn: Connection, workspace: str, item_id: str, done: bool) -> None:
     """The items ``item_id`` blocked wait on it no more if it finished ``done``; its rows go."""
     params = {"ws": workspace, "item": item_id}
@@ -160,6 +192,13 @@ def _holder(workspace: ColumnElement[Any], issue: ColumnElement[Any]) -> ScalarS
     )
 
 
+#: The writes of one item name it (``Prepared(rows=…)``): in a PostgreSQL batch the next
+#: command's read of another item by its key (``handlers/queue.load_item``) may carry them.
+#: Item ids are unique across workspaces. An issue's queued items are named by a span of
+#: their on-issue key instead (``_MARK_HELD``), which no item id is taken to miss.
+ONE_ITEM: dict[str, tuple[str, ...]] = {"work_items": ("item",)}
+
+
 _INSERT_ITEM = Prepared(
     lambda d: work_items.insert().values(
         item_id=bindparam("item"),
@@ -177,7 +216,8 @@ _INSERT_ITEM = Prepared(
         attempts=bindparam("attempts"),
         waiting_on=bindparam("waiting"),
         held_by=_holder(bindparam("ws"), bindparam("issue")),
-    )
+    ),
+    rows=ONE_ITEM,
 )
 _CLAIMED = Prepared(
     lambda d: (
@@ -192,17 +232,20 @@ _CLAIMED = Prepared(
             attempts=work_items.c.attempts + 1,
             updated_us=bindparam("at"),
         )
-    )
+    ),
+    rows=ONE_ITEM,
 )
 _STARTED = Prepared(
-    lambda d: update(work_items).where(_ITEM).values(status=bindparam("status"), updated_us=bindparam("at"))
+    lambda d: update(work_items).where(_ITEM).values(status=bindparam("status"), updated_us=bindparam("at")),
+    rows=ONE_ITEM,
 )
 _FINISHED = Prepared(
     lambda d: (
         update(work_items)
         .where(_ITEM)
         .values(status=bindparam("status"), outcome=bindparam("outcome"), updated_us=bindparam("at"))
-    )
+    ),
+    rows=ONE_ITEM,
 )
 _REQUEUED = Prepared(
     lambda d: (
@@ -217,7 +260,8 @@ _REQUEUED = Prepared(
             updated_us=bindparam("at"),
             held_by=_holder(work_items.c.workspace, work_items.c.issue),
         )
-    )
+    ),
+    rows=ONE_ITEM,
 )
 
 #: A queued item's *on-issue key* on PostgreSQL: its workspace and issue while it is queued
@@ -240,14 +284,18 @@ def _mark_held(d: str) -> Any:
     )
 
 
-_MARK_HELD = Prepared(_mark_held, writes="work_items")
+# It names its rows, an issue's queued items, by their on-issue key (``KeySpans``: one item's
+# id is never taken to miss them), so that the marks of a batch's claims of other issues go
+# together, with the next claim's reads (``Prepared(rows=…)``).
+_MARK_HELD = Prepared(_mark_held, writes="work_items", rows={"work_items": ("rows",)})
 
 
 def issue_held(conn: Connection, workspace: str, issue: str, session_id: str | None) -> None:
     """The issue's queued items are held by ``session_id`` (None: by no one), as its lease's
     grant or release leaves them: a pull's indexes leave out the items others hold
     (0017_queue_held). One probe of the issue's queued items, usually none."""
-    params = {"sid": session_id, "ws": workspace, "issue": issue, "key": f"{workspace}\x01{issue}"}
+    key = f"{workspace}\x01{issue}"
+    params = {"sid": session_id, "ws": workspace, "issue": issue, "key": key, "rows": KeySpans.points((key,))}
     _MARK_HELD.write(conn, params)
 
 
@@ -261,13 +309,10 @@ def _ledger(
     actor_key: str | None = None,
     host: str | None = None,
 ) -> None:
-    if session_id is not None and actor_key is None:
-        row = _ACTOR_OF.first(conn, {"sid": session_id})
-        if row is not None:
-            actor_key, host = row[0], row[1]
+    of_session = session_id is not None and actor_key is None
     if session_id is None and actor_key is None:
         actor_key = r.metadata.actor_key
-    _INSERT_LEDGER.write(
+    (_INSERT_LEDGER_OF_SESSION if of_session else _INSERT_LEDGER).write(
         conn,
         {
             "position": r.position,
@@ -345,11 +390,12 @@ def started(conn: Connection, r: RecordedEvent) -> None:
 def finished(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkFinished)
-    _FINISHED.write(
-        conn,
-        {"item": e.item_id, "ws": r.metadata.workspace, "status": e.outcome, "outcome": e.outcome, "at": r.recorded_us},
-    )
-    _blocker_finished(conn, r.metadata.workspace, e.item_id, e.outcome == "done")
+    params = {"item": e.item_id, "ws": r.metadata.workspace, "status": e.outcome, "outcome": e.outcome}
+    if e.outcome == "done" and conn.dialect.name == "postgresql":
+        _FINISH_UNBLOCKING.write(conn, {**params, "at": r.recorded_us})
+    else:
+        _FINISHED.write(conn, {**params, "at": r.recorded_us})
+        _blocker_finished(conn, r.metadata.workspace, e.item_id, e.outcome == "done")
     _ledger(conn, r, e.item_id, "finished", e.session_id, e.outcome)
 
 

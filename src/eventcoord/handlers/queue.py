@@ -38,6 +38,7 @@ from eventcoord.handlers.issues import (
 )
 from eventcoord.liveness import not_live_clause
 from eventcoord.projections.queue import (
+    ONE_ITEM,
     PG_LIVE_KEY,
     PG_QUEUED_ISSUE_KEY,
     held_key,
@@ -96,8 +97,8 @@ _ACTIVE_LITERAL = work_items.c.status.in_([literal_column(f"'{s}'") for s in dom
 _ITEM_SELECT = select(*_ITEM_COLUMNS).where(
     (work_items.c.item_id == bindparam("item")) & (unindexed(work_items.c.workspace) == WS)
 )
-_ITEM_PLAIN = Prepared(lambda d: _ITEM_SELECT)
-_ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update())
+_ITEM_PLAIN = Prepared(lambda d: _ITEM_SELECT, rows=ONE_ITEM)  # (another item's writes may go with it)
+_ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update(), rows=ONE_ITEM)
 # The workers of the project's claimed and running items that are stale (one row per item,
 # deduplicated by the caller: usually none), read from the items to their sessions only: no
 # index of work_items by session may serve it (after ANALYZE both planners drove from the

@@ -85,6 +85,7 @@ class _Pg:
         life_only: bool = False,
         counts_pending_life: bool = False,
         reads: frozenset[str] | None = None,
+        session_facts: bool = False,
     ) -> None:
         compiled = stmt.compile(dialect=_ASYNCPG)  # type: ignore[attr-defined]
         assert not compiled._bind_processors, "a Prepared statement's types need no bind processing"
@@ -117,8 +118,11 @@ class _Pg:
             else None
         )
         #: Whether it may read or write ``sessions`` (the text is searched too: SQL text
-        #: names no tables to find), and the parameter naming the one row it touches there.
-        self.reads_sessions = "sessions" in self.tables or _SESSIONS.search(self.sql) is not None
+        #: names no tables to find) more than facts a sign of life never changes, and the
+        #: parameter naming the one row it touches there.
+        self.reads_sessions = not session_facts and (
+            "sessions" in self.tables or _SESSIONS.search(self.sql) is not None
+        )
         self.session_row = session_row
         #: The tables it touches in one row only (or rows of one key): the parameters that
         #: name it, by table.
@@ -155,6 +159,7 @@ class Prepared:
         life_only: bool = False,
         counts_pending_life: bool = False,
         reads: Iterable[str] | None = None,
+        session_facts: bool = False,
     ) -> None:
         """``writes``: for a statement in SQL text, the one table it reads and changes, which
         lets :meth:`write` defer it (a built statement's tables are found in it).
@@ -174,6 +179,9 @@ class Prepared:
         otherwise only asks whether sessions are live, counting as live every session
         whose sign of life is pending (it binds :func:`pending_signs_of_life`): a deferred
         sign of life of another session may go with it.
+        ``session_facts``: it reads of ``sessions`` only what a sign of life never changes
+        (a session's actor and host), so the signs of life carried need not be written first
+        (with ``writes``, the one table it changes).
         """
         self._build = build
         self._writes = writes
@@ -182,6 +190,7 @@ class Prepared:
         self._life_only = life_only
         self._counts_pending_life = counts_pending_life
         self._reads = None if reads is None else frozenset(reads)
+        self._session_facts = session_facts
         self._stmts: dict[str, Executable] = {}
         self._sqlite_sql: str | None = None
         self._defaults: dict[str, Any] = {}
@@ -216,6 +225,7 @@ class Prepared:
                 self._life_only,
                 self._counts_pending_life,
                 self._reads,
+                self._session_facts,
             )
         return pg
 
