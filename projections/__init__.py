@@ -99,8 +99,9 @@ def apply(conn: Connection, recorded: Iterable[RecordedEvent]) -> None:
 
 
 #: Tables a projection's appliers read besides their own (the queue's ledger names a
-#: session's actor and host): a replay of that projection needs them, and their owners.
-READS: dict[str, tuple[Table, ...]] = {"queue": (tables.sessions,)}
+#: session's actor and host; an item enqueued or re-queued reads who holds its issue): a
+#: replay of that projection needs them, and their owners.
+READS: dict[str, tuple[Table, ...]] = {"queue": (tables.sessions, tables.leases)}
 
 _MODULES = {m.__name__.rpartition(".")[2]: m for m in PROJECTIONS}
 

@@ -16,7 +16,6 @@ from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared
 
 from .base import Appliers
-from .queue import issue_held
 from .tables import issues, leases, project_leases, projects
 
 
@@ -125,7 +124,6 @@ def lease_granted(conn: Connection, r: RecordedEvent) -> None:
         },
     )
     _COUNT_UNRELEASED.write(conn, {"ws": ws, "project": e.project, "delta": 1, "delta2": 1})
-    issue_held(conn, ws, e.issue, e.session_id)
 
 
 def _release_counted() -> Executable:
@@ -157,7 +155,6 @@ def lease_released(conn: Connection, r: RecordedEvent) -> None:
     else:
         for (project,) in _RELEASE_LEASE.rows(conn, params):
             _COUNT_UNRELEASED.write(conn, {"ws": ws, "project": project, "delta": -1, "delta2": -1})
-    issue_held(conn, ws, e.issue, None)
     if e.reason in ("expired", "superseded"):
         # The lock delay counts from here (SPEC §9); a queue re-queue records no ended_at.
         ended = e.ended_at_us if isinstance(e.ended_at_us, int) else r.recorded_us

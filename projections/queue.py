@@ -16,7 +16,15 @@ from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.selectable import ScalarSelect
 
 from eventcoord.codec import encode
-from eventcoord.events import WorkClaimed, WorkEnqueued, WorkFinished, WorkRequeued, WorkStarted
+from eventcoord.events import (
+    LeaseGranted,
+    LeaseReleased,
+    WorkClaimed,
+    WorkEnqueued,
+    WorkFinished,
+    WorkRequeued,
+    WorkStarted,
+)
 from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared, text_list, unindexed
@@ -164,6 +172,7 @@ def _finish_unblocking(d: str) -> Any:
         "status": bindparam("status"),
         "outcome": bindparam("outcome"),
         "updated_us": bindparam("at"),
+        "held_by": null(),
     }
     finished = update(work_items).where(_ITEM).values(done).returning(work_items.c.item_id).cte("finished")
     unblock: Any = _unblock(d)
@@ -231,6 +240,7 @@ _CLAIMED = Prepared(
             fencing_token=bindparam("token"),
             attempts=work_items.c.attempts + 1,
             updated_us=bindparam("at"),
+            held_by=null(),  # (a mark of queued items only)
         )
     ),
     rows=ONE_ITEM,
@@ -243,7 +253,7 @@ _FINISHED = Prepared(
     lambda d: (
         update(work_items)
         .where(_ITEM)
-        .values(status=bindparam("status"), outcome=bindparam("outcome"), updated_us=bindparam("at"))
+        .values(status=bindparam("status"), outcome=bindparam("outcome"), updated_us=bindparam("at"), held_by=null())
     ),
     rows=ONE_ITEM,
 )
@@ -406,7 +416,21 @@ def requeued(conn: Connection, r: RecordedEvent) -> None:
     _ledger(conn, r, e.item_id, "requeued", e.session_id, e.reason)
 
 
+def lease_granted(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, LeaseGranted)
+    issue_held(conn, r.metadata.workspace, e.issue, e.session_id)
+
+
+def lease_released(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, LeaseReleased)
+    issue_held(conn, r.metadata.workspace, e.issue, None)
+
+
 APPLIERS: Appliers = {
+    LeaseGranted: lease_granted,
+    LeaseReleased: lease_released,
     WorkEnqueued: enqueued,
     WorkClaimed: claimed,
     WorkStarted: started,

@@ -236,11 +236,12 @@ work_items = Table(
     # first items wait on others costs it nothing (0016_queue_ready); ``work_blockers``
     # finds whom a finished item unblocks.
     Column("waiting_on", Integer, nullable=False, server_default="0"),
-    # Who holds a queued item's issue: the session of its unreleased lease (NULL: none, or
-    # no issue). The pull's indexes leave the items others hold out, so a queue whose first
-    # items are on issues others hold costs a pull nothing (0017_queue_held). Kept by the
-    # lease projection (a grant sets it on the issue's queued items, a release clears it)
-    # and read from the lease when an item is enqueued or re-queued; meaningless once claimed.
+    # Who holds a queued item's issue: the session of its unreleased lease (NULL: none, no
+    # issue, or the item is not queued). The pull's indexes leave the items others hold out,
+    # so a queue whose first items are on issues others hold costs a pull nothing
+    # (0017_queue_held). The queue projection keeps it: a lease's grant sets it on the
+    # issue's queued items and a release clears it; an item enqueued or re-queued reads it
+    # from the lease, one claimed or finished drops it.
     Column("held_by", String(128), nullable=True),
     # GET /v1/queue pages in enqueue order, all items or one status's: walks, not sorts of
     # every item the workspace ever had (0009_queue_order).

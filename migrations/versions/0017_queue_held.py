@@ -8,10 +8,10 @@ none (bench/history.py --tiers, ``claim_next_work (behind held)``). The read mod
 keeps, on each queued item, who holds its issue:
 
 * ``work_items.held_by``: the session of the unreleased lease on the item's issue, for a
-  queued item (NULL: none, or the item has no issue). A grant sets it on the issue's queued
-  items and a release clears it (projections/leases.py); an item enqueued or re-queued
-  reads it from the issue's lease (projections/queue.py). It means nothing once the item
-  is claimed: a re-queue reads it again.
+  queued item (NULL: none, the item has no issue, or it is not queued). The queue
+  projection keeps it (projections/queue.py): a lease's grant sets it on the issue's queued
+  items and a release clears it; an item enqueued or re-queued reads it from the issue's
+  lease, and one claimed or finished drops it.
 * The indexes a pull walks leave those items out. PostgreSQL's live key is
   ``…\\x01queued`` for a ready item no one holds and ``…\\x01held\\x01<session>`` for one a
   session holds, so a pull reads two keys of ``ix_work_items_live_key``: the items no one

@@ -185,11 +185,13 @@ async def test_a_scratch_of_some_tables_answers_their_reads_and_refuses_others(s
         # The queue is not kept right in it: a read of it fails instead of answering wrongly.
         with pytest.raises(DatabaseError, match=r"access to work_items\.item_id is prohibited"):
             some.read(lambda c: list_queue(c, "default", None, None, 0, 1000))
-        # A queue scratch also keeps the sessions its ledger names (projections.READS).
+        # A queue scratch also keeps the sessions its ledger names and the leases that say
+        # who holds its items' issues (projections.READS; 0017_queue_held).
         assert build(head, None, ttl, None, {}, [], [t.name for t in LIST_QUEUE_TABLES]).tables == {
             "work_items",
             "work_ledger",
             "sessions",
+            "leases",
         }
     finally:
         whole.close()

@@ -69,6 +69,7 @@ class _Pg:
         "names",
         "reads_sessions",
         "rows",
+        "session_facts",
         "session_row",
         "sql",
         "tables",
@@ -117,6 +118,10 @@ class _Pg:
             if writes is not None or (reads is None and self.tables)
             else None
         )
+        #: It reads of ``sessions`` only what a sign of life never changes (``Prepared``).
+        self.session_facts = session_facts
+        if session_facts:  # (a deferred write of sessions other than a sign of life goes first)
+            self.tables = self.tables | {"sessions"}
         #: Whether it may read or write ``sessions`` (the text is searched too: SQL text
         #: names no tables to find) more than facts a sign of life never changes, and the
         #: parameter naming the one row it touches there.
@@ -458,6 +463,10 @@ def _apart(deferred: Sequence[tuple[_Pg, list[Any], Any]], pg: _Pg, keys: dict[s
         if d.writes_to is None:
             return False
         for table in d.writes_to & pg.tables:
+            if table == "sessions" and pg.session_facts:
+                if d.life_only:
+                    continue  # a sign of life changes none of the facts it reads
+                return False
             if keys is None or d_keys is None:
                 return False
             if table == "sessions" and pg.counts_pending_life and not d.life_only:
