@@ -19,12 +19,11 @@ import random
 from typing import Any
 
 import pytest
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Connection, select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from tests.contract.test_group_commit import _gone_quiet, encoded, execute
 from tests.contract.test_plans import _literal
+from tests.contract.test_queue_ready import at
 
 from eventcoord import projections
 from eventcoord.errors import DomainError
@@ -32,7 +31,6 @@ from eventcoord.handlers import queue as queue_handler
 from eventcoord.projections.queue import held_key, live_key
 from eventcoord.projections.tables import work_items
 from eventcoord.service import Outcome, Service
-from eventcoord.store.base import migrations_path
 from eventcoord.store.prepared import _Pg
 
 #: Every item with who holds it in the read model and, if it is queued, who holds its
@@ -240,15 +238,6 @@ async def test_a_pull_walks_none_of_the_items_on_issues_others_hold(store: Any) 
 async def test_the_migration_marks_the_queued_items_of_held_issues(db_url: str) -> None:
     """0017 sets ``held_by`` on the queued items whose issue has an unreleased lease."""
     engine = create_async_engine(db_url)
-
-    def at(revision: str, down: bool = False) -> Any:
-        def run(conn: Connection) -> None:
-            cfg = Config()
-            cfg.set_main_option("script_location", migrations_path())
-            cfg.attributes["connection"] = conn
-            (command.downgrade if down else command.upgrade)(cfg, revision)
-
-        return run
 
     items = [
         ("q-held", "queued", "H"),

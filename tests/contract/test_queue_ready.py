@@ -139,18 +139,21 @@ async def test_an_item_blocked_by_finished_items_waits_only_on_those_not_done(st
     assert [(e[1], e[2]) for e in edges] == [(open_, waits)]
 
 
+def at(revision: str, down: bool = False) -> Any:
+    """A ``run_sync`` step that migrates the connection's database up (or down) to ``revision``."""
+
+    def run(conn: Connection) -> None:
+        cfg = Config()
+        cfg.set_main_option("script_location", migrations_path())
+        cfg.attributes["connection"] = conn
+        (command.downgrade if down else command.upgrade)(cfg, revision)
+
+    return run
+
+
 async def test_the_migration_counts_the_blockers_of_a_queue_that_had_blocked_items(db_url: str) -> None:
     """0016 fills in ``waiting_on`` and ``work_blockers`` for the items queued before it."""
     engine = create_async_engine(db_url)
-
-    def at(revision: str, down: bool = False) -> Any:
-        def run(conn: Connection) -> None:
-            cfg = Config()
-            cfg.set_main_option("script_location", migrations_path())
-            cfg.attributes["connection"] = conn
-            (command.downgrade if down else command.upgrade)(cfg, revision)
-
-        return run
 
     def item(item_id: str, status: str, blocked_by: list[str]) -> dict[str, Any]:
         return {
