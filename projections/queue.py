@@ -300,6 +300,16 @@ def _mark_held(d: str) -> Any:
 _MARK_HELD = Prepared(_mark_held, writes="work_items", rows={"work_items": ("rows",)})
 
 
+#: Every queued item's mark, read from the leases (as 0017_queue_held fills it in): for read
+#: models restored from a snapshot, whose rows carry no mark if it was written before the
+#: column (``snapshots.table_rows`` gives them NULL). Idempotent; one statement.
+MARK_ALL_HELD = (
+    "UPDATE work_items SET held_by = (SELECT leases.session_id FROM leases"
+    " WHERE leases.workspace = work_items.workspace AND leases.issue = work_items.issue"
+    " AND leases.released_us IS NULL) WHERE status = 'queued' AND issue IS NOT NULL"
+)
+
+
 def issue_held(conn: Connection, workspace: str, issue: str, session_id: str | None) -> None:
     """The issue's queued items are held by ``session_id`` (None: by no one), as its lease's
     grant or release leaves them: a pull's indexes leave out the items others hold

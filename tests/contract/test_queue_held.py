@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import zlib
 from typing import Any
 
 import pytest
@@ -28,6 +29,8 @@ from tests.contract.test_queue_ready import at
 from eventcoord import projections
 from eventcoord.errors import DomainError
 from eventcoord.handlers import queue as queue_handler
+from eventcoord.history.scratch import Scratch
+from eventcoord.projections import tables
 from eventcoord.projections.queue import held_key, live_key
 from eventcoord.projections.tables import work_items
 from eventcoord.service import Outcome, Service
@@ -281,3 +284,40 @@ async def test_the_migration_marks_the_queued_items_of_held_issues(db_url: str) 
     expected = {"q-held": "s-1", "q-held-2": "s-1", "q-released": None, "q-none": None}
     assert held == {**expected, "claimed-held": None, "q-elsewhere": None}
     assert again == held
+
+
+async def test_read_models_restored_from_a_snapshot_without_marks_get_them_from_the_leases(store: Any) -> None:
+    """A snapshot written before 0017 has no ``held_by``: rows restored from it (a rebuild
+    after an archive, a history scratch) are marked from the restored leases."""
+    service = Service(store)
+    other = (await _ok(service, {"type": "register_agent", "actor": "other"}))["session_id"]
+    await _ok(service, {"type": "claim_issue", "session_id": other, "project": "P", "issue": "H"})
+    held = (await _ok(service, {"type": "enqueue_work", "project": "P", "issue": "H"}))["item_id"]
+    free = (await _ok(service, {"type": "enqueue_work", "project": "P", "issue": "F"}))["item_id"]
+    marks = {held: other, free: None}
+
+    def rows_of(conn: Connection, table: Any) -> list[list[Any]]:
+        return [list(r) for r in conn.execute(select(table))]
+
+    old = await store.query(lambda conn: {t.name: rows_of(conn, t) for t in (work_items, tables.leases)})
+    at_held = [c.name for c in work_items.columns].index("held_by")
+    assert {r[0]: r[at_held] for r in old["work_items"]} == marks
+    for row in old["work_items"]:  # as a snapshot written before the column loads
+        row[at_held] = None
+    head = await store.head()
+    await store.transact(lambda conn: projections.rebuild(conn, base_position=head, base_rows=old))
+    query = select(work_items.c.item_id, work_items.c.held_by)
+    assert dict(await store.query(lambda conn: conn.execute(query).all())) == marks
+
+    # A scratch loads the snapshot's chunks, each without the column.
+    scratch = Scratch(head, None, 3600, None, [work_items.name])
+    try:
+        chunks = {
+            "work_items": [zlib.compress(json.dumps([r[:at_held] for r in old["work_items"]]).encode())],
+            "leases": [zlib.compress(json.dumps(old["leases"]).encode())],
+        }
+        scratch.load(chunks)
+        with scratch.engine.connect() as conn:
+            assert dict(conn.execute(query).all()) == marks
+    finally:
+        scratch.close()

@@ -22,6 +22,7 @@ from sqlalchemy.pool import StaticPool
 from eventcoord import projections
 from eventcoord.api.queries.common import CLOCK_KEY
 from eventcoord.history.snapshots import CLOSED, COUNTED, READ_MODEL_NAMES, TABLES, path_counts, table_rows
+from eventcoord.projections.queue import MARK_ALL_HELD
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.schema import metadata
 
@@ -122,6 +123,8 @@ class Scratch:
                     rows = table_rows(table, data)
                     raw.executemany(sql, rows)
                     n += len(rows)
+            if chunks.get("work_items"):  # (a snapshot from before 0017_queue_held has no marks)
+                raw.execute(MARK_ALL_HELD)
         return n
 
     def replay(self, events: Sequence[RecordedEvent]) -> None:
