@@ -186,7 +186,7 @@ def rebuild(
             cols = [c.name for c in table.columns]
             conn.execute(table.insert(), [dict(zip(cols, row, strict=True)) for row in rows])
     if (base_rows or {}).get(tables.work_items.name) and tables.work_items in targets:
-        conn.exec_driver_sql(queue.MARK_ALL_HELD)  # (a snapshot from before 0017_queue_held has no marks)
+        conn.execute(queue.MARK_ALL_HELD)  # (a snapshot from before 0017_queue_held has no marks)
     after, applied = base_position, 0
     while True:
         page = log.read_recorded(conn, after, batch)

@@ -304,9 +304,7 @@ _MARK_HELD = Prepared(_mark_held, writes="work_items", rows={"work_items": ("row
 #: models restored from a snapshot, whose rows carry no mark if it was written before the
 #: column (``snapshots.table_rows`` gives them NULL). Idempotent; one statement.
 MARK_ALL_HELD = (
-    "UPDATE work_items SET held_by = (SELECT leases.session_id FROM leases"
-    " WHERE leases.workspace = work_items.workspace AND leases.issue = work_items.issue"
-    " AND leases.released_us IS NULL) WHERE status = 'queued' AND issue IS NOT NULL"
+    update(work_items).where(text(QUEUED_ON_ISSUE)).values(held_by=_holder(work_items.c.workspace, work_items.c.issue))
 )
 
 
@@ -410,11 +408,12 @@ def started(conn: Connection, r: RecordedEvent) -> None:
 def finished(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkFinished)
-    params = {"item": e.item_id, "ws": r.metadata.workspace, "status": e.outcome, "outcome": e.outcome}
+    ws, at = r.metadata.workspace, r.recorded_us
+    params = {"item": e.item_id, "ws": ws, "status": e.outcome, "outcome": e.outcome, "at": at}
     if e.outcome == "done" and conn.dialect.name == "postgresql":
-        _FINISH_UNBLOCKING.write(conn, {**params, "at": r.recorded_us})
+        _FINISH_UNBLOCKING.write(conn, params)
     else:
-        _FINISHED.write(conn, {**params, "at": r.recorded_us})
+        _FINISHED.write(conn, params)
         _blocker_finished(conn, r.metadata.workspace, e.item_id, e.outcome == "done")
     _ledger(conn, r, e.item_id, "finished", e.session_id, e.outcome)
 

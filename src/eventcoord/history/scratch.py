@@ -124,7 +124,7 @@ class Scratch:
                     raw.executemany(sql, rows)
                     n += len(rows)
             if chunks.get("work_items"):  # (a snapshot from before 0017_queue_held has no marks)
-                raw.execute(MARK_ALL_HELD)
+                conn.execute(MARK_ALL_HELD)
         return n
 
     def replay(self, events: Sequence[RecordedEvent]) -> None:
