@@ -167,3 +167,82 @@ async def test_a_race_lost_in_postgresql_is_run_again_and_decided_on_the_winner(
         assert reads == [2, 2]
     finally:
         await other.close()
+
+
+def append_two(first: str, second: str, second_expected: int | None) -> Callable[[Connection], log.Pending[int]]:
+    """Append to ``first`` (at its head), then to ``second`` at ``second_expected``."""
+
+    def run(conn: Connection) -> log.Pending[int]:
+        now_us, _ = dbclock.read(conn)
+        meta = EventMetadata(workspace="ws")
+        recorded = log.append(
+            conn,
+            [
+                NewEvent(first, AgentHeartbeat(session_id=first), meta),
+                NewEvent(second, AgentHeartbeat(session_id=second), meta),
+            ],
+            now_us,
+            expected={second: second_expected},
+        )
+        return log.Pending(lambda real: real(recorded[-1].position))
+
+    return run
+
+
+def versions(conn: Connection) -> list[tuple[int, str, int]]:
+    return [(e.position, e.stream, e.version) for e in log.read_wire(conn, 0, 1000)]
+
+
+def heads_stored(conn: Connection) -> tuple[int, dict[str, int]]:
+    """The position counter and the stream heads as the database holds them."""
+    head = conn.execute(text("SELECT position FROM store_head WHERE id = 1")).scalar_one()
+    rows = conn.execute(text("SELECT stream, version FROM stream_heads WHERE workspace = 'ws'")).all()
+    return int(head), {str(s): int(v) for s, v in rows}
+
+
+async def test_a_command_refused_after_moving_one_stream_gives_its_versions_and_positions_back(store: Any) -> None:
+    """In one batch: a command moves stream a, then finds stream b at another version than it
+    expects. The next command's event on a takes a's next version and the next position, and
+    the heads the database keeps are the log's (SQLite moves them in memory until commit,
+    ``store/log_tail.py``; PostgreSQL at its batch's end)."""
+    await store.transact(write("session:a"))
+    await store.transact(write("session:b"))
+    answers = await asyncio.gather(
+        store.transact(write("session:a")),
+        store.transact(append_two("session:a", "session:b", 5)),
+        store.transact(write("session:a")),
+        store.transact(append_two("session:a", "session:b", 1)),
+        return_exceptions=True,
+    )
+    assert isinstance(answers[1], errors.ConcurrencyError)
+    assert answers[0] == 3 and answers[2] == 4 and answers[3] == 6
+    assert await store.query(versions) == [
+        (1, "session:a", 1),
+        (2, "session:b", 1),
+        (3, "session:a", 2),
+        (4, "session:a", 3),
+        (5, "session:a", 4),
+        (6, "session:b", 2),
+    ]
+    assert await store.query(heads_stored) == (6, {"session:a": 4, "session:b": 2})
+    assert await store.head() == 6
+
+
+@pytest.mark.sqlite  # PostgreSQL replicas: tests/contract/test_group_commit.py
+async def test_two_sqlite_stores_on_one_file_append_after_each_other(store: Any, db_url: str) -> None:
+    """Another process on the file (a second server, the CLI) appends between our batches:
+    each batch reads the counter and the heads it moves afresh, under its write lock."""
+    from eventcoord.store import open_store
+
+    other = open_store(db_url)
+    await other.start()
+    try:
+        for i in range(3):
+            mine, theirs = await store.transact(write("session:s")), await other.transact(write("session:s"))
+            assert (mine, theirs) == (2 * i + 1, 2 * i + 2)
+        both = await asyncio.gather(*(s.transact(write("session:s")) for s in (store, other, store, other)))
+        assert sorted(both) == [7, 8, 9, 10]
+        assert [v for _, _, v in await other.query(versions)] == list(range(1, 11))
+        assert await store.query(heads_stored) == (10, {"session:s": 10})
+    finally:
+        await other.close()

@@ -1,0 +1,164 @@
+"""The position counter and stream heads of one SQLite write transaction, kept in memory.
+
+SQLite's writer holds the database's one write lock (``BEGIN IMMEDIATE``) from the first
+statement of a batch to its commit: no other connection, in this process or another, can
+move the position counter or a stream's head meanwhile. So the batch reads the counter at
+its first append and each stream's head the first time it appends to that stream (both
+plain reads, which see what the transaction wrote before), hands out positions and
+versions from memory, and writes the counter and the heads it moved once, just before it
+commits (:meth:`LogTail.flush`). Before, every command ran an ``UPDATE … RETURNING`` of
+the counter and an upsert ``… RETURNING`` of its stream's head: in SQLite a statement with
+``RETURNING`` costs about three times the same statement without it (~40 µs of a claim's
+~320 µs; ``docs/performance.md``, phase 12).
+
+The database still decides: what is kept here is only what this transaction read under
+the write lock and what it has appended since; nothing outlives the transaction. A command
+that fails is rewound (:meth:`LogTail.mark`, :meth:`LogTail.rewind`) with its savepoint, or
+when it failed before writing anything, so the positions it took go to the next command.
+PostgreSQL batches keep their own, provisional, positions (``store/batch.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from sqlalchemy import Connection, bindparam, select
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.sql import Executable
+
+from eventcoord.errors import ConcurrencyError
+from eventcoord.store.prepared import Prepared
+from eventcoord.store.schema import store_head, stream_heads
+
+_READ_HEAD = Prepared(lambda d: select(store_head.c.position).where(store_head.c.id == 1))
+_READ_STREAM = Prepared(
+    lambda d: select(stream_heads.c.version).where(
+        (stream_heads.c.workspace == bindparam("ws")) & (stream_heads.c.stream == bindparam("stream"))
+    )
+)
+_WRITE_HEAD = Prepared(lambda d: store_head.update().where(store_head.c.id == 1).values(position=bindparam("p")))
+
+
+def _write_streams(dialect: str) -> Executable:
+    ins = sqlite.insert(stream_heads).values(
+        workspace=bindparam("ws"), stream=bindparam("stream"), version=bindparam("v")
+    )
+    return ins.on_conflict_do_update(
+        index_elements=[stream_heads.c.workspace, stream_heads.c.stream], set_={"version": ins.excluded.version}
+    )
+
+
+_WRITE_STREAMS = Prepared(_write_streams)
+
+#: A stream whose head this transaction has not read (in the undo log).
+_UNREAD = -1
+
+Mark = tuple[int | None, int]
+
+
+class LogTail:
+    """The counter and the stream heads as this transaction has read and moved them."""
+
+    __slots__ = ("_head", "_moved", "_undo", "_versions")
+
+    def __init__(self) -> None:
+        #: The newest position handed out; None: none yet (the counter is not read before).
+        self._head: int | None = None
+        self._versions: dict[tuple[str, str], int] = {}
+        self._moved: set[tuple[str, str]] = set()
+        #: Each stream change as (stream, version before or _UNREAD, whether it had moved):
+        #: what :meth:`rewind` undoes.
+        self._undo: list[tuple[tuple[str, str], int, bool]] = []
+
+    def take(self, conn: Connection, count: int) -> int:
+        """Hand out ``count`` consecutive positions; returns the first."""
+        head = self._head
+        if head is None:
+            head = int(_READ_HEAD.scalar(conn, {}))
+        self._head = head + count
+        return head + 1
+
+    def head(self) -> int | None:
+        """The newest position handed out in this transaction (None: none yet)."""
+        return self._head
+
+    def version(self, conn: Connection, workspace: str, stream: str) -> int:
+        """A stream's current version (0: no events yet)."""
+        key = (workspace, stream)
+        v = self._versions.get(key)
+        if v is None:
+            v = self._versions[key] = int(_READ_STREAM.scalar(conn, {"ws": workspace, "stream": stream}) or 0)
+        return v
+
+    def advance(self, conn: Connection, workspace: str, stream: str, count: int, expected: int | None) -> int:
+        """Move a stream's head forward by ``count``; returns the first new version.
+
+        ``expected`` (not None) must be the stream's current version, else
+        :class:`ConcurrencyError`, as the database's own check would say.
+        """
+        current = self.version(conn, workspace, stream)
+        if expected is not None and current != expected:
+            if expected == 0:
+                raise ConcurrencyError(f"stream {stream!r} already exists (expected version 0)")
+            raise ConcurrencyError(f"stream {stream!r} is not at expected version {expected}")
+        key = (workspace, stream)
+        self._undo.append((key, current, key in self._moved))
+        self._versions[key] = current + count
+        self._moved.add(key)
+        return current + 1
+
+    def mark(self) -> Mark:
+        """Where the transaction stands before a command (see :meth:`rewind`)."""
+        return self._head, len(self._undo)
+
+    def rewind(self, mark: Mark) -> None:
+        """Undo what the commands since ``mark`` moved (they were rolled back)."""
+        self._head, undone = mark
+        while len(self._undo) > undone:
+            key, before, moved = self._undo.pop()
+            if before == _UNREAD:
+                self._versions.pop(key, None)
+            else:
+                self._versions[key] = before
+            if not moved:
+                self._moved.discard(key)
+
+    def flush(self, conn: Connection) -> None:
+        """Write the counter and the heads this transaction moved (just before its commit)."""
+        if self._head is not None:
+            _WRITE_HEAD.run(conn, {"p": self._head})
+        if self._moved:
+            _WRITE_STREAMS.many(
+                conn, [{"ws": ws, "stream": st, "v": self._versions[(ws, st)]} for ws, st in sorted(self._moved)]
+            )
+        self._head = None
+        self._versions.clear()
+        self._moved.clear()
+        self._undo.clear()
+
+
+_running: tuple[Connection, LogTail] | None = None
+
+
+def current(conn: Connection) -> LogTail | None:
+    """The tail of the SQLite write transaction running on ``conn``, if any."""
+    running = _running
+    return running[1] if running is not None and running[0] is conn else None
+
+
+@contextlib.contextmanager
+def running(conn: Connection) -> Iterator[LogTail]:
+    """Keep the log's tail in memory for the transaction running on ``conn`` meanwhile.
+
+    The caller calls :meth:`LogTail.flush` before it commits. Not reentrant across
+    connections: SQLite's writer runs one batch at a time, on the event loop.
+    """
+    global _running
+    before = _running
+    tail = LogTail()
+    _running = (conn, tail)
+    try:
+        yield tail
+    finally:
+        _running = before
