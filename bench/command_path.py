@@ -44,6 +44,18 @@ TOKEN = "bench-token"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+def baseline_tree(rev: str, tmp: Path) -> Path:
+    """``git archive`` of ``rev`` with its own projections/ and migrations/ importable first."""
+    root = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(["git", "archive", rev], cwd=root, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+    # The editable install maps eventcoord.projections/migrations to *this* checkout; links
+    # inside the extracted package are found first, so the baseline runs its own.
+    for name in ("projections", "migrations"):
+        (tmp / "src" / "eventcoord" / name).symlink_to(tmp / name)
+    return tmp / "src"
+
+
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
     with socket.socket() as s:

@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from command_path import (  # the bench folder is not a package: imported by path
     Run,
+    baseline_tree,
     fmt_run,
     free_port,
     head,
@@ -676,18 +677,6 @@ async def _tiers(
     return out
 
 
-def _baseline_tree(rev: str, tmp: Path) -> Path:
-    """``git archive`` of ``rev`` with its own projections/ and migrations/ importable first."""
-    root = Path(__file__).resolve().parent.parent
-    archive = subprocess.run(["git", "archive", rev], cwd=root, check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
-    # The editable install maps eventcoord.projections/migrations to *this* checkout; links
-    # inside the extracted package are found first, so the baseline runs its own.
-    for name in ("projections", "migrations"):
-        (tmp / "src" / "eventcoord" / name).symlink_to(tmp / name)
-    return tmp / "src"
-
-
 def run_tiers(args: argparse.Namespace) -> dict[str, Any]:
     """The tiers bench on each code tree (baseline, this tree), one child process each."""
     root = Path(__file__).resolve().parent.parent
@@ -695,7 +684,7 @@ def run_tiers(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="eventcoord-baseline-") as tmp:
         trees: list[tuple[str, Path | None]] = [("this tree", None)]
         if args.baseline:
-            trees.insert(0, (f"before ({args.baseline})", _baseline_tree(args.baseline, Path(tmp))))
+            trees.insert(0, (f"before ({args.baseline})", baseline_tree(args.baseline, Path(tmp))))
         for name, src in trees:
             env = dict(os.environ)
             if src is not None:

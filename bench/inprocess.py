@@ -2,7 +2,8 @@
 
 Measures what the store layer costs per command: commands/s, the process's CPU time per
 command (user + system) and, on SQLite, the WAL file's size at the end, for
-heartbeat_agent or claim_issue (new issues, two per new project), on a fresh SQLite file
+heartbeat_agent, claim_issue (new issues, two per new project) or claim_issue +
+release_issue pairs, on a fresh SQLite file
 or a fresh PostgreSQL database. With ``--baseline REF``
 it also runs the same load on the code of another git revision (``git archive`` into a
 temporary folder, imported first on ``PYTHONPATH``), alternating the two ``--rounds``
@@ -29,6 +30,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OPERATOR_WORKSPACE = "default"
+#: What each task sends: heartbeats, claims of new issues (two per new project), or a claim
+#: and the release of the same issue (counted as two commands).
+KINDS = ("heartbeat_agent", "claim_issue", "claim_issue+release_issue")
 
 
 async def measure(kind: str, url: str | None, tasks: int, per_task: int) -> dict[str, float]:
@@ -63,6 +67,12 @@ async def measure(kind: str, url: str | None, tasks: int, per_task: int) -> dict
                 for k in range(per_task):
                     if kind == "heartbeat_agent":
                         await send({"type": "heartbeat_agent", "session_id": sessions[i]})
+                    elif kind == "claim_issue+release_issue":  # a pair per step: two commands
+                        issue = f"I{i}-{k}"
+                        await send(
+                            {"type": "claim_issue", "session_id": sessions[i], "project": f"P{i}", "issue": issue}
+                        )
+                        await send({"type": "release_issue", "session_id": sessions[i], "issue": issue})
                     else:
                         await send(
                             {
@@ -80,7 +90,7 @@ async def measure(kind: str, url: str | None, tasks: int, per_task: int) -> dict
             wal_mb = wal.stat().st_size / 2**20 if url is None and wal.exists() else 0.0
         finally:
             await store.close()
-    n = tasks * per_task
+    n = tasks * per_task * (2 if "+" in kind else 1)
     cpu_us = ((c1.user - c0.user) + (c1.system - c0.system)) / n * 1e6
     return {"per_s": n / wall, "cpu_us": cpu_us, "wal_mb": wal_mb}
 
@@ -119,7 +129,7 @@ def run_child(src: Path | None, args: argparse.Namespace) -> dict[str, float]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--db", help="postgresql+asyncpg://user@host:port (a fresh database per run); default SQLite")
-    p.add_argument("--kind", choices=("heartbeat_agent", "claim_issue"), default="heartbeat_agent")
+    p.add_argument("--kind", choices=KINDS, default="heartbeat_agent")
     p.add_argument("--tasks", type=int, default=32, help="concurrent tasks, one session each (default 32)")
     p.add_argument("--per-task", type=int, default=100, help="commands per task (default 100)")
     p.add_argument("--rounds", type=int, default=2, help="alternations with --baseline (default 2)")
@@ -140,11 +150,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         base = None
         if args.baseline:
-            archive = subprocess.run(
-                ["git", "archive", args.baseline], cwd=ROOT, check=True, capture_output=True
-            ).stdout
-            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-            base = Path(tmp) / "src"
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from command_path import baseline_tree
+
+            base = baseline_tree(args.baseline, Path(tmp))
         runs: dict[str, list[dict[str, float]]] = {"baseline": [], "this tree": []}
         for _ in range(args.rounds if base else 1):
             for name, src in ((("baseline", base),) if base else ()) + (("this tree", None),):
