@@ -2,8 +2,8 @@
 
 Measures what the store layer costs per command: commands/s, the process's CPU time per
 command (user + system) and, on SQLite, the WAL file's size at the end, for
-heartbeat_agent, claim_issue (new issues, two per new project) or claim_issue +
-release_issue pairs, on a fresh SQLite file
+heartbeat_agent, claim_issue (new issues, two per new project), claim_issue +
+release_issue or claim_files + release_files pairs, on a fresh SQLite file
 or a fresh PostgreSQL database. With ``--baseline REF``
 it also runs the same load on the code of another git revision (``git archive`` into a
 temporary folder, imported first on ``PYTHONPATH``), alternating the two ``--rounds``
@@ -30,9 +30,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OPERATOR_WORKSPACE = "default"
-#: What each task sends: heartbeats, claims of new issues (two per new project), or a claim
-#: and the release of the same issue (counted as two commands).
-KINDS = ("heartbeat_agent", "claim_issue", "claim_issue+release_issue")
+#: What each task sends: heartbeats, claims of new issues (two per new project), a claim and
+#: the release of the same issue, or a claim of a new path and its release (a pair counts as
+#: two commands).
+KINDS = ("heartbeat_agent", "claim_issue", "claim_issue+release_issue", "claim_files+release_files")
 
 
 async def measure(kind: str, url: str | None, tasks: int, per_task: int) -> dict[str, float]:
@@ -73,6 +74,10 @@ async def measure(kind: str, url: str | None, tasks: int, per_task: int) -> dict
                             {"type": "claim_issue", "session_id": sessions[i], "project": f"P{i}", "issue": issue}
                         )
                         await send({"type": "release_issue", "session_id": sessions[i], "issue": issue})
+                    elif kind == "claim_files+release_files":  # a new path on a new issue, then its release
+                        issue, path = f"F{i}-{k}", f"w/{i}/{k}.py"
+                        await send({"type": "claim_files", "session_id": sessions[i], "issue": issue, "paths": [path]})
+                        await send({"type": "release_files", "session_id": sessions[i], "issue": issue})
                     else:
                         await send(
                             {

@@ -527,8 +527,12 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
         "declaring": declaring_key(ctx.workspace, cmd.issue),
     }
     row: Sequence[Any] | None
-    if held_locks.held(conn, held_locks.guard(ctx.workspace, key)):  # locked ahead, or by an earlier claim
-        row = _claim_row_ahead(conn, ctx, cmd)  # read ahead with the batch's other claims
+    on_sqlite = conn.dialect.name == "sqlite"
+    # Nothing to lock first: SQLite takes no guard (its one writer serialises every decision),
+    # or the PostgreSQL batch locked it ahead, or an earlier claim did. The caller's session
+    # is then read with the rest, in one statement.
+    if on_sqlite or held_locks.held(conn, held_locks.guard(ctx.workspace, key)):
+        row = None if on_sqlite else _claim_row_ahead(conn, ctx, cmd)  # read ahead with the batch's claims
         if row is None:
             revived = pending_signs_of_life(conn)  # live once written: the declarers count them
             row = _SESSION_AND_CLAIM_READS.first(conn, {**params, "sid": cmd.session_id, "revived": revived})
@@ -598,7 +602,7 @@ def _line_after_lock(conn: Connection, ctx: Context, issue: str, project: str) -
 
 def release_issue(conn: Connection, ctx: Context, cmd: ReleaseIssue) -> Decision:
     params = {"ws": ctx.workspace, "sid": cmd.session_id, "issue": cmd.issue}
-    if held_locks.held(conn, held_locks.lease_guard(ctx.workspace, cmd.issue)):
+    if conn.dialect.name == "sqlite" or held_locks.held(conn, held_locks.lease_guard(ctx.workspace, cmd.issue)):
         return _release_guarded(conn, ctx, cmd, params)
     row = _RELEASE_PEEK.first(conn, params)
     assert row is not None  # the one-row base
@@ -622,7 +626,8 @@ def release_issue(conn: Connection, ctx: Context, cmd: ReleaseIssue) -> Decision
 
 def _release_guarded(conn: Connection, ctx: Context, cmd: ReleaseIssue, params: dict[str, Any]) -> Decision:
     """:func:`release_issue` once its batch locked the guard of the issue's lease's project
-    ahead (PostgreSQL): one statement reads what the peek and the locked reads read."""
+    ahead (PostgreSQL), or on SQLite, which takes no guard: one statement reads what the
+    peek and the locked reads read."""
     row = _RELEASE_LOCKED_READS.first(conn, params)
     assert row is not None  # the one-row base
     n = len(SESSION_COLUMNS)
@@ -632,7 +637,7 @@ def _release_guarded(conn: Connection, ctx: Context, cmd: ReleaseIssue, params: 
     free: IssueLine | None = None
     if lease is not None and lease.session_id == cmd.session_id:
         key = streams.project(lease.project)
-        if not held_locks.held(conn, held_locks.guard(ctx.workspace, key)):
+        if conn.dialect.name != "sqlite" and not held_locks.held(conn, held_locks.guard(ctx.workspace, key)):
             # Not the lease whose guard was locked ahead (one granted since, in the batch):
             # its guard first, then read again what it guards.
             lock_guard(conn, ctx.workspace, key)
