@@ -4,7 +4,8 @@ cannot move.
 Timings on this shared 2-core machine move by a third between runs (the no-op stack alone
 ran at 4,200 to 7,200 req/s in one sitting), so a change worth 10 % of a command is lost in
 them. Instructions are not: ``valgrind --tool=callgrind`` counts every instruction the
-interpreter and SQLite run in user space (not the kernel's), the same count for the same code and
+interpreter and SQLite run in user space (not the kernel's) on the main thread, the
+thread that runs the event loop and every command, the same count for the same code and
 input whatever else the machine does. For each code tree it runs ``bench/inprocess.py``'s
 load (``Service.execute`` from concurrent tasks on a fresh SQLite file, no HTTP) twice, with
 ``--low`` and ``--high`` commands per task, and reports the difference per command: start-up,
@@ -35,18 +36,40 @@ from command_path import baseline_tree  # the bench folder is not a package: imp
 from inprocess import KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
-_COLLECTED = re.compile(r"Collected : (\d+)")
+_SUMMARY = re.compile(r"^summary: (\d+)$", re.MULTILINE)
 
 
 def count(src: Path | None, kind: str, tasks: int, per_task: int) -> int:
-    """Instructions of one ``inprocess.py`` child run on the code at ``src`` (None: this tree)."""
+    """Instructions of the main thread of one ``inprocess.py`` child run on the code at
+    ``src`` (None: this tree).
+
+    The main thread only: it runs the event loop, and with it SQLite's writer and every
+    command. The others run the migrations and the WAL checkpoints, which the store starts
+    every quarter of a second whatever was written: under valgrind's slowdown their count
+    grew with the run's wall time, which the machine's load sets (a run beside another
+    process counted ~8 % more per heartbeat).
+    """
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = f"{src}{os.pathsep}{env.get('PYTHONPATH', '')}"
-    argv = [
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
+    with tempfile.TemporaryDirectory(prefix="eventcoord-callgrind-") as out:
+        argv = [
+            "valgrind",
+            "--tool=callgrind",
+            "--separate-threads=yes",
+            f"--callgrind-out-file={out}/run",
+            *_child(kind, tasks, per_task),
+        ]
+        subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+        main = Path(out) / "run-01"  # callgrind numbers the threads from 1, the main one first
+        found = _SUMMARY.findall(main.read_text()) if main.exists() else []
+    if not found:
+        raise RuntimeError(f"callgrind wrote no count for the main thread ({main})")
+    return int(found[0])
+
+
+def _child(kind: str, tasks: int, per_task: int) -> list[str]:
+    return [
         sys.executable,
         str(ROOT / "bench" / "inprocess.py"),
         "--child",
@@ -57,11 +80,6 @@ def count(src: Path | None, kind: str, tasks: int, per_task: int) -> int:
         "--per-task",
         str(per_task),
     ]
-    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=True)
-    found = _COLLECTED.findall(done.stderr)
-    if not found:
-        raise RuntimeError(f"valgrind printed no count:\n{done.stderr[-2000:]}")
-    return int(found[-1])
 
 
 def per_command(src: Path | None, kind: str, tasks: int, low: int, high: int) -> float:
