@@ -4,7 +4,7 @@ SQLite's one writer holds the database's write lock from a batch's ``BEGIN IMMED
 its commit, so:
 
 * the position counter and the stream heads are read once and moved in memory, and written
-  once before the commit (``store/log_tail.py``): no ``UPDATE … RETURNING`` of the counter
+  once before the commit (``store/log_heads.py``): no ``UPDATE … RETURNING`` of the counter
   and no upsert ``… RETURNING`` of a stream head per command;
 * a claim_issue or a release_issue reads what it decides on in one statement, its session
   included: there is no guard to lock first (``lock_guard``), so nothing separates the

@@ -204,7 +204,7 @@ async def test_a_command_refused_after_moving_one_stream_gives_its_versions_and_
     """In one batch: a command moves stream a, then finds stream b at another version than it
     expects. The next command's event on a takes a's next version and the next position, and
     the heads the database keeps are the log's (SQLite moves them in memory until commit,
-    ``store/log_tail.py``; PostgreSQL at its batch's end)."""
+    ``store/log_heads.py``; PostgreSQL at its batch's end)."""
     await store.transact(write("session:a"))
     await store.transact(write("session:b"))
     answers = await asyncio.gather(

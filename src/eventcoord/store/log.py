@@ -31,7 +31,7 @@ from eventcoord.codec import (
 )
 from eventcoord.errors import ConcurrencyError
 from eventcoord.events import Event
-from eventcoord.store import batch, log_tail
+from eventcoord.store import batch, log_heads
 from eventcoord.store.batch import Requeue
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import events, store_head, stream_heads
@@ -136,10 +136,10 @@ def append(
         counts[item.stream] = counts.get(item.stream, 0) + 1
     b = batch.current(conn)
     next_version: dict[str, int | None]
-    tail = log_tail.current(conn) if b is None else None
-    if tail is not None:  # SQLite's writer: the counter and the heads move in memory until commit
-        next_version = {s: tail.advance(conn, workspace, s, counts[s], expected.get(s)) for s in counts}
-        position = tail.take(conn, len(new))
+    heads = log_heads.current(conn) if b is None else None
+    if heads is not None:  # SQLite's writer: the counter and the heads move in memory until commit
+        next_version = {s: heads.advance(conn, workspace, s, counts[s], expected.get(s)) for s in counts}
+        position = heads.take(conn, len(new))
     elif b is None:
         # Sorted, so concurrent appenders lock stream heads in one order (no deadlocks).
         next_version = {s: _advance_stream(conn, workspace, s, counts[s], expected.get(s)) for s in sorted(counts)}
@@ -253,9 +253,9 @@ def _advance_stream(conn: Connection, workspace: str, stream: str, count: int, e
 
 def stream_version(conn: Connection, workspace: str, stream: str) -> int:
     """The current version of a stream (0 when it has no events)."""
-    tail = log_tail.current(conn)
-    if tail is not None:
-        return tail.version(conn, workspace, stream)
+    heads = log_heads.current(conn)
+    if heads is not None:
+        return heads.version(conn, workspace, stream)
     v = conn.execute(
         select(stream_heads.c.version).where(
             (stream_heads.c.workspace == workspace) & (stream_heads.c.stream == stream)
@@ -275,8 +275,8 @@ def head(conn: Connection) -> int:
         last = b.last()
         if last is not None:
             return last
-    tail = log_tail.current(conn)
-    if tail is not None and (handed := tail.head()) is not None:
+    heads = log_heads.current(conn)
+    if heads is not None and (handed := heads.head()) is not None:
         return handed
     return int(_HEAD.scalar(conn, {}))
 

@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.store import log_tail, stats
+from eventcoord.store import log_heads, stats
 from eventcoord.store.base import EventStore, ReadsAhead, upgrade
 from eventcoord.store.batch import identity
 from eventcoord.store.log import Pending
@@ -292,22 +292,22 @@ class SqliteEventStore(EventStore):
 
     @staticmethod
     def _run_jobs(conn: Connection, jobs: list[_Job], *, savepoints: bool) -> list[Any]:
-        """Run the jobs in the transaction begun on ``conn``; the log's tail is written last."""
-        with writer_connection(conn) as raw, log_tail.running(conn) as tail:
-            outcomes = SqliteEventStore._run_each(conn, raw, tail, jobs, savepoints=savepoints)
-            tail.flush(conn)
+        """Run the jobs in the transaction begun on ``conn``; the log's heads is written last."""
+        with writer_connection(conn) as raw, log_heads.running(conn) as heads:
+            outcomes = SqliteEventStore._run_each(conn, raw, heads, jobs, savepoints=savepoints)
+            heads.flush(conn)
             return outcomes
 
     @staticmethod
     def _run_each(
-        conn: Connection, raw: Any, tail: log_tail.LogTail, jobs: list[_Job], *, savepoints: bool
+        conn: Connection, raw: Any, heads: log_heads.LogHeads, jobs: list[_Job], *, savepoints: bool
     ) -> list[Any]:
         outcomes: list[Any] = []
         for job in jobs:
             if savepoints:
                 raw.execute("SAVEPOINT command")
             before = raw.total_changes
-            mark = tail.mark()
+            mark = heads.mark()
             try:
                 outcome = job.fn(conn)
                 # Positions are final as soon as SQLite's one writer hands them out.
@@ -330,6 +330,6 @@ class SqliteEventStore(EventStore):
                 raw.execute("RELEASE command")
             elif raw.total_changes != before:
                 raise _PartialWrite
-            tail.rewind(mark)  # what it moved in memory goes back with it
+            heads.rewind(mark)  # what it moved in memory goes back with it
             outcomes.append(outcome)
         return outcomes

@@ -6,14 +6,14 @@ move the position counter or a stream's head meanwhile. So the batch reads the c
 its first append and each stream's head the first time it appends to that stream (both
 plain reads, which see what the transaction wrote before), hands out positions and
 versions from memory, and writes the counter and the heads it moved once, just before it
-commits (:meth:`LogTail.flush`). Before, every command ran an ``UPDATE … RETURNING`` of
+commits (:meth:`LogHeads.flush`). Before, every command ran an ``UPDATE … RETURNING`` of
 the counter and an upsert ``… RETURNING`` of its stream's head: in SQLite a statement with
-``RETURNING`` costs about three times the same statement without it (~40 µs of a claim's
-~320 µs; ``docs/performance.md``, phase 12).
+``RETURNING`` costs about three times the same statement without it (7.4 against 2.7 µs
+for the counter's update; ``docs/performance.md``, phase 12).
 
 The database still decides: what is kept here is only what this transaction read under
 the write lock and what it has appended since; nothing outlives the transaction. A command
-that fails is rewound (:meth:`LogTail.mark`, :meth:`LogTail.rewind`) with its savepoint, or
+that fails is rewound (:meth:`LogHeads.mark`, :meth:`LogHeads.rewind`) with its savepoint, or
 when it failed before writing anything, so the positions it took go to the next command.
 PostgreSQL batches keep their own, provisional, positions (``store/batch.py``).
 """
@@ -57,7 +57,7 @@ _UNREAD = -1
 Mark = tuple[int | None, int]
 
 
-class LogTail:
+class LogHeads:
     """The counter and the stream heads as this transaction has read and moved them."""
 
     __slots__ = ("_head", "_moved", "_undo", "_versions")
@@ -138,27 +138,28 @@ class LogTail:
         self._undo.clear()
 
 
-_running: tuple[Connection, LogTail] | None = None
+_running: tuple[Connection, LogHeads] | None = None
 
 
-def current(conn: Connection) -> LogTail | None:
-    """The tail of the SQLite write transaction running on ``conn``, if any."""
+def current(conn: Connection) -> LogHeads | None:
+    """The heads of the SQLite write transaction running on ``conn``, if any."""
     running = _running
     return running[1] if running is not None and running[0] is conn else None
 
 
 @contextlib.contextmanager
-def running(conn: Connection) -> Iterator[LogTail]:
-    """Keep the log's tail in memory for the transaction running on ``conn`` meanwhile.
+def running(conn: Connection) -> Iterator[LogHeads]:
+    """Keep the log's heads in memory for the transaction running on ``conn`` meanwhile.
 
-    The caller calls :meth:`LogTail.flush` before it commits. Not reentrant across
-    connections: SQLite's writer runs one batch at a time, on the event loop.
+    The caller calls :meth:`LogHeads.flush` before it commits. One slot for the process
+    serves: SQLite's writer runs one batch at a time, on the event loop, and a batch's
+    statements run on its connection only.
     """
     global _running
     before = _running
-    tail = LogTail()
-    _running = (conn, tail)
+    heads = LogHeads()
+    _running = (conn, heads)
     try:
-        yield tail
+        yield heads
     finally:
         _running = before
