@@ -2,7 +2,7 @@
 cannot move.
 
 Timings on this shared 2-core machine move by a third between runs (the no-op stack alone
-ran at 4,200 to 7,200 req/s in one sitting), so a change worth 10 % of a command is lost in
+ran at 3,800 to 7,100 req/s within one run), so a change worth 10 % of a command is lost in
 them. Instructions are not: ``valgrind --tool=callgrind`` counts every instruction the
 interpreter and SQLite run in user space (not the kernel's) on the main thread, the
 thread that runs the event loop and every command, the same count for the same code and
@@ -17,7 +17,7 @@ revision the same way (its own projections and migrations).
 
 What it does not see: the HTTP layer (``bench/commands.py``), PostgreSQL's server (another
 process), and time spent waiting (an instruction of a cache miss counts one). Needs
-valgrind (``apt-get install -y valgrind``); each count takes about a minute.
+valgrind (``apt-get install -y valgrind``); each count takes a few minutes.
 """
 
 from __future__ import annotations
