@@ -292,7 +292,8 @@ class SqliteEventStore(EventStore):
 
     @staticmethod
     def _run_jobs(conn: Connection, jobs: list[_Job], *, savepoints: bool) -> list[Any]:
-        """Run the jobs in the transaction begun on ``conn``; the log's heads is written last."""
+        """Run the jobs in the transaction begun on ``conn``; the counter and the stream heads they
+        moved are written last (``log_heads``)."""
         with writer_connection(conn) as raw, log_heads.running(conn) as heads:
             outcomes = SqliteEventStore._run_each(conn, raw, heads, jobs, savepoints=savepoints)
             heads.flush(conn)
