@@ -256,12 +256,7 @@ def stream_version(conn: Connection, workspace: str, stream: str) -> int:
     heads = log_heads.current(conn)
     if heads is not None:
         return heads.version(conn, workspace, stream)
-    v = conn.execute(
-        select(stream_heads.c.version).where(
-            (stream_heads.c.workspace == workspace) & (stream_heads.c.stream == stream)
-        )
-    ).scalar_one_or_none()
-    return int(v or 0)
+    return int(log_heads.READ_STREAM.scalar(conn, {"ws": workspace, "stream": stream}) or 0)
 
 
 def head(conn: Connection) -> int:
@@ -278,10 +273,7 @@ def head(conn: Connection) -> int:
     heads = log_heads.current(conn)
     if heads is not None and (handed := heads.head()) is not None:
         return handed
-    return int(_HEAD.scalar(conn, {}))
-
-
-_HEAD = Prepared(lambda d: select(store_head.c.position).where(store_head.c.id == 1))
+    return int(log_heads.READ_HEAD.scalar(conn, {}))
 
 
 def _log_visible(conn: Connection) -> None:

@@ -31,8 +31,10 @@ from eventcoord.errors import ConcurrencyError
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import store_head, stream_heads
 
-_READ_HEAD = Prepared(lambda d: select(store_head.c.position).where(store_head.c.id == 1))
-_READ_STREAM = Prepared(
+#: The position counter, and a stream's head (binds ``ws``, ``stream``), as the database
+#: holds them (``log.head`` and ``log.stream_version`` read them too).
+READ_HEAD = Prepared(lambda d: select(store_head.c.position).where(store_head.c.id == 1))
+READ_STREAM = Prepared(
     lambda d: select(stream_heads.c.version).where(
         (stream_heads.c.workspace == bindparam("ws")) & (stream_heads.c.stream == bindparam("stream"))
     )
@@ -51,9 +53,6 @@ def _write_streams(dialect: str) -> Executable:
 
 _WRITE_STREAMS = Prepared(_write_streams)
 
-#: A stream whose head this transaction has not read (in the undo log).
-_UNREAD = -1
-
 Mark = tuple[int | None, int]
 
 
@@ -67,7 +66,7 @@ class LogHeads:
         self._head: int | None = None
         self._versions: dict[tuple[str, str], int] = {}
         self._moved: set[tuple[str, str]] = set()
-        #: Each stream change as (stream, version before or _UNREAD, whether it had moved):
+        #: Each stream change as (stream, version before, whether it had moved before):
         #: what :meth:`rewind` undoes.
         self._undo: list[tuple[tuple[str, str], int, bool]] = []
 
@@ -75,7 +74,7 @@ class LogHeads:
         """Hand out ``count`` consecutive positions; returns the first."""
         head = self._head
         if head is None:
-            head = int(_READ_HEAD.scalar(conn, {}))
+            head = int(READ_HEAD.scalar(conn, {}))
         self._head = head + count
         return head + 1
 
@@ -88,7 +87,7 @@ class LogHeads:
         key = (workspace, stream)
         v = self._versions.get(key)
         if v is None:
-            v = self._versions[key] = int(_READ_STREAM.scalar(conn, {"ws": workspace, "stream": stream}) or 0)
+            v = self._versions[key] = int(READ_STREAM.scalar(conn, {"ws": workspace, "stream": stream}) or 0)
         return v
 
     def advance(self, conn: Connection, workspace: str, stream: str, count: int, expected: int | None) -> int:
@@ -117,10 +116,7 @@ class LogHeads:
         self._head, undone = mark
         while len(self._undo) > undone:
             key, before, moved = self._undo.pop()
-            if before == _UNREAD:
-                self._versions.pop(key, None)
-            else:
-                self._versions[key] = before
+            self._versions[key] = before  # as read: still the database's
             if not moved:
                 self._moved.discard(key)
 
