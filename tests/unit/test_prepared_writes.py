@@ -70,18 +70,18 @@ def test_a_deferred_write_goes_with_a_statement_only_where_their_rows_differ() -
     from eventcoord.handlers.issues import _RELEASE_PEEK
     from eventcoord.projections.leases import _RELEASE_COUNTED
     from eventcoord.projections.sessions import _SIGN_OF_LIFE
-    from eventcoord.store.prepared import _apart
+    from eventcoord.store.deferred_writes import DeferredWrites
 
     release, sign, peek = _RELEASE_COUNTED._asyncpg(), _SIGN_OF_LIFE._asyncpg(), _RELEASE_PEEK._asyncpg()
     released = (release, [], release.keys({"ws": "w", "issue": "P-1", "at": 1, "reason": "released"}))
     signed = (sign, [], sign.keys({"sid": "s1", "seen": 1}))
     other = peek.keys({"ws": "w", "issue": "P-2", "sid": "s2"})
-    assert _apart([released, signed], peek, other)
+    assert DeferredWrites([released, signed]).apart(peek, other)
     # the same lease, or the same session, must be read after the write
-    assert not _apart([released], peek, peek.keys({"ws": "w", "issue": "P-1", "sid": "s2"}))
-    assert not _apart([signed], peek, peek.keys({"ws": "w", "issue": "P-2", "sid": "s1"}))
+    assert not DeferredWrites([released]).apart(peek, peek.keys({"ws": "w", "issue": "P-1", "sid": "s2"}))
+    assert not DeferredWrites([signed]).apart(peek, peek.keys({"ws": "w", "issue": "P-2", "sid": "s1"}))
     # a statement that names no rows shares the tables whole
-    assert not _apart([released], peek, None)
+    assert not DeferredWrites([released]).apart(peek, None)
 
 
 def test_a_claim_s_reads_take_the_last_claim_s_writes_and_signs_of_life_of_others_only() -> None:
@@ -92,7 +92,7 @@ def test_a_claim_s_reads_take_the_last_claim_s_writes_and_signs_of_life_of_other
     from eventcoord.projections.leases import _COUNT_UNRELEASED, _INSERT_LEASE, _UPSERT_ISSUE
     from eventcoord.projections.sessions import _END, _HEARTBEAT, _SIGN_OF_LIFE
     from eventcoord.projections.waits import _LEAVE_LINE
-    from eventcoord.store.prepared import _apart
+    from eventcoord.store.deferred_writes import DeferredWrites
 
     reads = _SESSION_AND_CLAIM_READS._asyncpg()
     mine = reads.keys({"ws": "w", "project": "B", "issue": "B-1", "sid": "s2"})
@@ -108,12 +108,12 @@ def test_a_claim_s_reads_take_the_last_claim_s_writes_and_signs_of_life_of_other
         deferred(_LEAVE_LINE, ws="w", key="A-1"),
         deferred(_SIGN_OF_LIFE, sid="s1"),
     ]
-    assert _apart(claimed, reads, mine)
+    assert DeferredWrites(claimed).apart(reads, mine)
     # the same issue, project or line, or the caller's own sign of life: after the write
-    assert not _apart([deferred(_INSERT_LEASE, ws="w", issue="B-1")], reads, mine)
-    assert not _apart([deferred(_COUNT_UNRELEASED, ws="w", project="B")], reads, mine)
-    assert not _apart([deferred(_LEAVE_LINE, ws="w", key="B-1")], reads, mine)
-    assert not _apart([deferred(_SIGN_OF_LIFE, sid="s2")], reads, mine)
+    assert not DeferredWrites([deferred(_INSERT_LEASE, ws="w", issue="B-1")]).apart(reads, mine)
+    assert not DeferredWrites([deferred(_COUNT_UNRELEASED, ws="w", project="B")]).apart(reads, mine)
+    assert not DeferredWrites([deferred(_LEAVE_LINE, ws="w", key="B-1")]).apart(reads, mine)
+    assert not DeferredWrites([deferred(_SIGN_OF_LIFE, sid="s2")]).apart(reads, mine)
     # another session's end or heartbeat may change who declared working on the issue
-    assert not _apart([deferred(_END, sid="s1")], reads, mine)
-    assert not _apart([deferred(_HEARTBEAT, sid="s1")], reads, mine)
+    assert not DeferredWrites([deferred(_END, sid="s1")]).apart(reads, mine)
+    assert not DeferredWrites([deferred(_HEARTBEAT, sid="s1")]).apart(reads, mine)

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from eventcoord.store.key_spans import KeySpans
+from eventcoord.store.deferred_writes import DeferredWrites, has_spans
 
 #: Provisional positions start here (real positions stay far below 2**62).
 PROVISIONAL_BASE = 1 << 62
@@ -68,6 +68,8 @@ class Batch:
     """Provisional positions, staged events and deferred idempotency answers of a batch."""
 
     __slots__ = (
+        "_ahead_by_row",
+        "_ahead_by_table",
         "answers",
         "carry",
         "chained",
@@ -121,7 +123,7 @@ class Batch:
         #: arguments, and the ``sessions`` row it touches (None: no one row). Those before
         #: ``own`` were made by earlier commands of a fast pass, carried to go with the next
         #: statement the batch sends.
-        self.deferred: list[tuple[Any, list[Any], Any]] = []
+        self.deferred = DeferredWrites()
         #: Where the running command's own deferred writes begin.
         self.own = 0
         #: Sessions rows read ahead for the pass's commands (``session_rows``), by session:
@@ -135,6 +137,11 @@ class Batch:
         #: they read; the sessions a sign of life revived since (live for their declarers).
         self.rows_ahead: dict[Any, tuple[Any, ...]] = {}
         self.rows_ahead_tables: set[str] = set()
+        #: The reads ahead by the rows they name, and by table (a write forgets those it
+        #: may change without a walk of them all, :meth:`forget_rows_ahead`). Entries of
+        #: reads already forgotten stay until the batch ends: forgetting one twice is nothing.
+        self._ahead_by_row: dict[tuple[str, tuple[Any, ...]], list[Any]] = {}
+        self._ahead_by_table: dict[str, list[Any]] = {}
         self.revived: set[str] = set()
         #: Whether a statement of the running command carried an earlier command's writes:
         #: if it failed, it cannot tell whose write it was.
@@ -171,10 +178,24 @@ class Batch:
         self.renumber = set()
         self.sessions_read.clear()
         self.locked.clear()
-        self.rows_ahead.clear()
+        self.drop_rows_ahead()
         self.rows_ahead_tables.clear()
         self.revived.clear()
         self.liveness = None
+
+    def hold_ahead(self, read: Any, row: tuple[Any, ...]) -> None:
+        """Keep ``row``, read ahead for ``read`` (a ``rows_ahead.RowsAhead``), while it holds."""
+        self.rows_ahead[read] = row
+        for table, key in read.keys:
+            self.rows_ahead_tables.add(table)
+            self._ahead_by_table.setdefault(table, []).append(read)
+            self._ahead_by_row.setdefault((table, key), []).append(read)
+
+    def drop_rows_ahead(self) -> None:
+        """Forget every read ahead."""
+        self.rows_ahead.clear()
+        self._ahead_by_row.clear()
+        self._ahead_by_table.clear()
 
     def forget_rows_ahead(
         self, writes_to: frozenset[str] | None, keys: dict[str, tuple[Any, ...]] | None, life: bool
@@ -188,18 +209,22 @@ class Batch:
         is are forgotten.
         """
         if writes_to is None:
-            self.rows_ahead.clear()
+            self.drop_rows_ahead()
             return
         for table in writes_to & self.rows_ahead_tables:
             key = None if keys is None else keys.get(table)
             if table == "sessions" and life and key is not None:
                 self.revived.add(key[0])
-            elif key is None or table == "sessions" or _spans(key):  # unknown rows, who declares what
-                for r in [r for r in self.rows_ahead if any(t == table for t, _ in r.keys)]:
-                    del self.rows_ahead[r]
                 continue
-            for r in [r for r in self.rows_ahead if (table, key) in r.keys]:
-                del self.rows_ahead[r]
+            if key is None or table == "sessions" or has_spans(key):  # unknown rows, who declares what
+                named = self._ahead_by_table.get(table, ())
+            else:
+                try:
+                    named = self._ahead_by_row.get((table, key), ())
+                except TypeError:  # a list among the key's values: compared one by one
+                    named = [r for r in self.rows_ahead if (table, key) in r.keys]
+            for r in named:
+                self.rows_ahead.pop(r, None)
 
     def touch(self, tables: frozenset[str] | None) -> None:
         """Note that a statement touching ``tables`` (None: unknown ones) ran in the batch.
@@ -220,7 +245,7 @@ class Batch:
 
     def drop_own(self) -> None:
         """Forget the running command's deferred writes, never sent (it failed)."""
-        del self.deferred[self.own :]
+        self.deferred.truncate(self.own)
 
     def mark(self) -> tuple[int, int, int, int, bool]:
         """Where the batch stands before a command runs (see :meth:`rewind`)."""
@@ -270,9 +295,3 @@ def attach(conn: Connection, batch: Batch | None) -> None:
         conn.info.pop(_KEY, None)
     else:
         conn.info[_KEY] = batch
-
-
-def _spans(key: tuple[Any, ...]) -> bool:
-    """Whether ``key`` names rows by ranges (``prepared.KeySpans``), which reads ahead, named
-    by their keys, cannot be matched against."""
-    return any(isinstance(k, KeySpans) for k in key)

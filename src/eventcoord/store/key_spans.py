@@ -1,5 +1,5 @@
 """Rows named by ranges of an indexed key, so that a PostgreSQL batch can tell a read of
-ranges apart from a deferred write of rows elsewhere (``prepared._apart``).
+ranges apart from a deferred write of rows elsewhere (``DeferredWrites.apart``).
 
 A read of file claims probes ranges of their live key; a claim's write inserts rows at
 keys it knows. When no inserted key lies in a probed range, the write may go with the read
@@ -33,4 +33,8 @@ class KeySpans:
 
     def meets(self, other: KeySpans) -> bool:
         """Whether a key may lie in a span of each."""
-        return any(lo < o_hi and o_lo < hi for lo, hi in self.spans for o_lo, o_hi in other.spans)
+        mine, theirs = self.spans, other.spans
+        if len(mine) == 1 and len(theirs) == 1:  # the usual case, without a generator
+            (lo, hi), (o_lo, o_hi) = mine[0], theirs[0]
+            return lo < o_hi and o_lo < hi
+        return any(lo < o_hi and o_lo < hi for lo, hi in mine for o_lo, o_hi in theirs)

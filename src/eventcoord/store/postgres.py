@@ -70,7 +70,7 @@ def _send_deferred_first(conn: Any, cursor: Any, statement: str, params: Any, co
     if b is not None and writes_sql(statement):
         b.touch(None)
         b.sessions_read.clear()
-        b.rows_ahead.clear()
+        b.drop_rows_ahead()
     send_carried(conn)  # whatever it reads, it sees the signs of life carried so far
     send_deferred(conn)
 

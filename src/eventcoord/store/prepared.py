@@ -42,7 +42,6 @@ from sqlalchemy.sql.util import find_tables
 from sqlalchemy.util import await_
 
 from eventcoord.store import batch
-from eventcoord.store.key_spans import KeySpans
 
 _SQLITE = sqlite.dialect(paramstyle="named")
 _ASYNCPG = pg_asyncpg.dialect()  # type: ignore[no-untyped-call]
@@ -318,9 +317,9 @@ class Prepared:
             if pending is not None and pg.target is not None:  # else not a write it can place: sent now
                 _before(conn, pg, params)  # the signs of life carried for its row go first
                 keys = pg.keys(params)
-                if pending.deferred and not _apart(pending.deferred, pg, keys):
+                if pending.deferred and not pending.deferred.apart(pg, keys):
                     send_deferred(conn)  # it touches what a deferred write changes: in order
-                pending.deferred.append((pg, pg.args(params), keys))
+                pending.deferred.append(pg, pg.args(params), keys)
                 return
         self.run(conn, params)
 
@@ -481,36 +480,6 @@ def shifted(sql: str, offset: int) -> str:
     return _PARAM.sub(lambda m: f"${int(m.group(1)) + offset}", sql) if offset else sql
 
 
-def _apart(deferred: Sequence[tuple[_Pg, list[Any], Any]], pg: _Pg, keys: dict[str, tuple[Any, ...]] | None) -> bool:
-    """Whether ``pg`` touches nothing a deferred write may change: no table they share, or
-    in each table they share other rows (both name theirs, ``keys``, and the keys differ)."""
-    for d, _, d_keys in deferred:
-        if d.writes_to is None:
-            return False
-        for table in d.writes_to & pg.tables:
-            if table == "sessions" and pg.session_facts:
-                if d.life_only:
-                    continue  # a sign of life changes none of the facts it reads
-                return False
-            if keys is None or d_keys is None:
-                return False
-            if table == "sessions" and pg.counts_pending_life and not d.life_only:
-                return False  # it reads other sessions, counting only signs of life pending
-            mine, theirs = keys.get(table), d_keys.get(table)
-            if mine is None or theirs is None or rows_meet(mine, theirs):
-                return False
-    return True
-
-
-def rows_meet(mine: tuple[Any, ...], theirs: tuple[Any, ...]) -> bool:
-    """Whether two statements' keys of one table may name a row in common."""
-    if len(mine) == 1 and len(theirs) == 1 and isinstance(mine[0], KeySpans) and isinstance(theirs[0], KeySpans):
-        return mine[0].meets(theirs[0])
-    if any(isinstance(k, KeySpans) for k in (*mine, *theirs)):
-        return True  # spans and keys of another kind: they cannot be told apart
-    return mine == theirs
-
-
 def pending_signs_of_life(conn: Connection) -> list[str]:
     """The sessions whose sign of life the running PostgreSQL batch has deferred, not sent
     yet: a statement that may go with them (``counts_pending_life``) counts them as live."""
@@ -587,7 +556,7 @@ def _statement(conn: Connection, pg: _Pg, params: Mapping[str, Any]) -> tuple[st
         not pg.tables
         or pg.sql[:15].upper() == "WITH RECURSIVE "
         or len(pending.deferred) > COMBINE_AT_MOST
-        or not _apart(pending.deferred, pg, pg.keys(params))
+        or not pending.deferred.apart(pg, pg.keys(params))
     ):
         send_deferred(conn)  # SQL text that names no table, it touches their rows, or too many
         return pg.sql, args

@@ -67,10 +67,7 @@ def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
         names = [name for name, _ in reads[0].params]
         params = {name: [dict(r.params)[name] for r in reads] for name in names}
         for row in statement.rows(conn, params):
-            r = reads[int(row[0]) - 1]
-            b.rows_ahead[r] = tuple(row[1:])
-            for table, _ in r.keys:
-                b.rows_ahead_tables.add(table)
+            b.hold_ahead(reads[int(row[0]) - 1], tuple(row[1:]))
 
 
 def read(conn: Connection, wanted: RowsAhead) -> tuple[Any, ...] | None:
