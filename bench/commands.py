@@ -515,7 +515,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--db", help="postgresql+asyncpg://user@host:port: also run on PostgreSQL (fresh databases)")
     p.add_argument("--only", choices=("sqlite", "postgresql"), help="run one backend only")
     p.add_argument(
-        "--commands", nargs="+", default=list(WORKLOADS), choices=WORKLOADS, help="workloads to run (default all)"
+        "--commands",
+        nargs="*",
+        default=list(WORKLOADS),
+        choices=WORKLOADS,
+        help="workloads to run (default all; none: the replica runs only)",
     )
     p.add_argument(
         "--replica-commands",
@@ -556,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
     work = Path(tempfile.mkdtemp(prefix="eventcoord-bench-commands-"))
     try:
-        for backend in backends:
+        for backend in backends if args.commands else ():
             print(f"{backend}:", flush=True)
             with contextlib.ExitStack() as stack:
                 url = stack.enter_context(cp.fresh_postgres(args.db)) if backend == "postgresql" else None
@@ -574,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def summary(results: dict[str, Any], backends: Sequence[str]) -> None:
     print("\nratio to the no-op stack (median of rounds), target in brackets:")
-    for backend in backends:
+    for backend in (b for b in backends if b in results):  # none with --commands and nothing after
         r = results[backend]
         cells = [f"{name} {r[name]['ratio']:.2f}" for name in WORKLOADS if name in r]
         print(f"  {backend:<10} [{TARGET[backend]}]  " + "   ".join(cells))
