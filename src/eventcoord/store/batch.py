@@ -87,7 +87,6 @@ class Batch:
         "renumber",
         "revived",
         "rows_ahead",
-        "rows_ahead_tables",
         "sessions_read",
         "ttl",
         "usual_lock_timeout",
@@ -120,7 +119,7 @@ class Batch:
             [],
         )
         #: Read-model writes not sent yet (``prepared.Prepared.write``): a statement, its
-        #: arguments, and the ``sessions`` row it touches (None: no one row). Those before
+        #: arguments, and the rows it names by table (``DeferredWrites``). Those before
         #: ``own`` were made by earlier commands of a fast pass, carried to go with the next
         #: statement the batch sends.
         self.deferred = DeferredWrites()
@@ -133,13 +132,13 @@ class Batch:
         #: Row locks the running fast pass holds (``held_locks``): a command that would
         #: take one again skips that statement.
         self.locked: set[tuple[str, ...]] = set()
-        #: Commands' reads done ahead for the pass (``rows_ahead``), by read; the tables
-        #: they read; the sessions a sign of life revived since (live for their declarers).
+        #: Commands' reads done ahead for the pass (``rows_ahead``), by read; the sessions a
+        #: sign of life revived since (live for their declarers).
         self.rows_ahead: dict[Any, tuple[Any, ...]] = {}
-        self.rows_ahead_tables: set[str] = set()
         #: The reads ahead by the rows they name, and by table (a write forgets those it
         #: may change without a walk of them all, :meth:`forget_rows_ahead`). Entries of
-        #: reads already forgotten stay until the batch ends: forgetting one twice is nothing.
+        #: reads already forgotten stay until the reads are dropped: forgetting one twice
+        #: is nothing.
         self._ahead_by_row: dict[tuple[str, tuple[Any, ...]], list[Any]] = {}
         self._ahead_by_table: dict[str, list[Any]] = {}
         self.revived: set[str] = set()
@@ -179,7 +178,6 @@ class Batch:
         self.sessions_read.clear()
         self.locked.clear()
         self.drop_rows_ahead()
-        self.rows_ahead_tables.clear()
         self.revived.clear()
         self.liveness = None
 
@@ -187,7 +185,6 @@ class Batch:
         """Keep ``row``, read ahead for ``read`` (a ``rows_ahead.RowsAhead``), while it holds."""
         self.rows_ahead[read] = row
         for table, key in read.keys:
-            self.rows_ahead_tables.add(table)
             self._ahead_by_table.setdefault(table, []).append(read)
             self._ahead_by_row.setdefault((table, key), []).append(read)
 
@@ -211,7 +208,7 @@ class Batch:
         if writes_to is None:
             self.drop_rows_ahead()
             return
-        for table in writes_to & self.rows_ahead_tables:
+        for table in writes_to & self._ahead_by_table.keys():
             key = None if keys is None else keys.get(table)
             if table == "sessions" and life and key is not None:
                 self.revived.add(key[0])
@@ -221,8 +218,8 @@ class Batch:
             else:
                 try:
                     named = self._ahead_by_row.get((table, key), ())
-                except TypeError:  # a list among the key's values: compared one by one
-                    named = [r for r in self.rows_ahead if (table, key) in r.keys]
+                except TypeError:  # a list among its values: no read ahead's key (hashable) is equal
+                    named = ()
             for r in named:
                 self.rows_ahead.pop(r, None)
 

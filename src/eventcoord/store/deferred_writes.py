@@ -7,10 +7,11 @@ new deferred write is checked the same way against those before it.
 
 When a batch's claims are all read ahead (``rows_ahead``), no statement is sent between
 them and their writes pile up: 32 claims leave ~190 deferred writes, and checking each new
-one against every write before it cost a batch ~18,000 comparisons (a fifth of a claim's
-CPU on PostgreSQL, py-spy). So the writes are indexed by table: a check looks only at the
-tables the statement touches, finds a row it names by hashing, and compares one by one
-only with writes that name their rows by ranges (``KeySpans``).
+one against every write before it cost a batch ~18,000 comparisons (with the walk of the
+reads ahead, about 40 % of a claim's CPU on PostgreSQL; docs/performance.md, phase 13).
+So the writes are indexed by table: a check looks only at the tables the statement
+touches, finds a row it names by hashing, and compares one by one only with writes that
+name their rows by ranges (``KeySpans``).
 """
 
 from __future__ import annotations
