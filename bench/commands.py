@@ -497,7 +497,16 @@ def run_replicas(args: argparse.Namespace, db: str, work: Path) -> dict[str, Any
                 for i, c in enumerate(split(args.connections, n)):
                     scripts.append(lua(work / f"replicas-{i}.lua", sessions[start : start + c], scenario))
                     start += c
+                spy, raw = None, None
+                if args.profile:  # the first replica, once per replica count
+                    args.profile.mkdir(parents=True, exist_ok=True)
+                    raw = args.profile / f"replicas-{scenario.replace('+', '-')}-x{n}.raw"
+                    if not raw.exists():
+                        spy = cp.start_profile(servers[0].pid, max(1, round(args.duration)), raw, gil=True)
                 r = wrk(servers[:n], scripts, args.connections, args.duration, f"{scenario} x{n} replicas")
+                if spy is not None and raw is not None:
+                    spy.wait()
+                    print(cp.summarize_profile(raw, top=25) if raw.exists() else "  (no profile written)", flush=True)
                 rps[n].append(r.rps)
                 show("postgresql", r)
             med = {n: statistics.median(v) for n, v in rps.items()}

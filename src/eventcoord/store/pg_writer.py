@@ -14,8 +14,9 @@ statements on the driver (asyncpg):
 
 A command arriving alone finds a free writer and is committed at once: no window. Those
 arriving while the writer is busy form the next batch; after a batch of more than one, if
-fewer wait than it held, the writer first waits ``postgres.GROUP_COMMIT_WINDOW`` (1 ms)
-for more, as SQLite's writer does.
+fewer wait than it held, the writer first waits for more, as SQLite's writer does: until as
+many wait, for at most 1 ms, or as long as the last batch took (up to 5 ms) while its
+thread waits for a CPU (``store/gathering.py``).
 
 **Reads ahead.** A fast pass first locks, one statement per kind, the guards its claims
 and releases lock first (``held_locks``), reads the sessions rows its heartbeats read first

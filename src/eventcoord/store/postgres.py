@@ -6,8 +6,8 @@ database (deadlock, serialisation failure, a unique key taken concurrently) is d
 again. Writes go through one writer per replica that commits the commands waiting at a
 moment in one transaction (``store/pg_writer.py`` explains the batch, its positions and
 its failure rules); a command arriving alone is committed at once, and under load a
-writer waits ``GROUP_COMMIT_WINDOW`` for more before its next batch. Several replicas
-share nothing but this database.
+writer waits a little for more before its next batch (``store/gathering.py``: longer when
+its thread waits for a CPU). Several replicas share nothing but this database.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from sqlalchemy import Connection, event, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from eventcoord.errors import StoreError, StoreUnavailable
-from eventcoord.store import batch, pg_writer, stats
+from eventcoord.store import batch, gathering, pg_writer, stats
 from eventcoord.store.base import EventStore, ReadsAhead, upgrade
+from eventcoord.store.cpu_pressure import CpuPressure
 from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
 from eventcoord.store.prepared import send_carried, send_deferred, writes_sql
 
@@ -42,12 +43,6 @@ _MIGRATION_LOCK = 0x6576636F  # "evco": one replica migrates at a time
 WRITERS = 1
 #: Seconds to wait for a new connection before the database counts as unreachable (503).
 CONNECT_TIMEOUT = 5.0
-#: How long a writer whose last batch had company waits for more commands when fewer wait
-#: than that batch held (as SQLite's writer does): the BEGIN, the end statement and the
-#: COMMIT are shared by more commands, and a replica spends less CPU on each. A command
-#: arriving after a batch of one is committed at once. Heartbeats on one replica: 0.13 ->
-#: 0.17 of the no-op stack (bench/commands.py, two rounds each, docs/performance.md).
-GROUP_COMMIT_WINDOW = 0.001
 #: Prepared statements a writer's connection keeps (asyncpg's cache; 100 by default).
 WRITER_STATEMENTS = 512
 _WRITES = ("INSERT", "UPDATE", "DELETE", "insert", "update", "delete")
@@ -90,6 +85,8 @@ class PostgresEventStore(EventStore):
         self._wake = asyncio.Event()
         self._lanes: list[asyncio.Task[None]] = []
         self._careful = 0  # batches left to run with savepoints from the start
+        self._gathering = gathering.Gathering()
+        self._pressure = CpuPressure()  # read from the event loop's thread, which runs the writers
         self._closing = False
 
     @property
@@ -148,6 +145,7 @@ class PostgresEventStore(EventStore):
             raise StoreError("postgresql: the store is not started or already closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending.append(Job(fn, future, retry, read_ahead))
+        self._gathering.arrived(len(self._pending))
         self._wake.set()
         return await future
 
@@ -174,6 +172,8 @@ class PostgresEventStore(EventStore):
         arriving while every writer is busy joins the next batch.
         """
         conn: AsyncConnection | None = None
+        loop = asyncio.get_running_loop()
+        took = 0.0  # how long the last batch took
         try:
             while True:
                 if self._pending:
@@ -182,7 +182,9 @@ class PostgresEventStore(EventStore):
                         if conn is None:
                             assert self._writer_engine is not None
                             conn = await self._writer_engine.connect()
+                        began = loop.time()
                         again, lost = await self._run(conn, jobs)
+                        took = loop.time() - began
                     except Exception as e:  # a bug here must not stop the writer for good
                         again, lost = [], True
                         failure = (
@@ -199,7 +201,9 @@ class PostgresEventStore(EventStore):
                     # Jobs to decide again go first, in front of the newcomers.
                     self._pending[:0] = again
                     if len(jobs) > 1 and len(self._pending) < len(jobs):  # under load: gather more
-                        await asyncio.sleep(GROUP_COMMIT_WINDOW)
+                        starved = self._pressure.starved(loop.time())
+                        stats.CPU_PRESSURE.set(self._pressure.pressure)
+                        await self._gathering.wait(len(jobs), gathering.window(took, starved))
                     continue
                 if self._closing:
                     return

@@ -3,7 +3,8 @@
 The average batch is ``commands / batches``; ``again`` counts commands a PostgreSQL batch
 handed to the next one (a lost race, a lock wait cut short, a requeue), ``lost_races``
 the races among them, ``rollbacks`` the fast passes that had to be rolled back, ``chained``
-the PostgreSQL batches whose COMMIT began the next batch's transaction. The SQLite store
+the PostgreSQL batches whose COMMIT began the next batch's transaction; ``cpu_pressure``
+how long the event loop's thread waits for a CPU per second it runs (``cpu_pressure.py``). The SQLite store
 also shows its write-ahead log: its length at the last checkpoint, and the checkpoints
 that held the writer so that it starts over (how many, how long).
 """
@@ -34,6 +35,12 @@ LOST_RACES = Counter(
 CHAINED = Counter(
     "eventcoord_store_chained_total",
     "Batches whose COMMIT also began the next batch's transaction (PostgreSQL, commands waiting).",
+    registry=REGISTRY,
+)
+CPU_PRESSURE = Gauge(
+    "eventcoord_store_cpu_pressure",
+    "Seconds the event loop's thread waited for a CPU per second it ran, about the last second "
+    "(PostgreSQL writers gather fuller batches from 0.4).",
     registry=REGISTRY,
 )
 WAL_FRAMES = Gauge(

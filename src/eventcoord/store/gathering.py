@@ -1,0 +1,78 @@
+"""When a PostgreSQL writer takes its next batch: at once, or after waiting for more commands.
+
+Each batch costs a few round trips of its own (its BEGIN and clock, the end statement,
+COMMIT) whatever its size, so a writer whose last batch had company and finds fewer
+commands waiting than that batch held waits a little for more, as SQLite's writer does.
+The wait ends as soon as as many wait as the last batch held (:class:`Gathering`), or
+when its window closes (:func:`window`):
+
+* ``GROUP_COMMIT_WINDOW`` (1 ms) normally: a replica with CPUs to spare answers sooner;
+* when the event loop's thread waits for a CPU about as long as it runs
+  (``store/cpu_pressure.py``: replicas, the database and the clients sharing too few
+  cores), as long as the last batch took, up to ``GATHER_MAX``. The clients of a busy
+  replica come back within that, so batches stay as full as the last, and the CPU the
+  round trips of small batches took goes to commands instead. Three replicas on this
+  2-core machine carried 0.82 of one replica's heartbeats with the 1 ms window, and about
+  as many as one with this (bench/commands.py, docs/performance.md, phase 14), while a
+  paced fleet (bench/fleet.py), which leaves CPU to spare, keeps the 1 ms window and its
+  latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+#: How long a writer waits for more commands when it has CPU to spare.
+GROUP_COMMIT_WINDOW = 0.001
+#: The longest it waits when starved of CPU (it waits as long as its last batch took).
+GATHER_MAX = 0.005
+
+
+def window(took: float, starved: bool) -> float:
+    """How long a writer may wait for its next batch to fill, its last batch having taken
+    ``took`` seconds; ``starved``: its thread waits for a CPU (``CpuPressure.starved``)."""
+    if not starved:
+        return GROUP_COMMIT_WINDOW
+    return max(GROUP_COMMIT_WINDOW, min(GATHER_MAX, took))
+
+
+class Gathering:
+    """A writer waiting for its next batch to fill; one writer gathers at a time."""
+
+    __slots__ = ("_target", "_waiting")
+
+    def __init__(self) -> None:
+        self._waiting: asyncio.Future[bool] | None = None
+        self._target = 0
+
+    @property
+    def busy(self) -> bool:
+        """Whether a writer is gathering now."""
+        return self._waiting is not None
+
+    def arrived(self, waiting: int) -> None:
+        """A command arrived and ``waiting`` commands wait now: enough ends the wait."""
+        w = self._waiting
+        if w is not None and waiting >= self._target and not w.done():
+            w.set_result(True)
+
+    async def wait(self, target: int, window: float) -> bool:
+        """Wait until ``target`` commands wait (:meth:`arrived` says so) or ``window`` seconds
+        passed; whether they came. Another writer gathering meanwhile: just wait ``window``."""
+        if self._waiting is not None:
+            await asyncio.sleep(window)
+            return False
+        loop = asyncio.get_running_loop()
+        came: asyncio.Future[bool] = loop.create_future()
+        self._waiting, self._target = came, target
+        timer = loop.call_later(window, _settle, came, False)
+        try:
+            return await came
+        finally:
+            timer.cancel()
+            self._waiting = None
+
+
+def _settle(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
