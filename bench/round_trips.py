@@ -56,7 +56,7 @@ def claim(tier: str, sid: str, tag: str, k: int) -> dict[str, Any]:
 
 async def measure(
     url: str, kinds: list[str], n: int, at_once: int = 1
-) -> dict[str, tuple[float, collections.Counter[tuple[str, str]]]]:
+) -> dict[str, tuple[int, collections.Counter[tuple[str, str]]]]:
     from eventcoord.codec import decode_command
     from eventcoord.context import Caller
     from eventcoord.service import Service
@@ -77,7 +77,8 @@ async def measure(
     agents = [sid]
     for i in range(1, at_once):
         agents.append((await send({"type": "register_agent", "actor": f"a{i}"}))["session_id"])
-    out: dict[str, tuple[float, collections.Counter[tuple[str, str]]]] = {}
+    # per kind: the commands measured, and the statements they sent
+    out: dict[str, tuple[int, collections.Counter[tuple[str, str]]]] = {}
     try:
         for kind in kinds:
             measured: list[dict[str, Any]] = []
@@ -94,8 +95,10 @@ async def measure(
                         {"type": kind, "session_id": agents[k % at_once], "issue": f"{kind}-{k}"} for k in range(n)
                     ]
             if kind == "queue":  # claim_next_work + finish_work, counted as two commands
-                # each agent pulls from its own project, as bench/commands.py's connections do
-                for k in range(n):
+                # each agent pulls from its own project, as bench/commands.py's connections do;
+                # every agent pulls as often, so each project holds as many items as its puller takes
+                rounds = -(-n // at_once)
+                for k in range(rounds * at_once):
                     await send({"type": "enqueue_work", "project": f"Q{k % at_once}"})
 
                 async def pull_and_finish(agent: int) -> None:
@@ -111,14 +114,14 @@ async def measure(
                     )
 
                 COUNTS.clear()
-                for _ in range(0, n, at_once):
+                for _ in range(rounds):
                     await asyncio.gather(*(pull_and_finish(a) for a in range(at_once)))
-                out[kind] = (sum(COUNTS.values()) / (2 * n), collections.Counter(COUNTS))
+                out[kind] = (2 * rounds * at_once, collections.Counter(COUNTS))
                 continue
             COUNTS.clear()
             for at in range(0, len(measured), at_once):  # ``at_once`` together: one batch (after the first)
                 await asyncio.gather(*(send(body) for body in measured[at : at + at_once]))
-            out[kind] = (sum(COUNTS.values()) / n, collections.Counter(COUNTS))
+            out[kind] = (n, collections.Counter(COUNTS))
     finally:
         await store.close()
     return out
@@ -141,13 +144,11 @@ def main() -> int:
     _count_calls()
     with cp.fresh_postgres(args.db) as url:
         results = asyncio.run(measure(url, args.kinds, args.count, args.at_once))
-    per = 2 * args.count
-    for kind, (statements, counts) in results.items():
+    for kind, (n, counts) in results.items():
         label = "claim_next_work + finish_work (per command)" if kind == "queue" else kind
         batch = "a batch of one" if args.at_once == 1 else f"{args.at_once} sent at once"
-        print(f"{label:<45} {statements:5.1f} statements per command ({batch})")
+        print(f"{label:<45} {sum(counts.values()) / n:5.1f} statements per command ({batch})")
         if args.show:
-            n = per if kind == "queue" else args.count
             for (method, sql), c in counts.most_common():
                 print(f"    {c / n:5.2f}  {method:<11} {sql[: args.width]}")
     return 0
