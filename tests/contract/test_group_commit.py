@@ -905,3 +905,33 @@ async def test_a_project_s_cap_holds_under_a_race_with_a_guard_row_only_where_it
     assert all(isinstance(a, Outcome) and a.status == 409 for a in answers if a not in granted), answers
     rows = await store.query(lambda conn: conn.execute(select(guards.c.key)).scalars().all())
     assert rows == ([] if store.dialect == "sqlite" else ["project:P"]), rows
+
+
+@pytest.mark.postgres
+async def test_a_writer_gathers_its_next_batch_until_as_many_wait_as_its_last_held(
+    store: Any, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eventcoord.store import gathering
+
+    service = Service(store)
+    sids = []
+    for i in range(4):  # one at a time: batches of one, after which nothing is gathered
+        registered = await execute(service, {"type": "register_agent", "actor": f"g{i}"})
+        assert isinstance(registered, Outcome)
+        sids.append(registered.result["session_id"])
+    # From now on a wait ends only when enough commands came (or the store closes).
+    monkeypatch.setattr(gathering, "GROUP_COMMIT_WINDOW", 30.0)
+    monkeypatch.setattr(gathering, "GATHER_MAX", 30.0)
+
+    def beat(sid: str) -> Any:
+        return asyncio.ensure_future(execute(service, {"type": "heartbeat_agent", "session_id": sid}))
+
+    # Started together, three commands wait before the writer runs: one batch of three.
+    first = await asyncio.gather(*(beat(s) for s in sids[:3]))
+    assert all(isinstance(o, Outcome) for o in first)
+    lone = beat(sids[3])
+    await asyncio.sleep(0.5)
+    assert not lone.done()  # the writer waits for as many as its last batch held
+    more = [beat(sids[0]), beat(sids[1])]
+    done = await asyncio.wait_for(asyncio.gather(lone, *more), 10.0)  # three came: at once
+    assert all(isinstance(o, Outcome) for o in done)

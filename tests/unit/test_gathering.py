@@ -118,3 +118,12 @@ def test_this_threads_statistics_are_read_where_the_kernel_keeps_them() -> None:
     assert second is not None
     assert second[0] > first[0]  # this thread's run time grew
     assert second[1] >= first[1] >= 0
+
+
+async def test_ending_a_wait_answers_that_too_few_came() -> None:
+    g = Gathering()
+    waiting = asyncio.ensure_future(g.wait(5, 30.0))
+    await asyncio.sleep(0)
+    g.end()
+    assert await asyncio.wait_for(waiting, 5.0) is False
+    g.end()  # nothing to end: nothing raised

@@ -56,6 +56,11 @@ class Gathering:
         if w is not None and waiting >= self._target and not w.done():
             w.set_result(True)
 
+    def end(self) -> None:
+        """End the wait now, as if its window closed (the store is closing)."""
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.set_result(False)
+
     async def wait(self, target: int, window: float) -> bool:
         """Wait until ``target`` commands wait (:meth:`arrived` says so) or ``window`` seconds
         passed; whether they came. Another writer gathering meanwhile: just wait ``window``."""

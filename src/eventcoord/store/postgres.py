@@ -120,6 +120,7 @@ class PostgresEventStore(EventStore):
     async def close(self) -> None:
         if self._lanes:
             self._closing = True  # the writers finish what is waiting, then stop
+            self._gathering.end()
             self._wake.set()
             await asyncio.gather(*self._lanes)
             self._lanes = []
