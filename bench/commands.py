@@ -473,6 +473,14 @@ def run_backend(args: argparse.Namespace, backend: str, db_url: str | None, work
         return bench.results
 
 
+def run_batching(before: Sequence[dict[str, float]], after: Sequence[dict[str, float]]) -> str:
+    """The replicas' batches during one run: average size, and each one's CPU pressure at its end."""
+    batches = sum(a.get("batches", 0) - b.get("batches", 0) for b, a in zip(before, after, strict=True))
+    batched = sum(a.get("batched", 0) - b.get("batched", 0) for b, a in zip(before, after, strict=True))
+    pressure = "/".join(f"{a.get('cpu_pressure', 0):.2f}" for a in after)
+    return f"batch {batched / batches if batches else 0:.1f}, cpu pressure {pressure}"
+
+
 def run_replicas(args: argparse.Namespace, db: str, work: Path) -> dict[str, Any]:
     """Total req/s of 1, 2 and 3 replicas on one database, the same load split over them."""
     out: dict[str, Any] = {}
@@ -503,12 +511,14 @@ def run_replicas(args: argparse.Namespace, db: str, work: Path) -> dict[str, Any
                     raw = args.profile / f"replicas-{scenario.replace('+', '-')}-x{n}.raw"
                     if not raw.exists():
                         spy = cp.start_profile(servers[0].pid, max(1, round(args.duration)), raw, gil=True)
+                before = [cp.batching(s.base) for s in servers[:n]]
                 r = wrk(servers[:n], scripts, args.connections, args.duration, f"{scenario} x{n} replicas")
+                after = [cp.batching(s.base) for s in servers[:n]]
                 if spy is not None and raw is not None:
                     spy.wait()
                     print(cp.summarize_profile(raw, top=25) if raw.exists() else "  (no profile written)", flush=True)
                 rps[n].append(r.rps)
-                show("postgresql", r)
+                show("postgresql", r, f"  {run_batching(before, after)}")
             med = {n: statistics.median(v) for n, v in rps.items()}
             out[scenario] = {"rps": med, "vs_one": {n: med[n] / med[1] for n in med}}
             print(
