@@ -4,9 +4,10 @@ The average batch is ``commands / batches``; ``again`` counts commands a Postgre
 handed to the next one (a lost race, a lock wait cut short, a requeue), ``lost_races``
 the races among them, ``rollbacks`` the fast passes that had to be rolled back, ``chained``
 the PostgreSQL batches whose COMMIT began the next batch's transaction; ``cpu_pressure``
-how long the event loop's thread waits for a CPU per second it runs (``cpu_pressure.py``). The SQLite store
-also shows its write-ahead log: its length at the last checkpoint, and the checkpoints
-that held the writer so that it starts over (how many, how long).
+how long the event loop's thread waits for a CPU per second it runs, as a PostgreSQL writer
+last read it under load (``cpu_pressure.py``). The SQLite store also shows its write-ahead
+log: its length at the last checkpoint, and the checkpoints that held the writer so that it
+starts over (how many, how long).
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ CHAINED = Counter(
 )
 CPU_PRESSURE = Gauge(
     "eventcoord_store_cpu_pressure",
-    "Seconds the event loop's thread waited for a CPU per second it ran, about the last second "
-    "(PostgreSQL writers gather fuller batches from 0.4).",
+    "Seconds the event loop's thread waited for a CPU per second it ran, averaged over about a second, "
+    "as a PostgreSQL writer last read it under load (from 0.4 it gathers fuller batches).",
     registry=REGISTRY,
 )
 WAL_FRAMES = Gauge(
