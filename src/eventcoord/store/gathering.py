@@ -58,8 +58,8 @@ class Gathering:
 
     def end(self) -> None:
         """End the wait now, as if its window closed (the store is closing)."""
-        if self._waiting is not None and not self._waiting.done():
-            self._waiting.set_result(False)
+        if self._waiting is not None:
+            _settle(self._waiting, False)
 
     async def wait(self, target: int, window: float) -> bool:
         """Wait until ``target`` commands wait (:meth:`arrived` says so) or ``window`` seconds
