@@ -907,11 +907,10 @@ async def test_a_project_s_cap_holds_under_a_race_with_a_guard_row_only_where_it
     assert rows == ([] if store.dialect == "sqlite" else ["project:P"]), rows
 
 
-@pytest.mark.postgres
 async def test_a_writer_gathers_its_next_batch_until_as_many_wait_as_its_last_held(
     store: Any, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from eventcoord.store import gathering
+    from eventcoord.store import gathering, sqlite
 
     service = Service(store)
     sids = []
@@ -922,6 +921,7 @@ async def test_a_writer_gathers_its_next_batch_until_as_many_wait_as_its_last_he
     # From now on a wait ends only when enough commands came (or the store closes).
     monkeypatch.setattr(gathering, "GROUP_COMMIT_WINDOW", 30.0)
     monkeypatch.setattr(gathering, "GATHER_MAX", 30.0)
+    monkeypatch.setattr(sqlite, "GROUP_COMMIT_WINDOW", 30.0)
 
     def beat(sid: str) -> Any:
         return asyncio.ensure_future(execute(service, {"type": "heartbeat_agent", "session_id": sid}))

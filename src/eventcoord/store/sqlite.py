@@ -1,14 +1,14 @@
 """SQLite backend: one writer on the event loop that group-commits concurrent commands.
 
 SQLite allows one writer at a time anyway. Every write goes through one writer that takes
-all the commands waiting at that moment (they gather for up to ``GROUP_COMMIT_WINDOW``)
-and commits them in one ``BEGIN IMMEDIATE`` transaction, amortising the commit; a command
-that fails after writing never rolls back its neighbours (the batch is re-run with a
-SAVEPOINT per command). The writer runs SQL on the stdlib driver directly, on the event
-loop: each statement takes microseconds, and a thread would cost more in hand-offs and
-GIL contention than the work itself. WAL checkpoints, the one slow step (they fsync), run
-in a background thread instead of inside a commit. Reads go through aiosqlite (WAL lets
-them run beside the writer).
+all the commands waiting at that moment (they gather for up to ``GROUP_COMMIT_WINDOW``, or
+until as many wait as the last batch held) and commits them in one ``BEGIN IMMEDIATE``
+transaction, amortising the commit; a command that fails after writing never rolls back
+its neighbours (the batch is re-run with a SAVEPOINT per command). The writer runs SQL on
+the stdlib driver directly, on the event loop: each statement takes microseconds, and a
+thread would cost more in hand-offs and GIL contention than the work itself. WAL
+checkpoints, the one slow step (they fsync), run in a background thread instead of inside
+a commit. Reads go through aiosqlite (WAL lets them run beside the writer).
 
 A checkpoint beside a busy writer never finishes: by the time it has copied the log into
 the database file, the writer has appended more, and SQLite starts the log over only when
@@ -47,6 +47,9 @@ T = TypeVar("T")
 MAX_BATCH = 256
 #: How long the first waiting command holds the batch open for others (group commit),
 #: when the previous batch had company; a command arriving alone is committed at once.
+#: The window ends early once as many commands wait as the last batch held: until then the
+#: loop idled through the rest of it, and the heartbeat's server ran at 0.88 of a core
+#: (docs/performance.md, phase 15).
 GROUP_COMMIT_WINDOW = 0.001
 #: How often the WAL is checkpointed into the database file, off the event loop.
 CHECKPOINT_INTERVAL = 0.25
@@ -118,6 +121,9 @@ class SqliteEventStore(EventStore):
         self._pending: list[_Job] = []
         self._flush_scheduled = False
         self._last_batch = 0
+        #: The group-commit window's timer while a batch gathers (ended early once as many
+        #: commands wait as the last batch held).
+        self._window: asyncio.TimerHandle | None = None
         self._conn: Connection | None = None
         self._checkpointer: asyncio.Task[None] | None = None
         #: A checkpoint is finishing the log: no batch starts until it is done.
@@ -180,13 +186,19 @@ class SqliteEventStore(EventStore):
         assert self._writer is not None, "store not started"
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._pending.append(_Job(fn, future))
+        pending = self._pending
+        pending.append(_Job(fn, future))
         if not self._flush_scheduled and not self._held:
             self._flush_scheduled = True
             if self._last_batch > 1:  # under load: hold the batch open for more commands
-                loop.call_later(GROUP_COMMIT_WINDOW, self._flush)
+                self._window = loop.call_later(GROUP_COMMIT_WINDOW, self._flush)
             else:  # alone: commit at the next turn of the loop, no added latency
                 loop.call_soon(self._flush)
+        elif self._window is not None and len(pending) >= self._last_batch:
+            # As many wait as the last batch held: waiting longer would only idle the loop.
+            self._window.cancel()
+            self._window = None
+            loop.call_soon(self._flush)
         return await future
 
     async def query(self, fn: Callable[[Connection], T]) -> T:
@@ -196,6 +208,9 @@ class SqliteEventStore(EventStore):
 
     def _flush(self) -> None:
         """Commit the waiting commands as one batch and answer them."""
+        if self._window is not None:
+            self._window.cancel()
+            self._window = None
         if self._held or not self._pending:  # checkpoint() schedules the batch once done
             self._flush_scheduled = False
             return
