@@ -246,3 +246,53 @@ async def test_two_sqlite_stores_on_one_file_append_after_each_other(store: Any,
         assert await store.query(heads_stored) == (10, {"session:s": 10})
     finally:
         await other.close()
+
+
+@pytest.mark.sqlite
+async def test_a_stream_head_another_connection_moved_is_read_again(store: Any, db_url: str) -> None:
+    """The writer keeps the heads its last batch committed (``log_heads.KnownHeads``) only
+    while no other connection committed: here one moves a head and not the counter."""
+    assert [await store.transact(write("session:s")) for _ in range(2)] == [1, 2]
+    other = sqlite3.connect(db_url.split("///", 1)[1])
+    other.execute("UPDATE stream_heads SET version = 5 WHERE stream = 'session:s'")
+    other.commit()
+    other.close()
+    assert await store.transact(write("session:s")) == 3
+    assert [v for _, _, v in await store.query(versions)] == [1, 2, 6]
+    assert await store.query(heads_stored) == (3, {"session:s": 6})
+
+
+@pytest.mark.sqlite
+async def test_a_log_written_on_the_writer_s_own_connection_is_read_again(store: Any) -> None:
+    """A job that writes the log's tables itself on the writer's connection (as
+    ``eventcoord replay`` does) moves the counter: the next batch finds it elsewhere than
+    the last batch left it and reads the heads afresh."""
+    assert [await store.transact(write("session:s")) for _ in range(2)] == [1, 2]
+
+    def load(conn: Connection) -> None:
+        conn.execute(
+            text(
+                "INSERT INTO events (position, workspace, stream, version, type, data, metadata, recorded_us) "
+                "VALUES (3, 'ws', 'session:s', 3, 'AgentHeartbeat', '{}', '{}', 0)"
+            )
+        )
+        conn.execute(text("UPDATE stream_heads SET version = 3 WHERE stream = 'session:s'"))
+        conn.execute(text("UPDATE store_head SET position = 3 WHERE id = 1"))
+
+    await store.transact(load)
+    assert await store.transact(write("session:s")) == 4
+    assert [v for _, _, v in await store.query(versions)] == [1, 2, 3, 4]
+    assert await store.query(heads_stored) == (4, {"session:s": 4})
+
+
+@pytest.mark.sqlite
+async def test_the_heads_a_writer_keeps_between_batches_are_bounded(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eventcoord.store import log_heads
+
+    monkeypatch.setattr(log_heads, "KNOWN_MAX", 3)
+    for i in range(8):
+        await store.transact(write(f"session:{i % 5}"))
+        assert len(store._known.versions) <= 3
+    assert [v for _, _, v in await store.query(versions)] == [1, 1, 1, 1, 1, 2, 2, 2]

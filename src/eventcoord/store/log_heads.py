@@ -11,17 +11,25 @@ the counter and an upsert ``… RETURNING`` of its stream's head: in SQLite a st
 ``RETURNING`` costs about three times the same statement without it (7.4 against 2.7 µs
 for the counter's update; ``docs/performance.md``, phase 12).
 
-The database still decides: what is kept here is only what this transaction read under
-the write lock and what it has appended since; nothing outlives the transaction. A command
-that fails is rewound (:meth:`LogHeads.mark`, :meth:`LogHeads.rewind`) with its savepoint, or
-when it failed before writing anything, so the positions it took go to the next command.
-PostgreSQL batches keep their own, provisional, positions (``store/batch.py``).
+The database still decides. A batch starts from what it reads under the write lock, and
+from what the writer's last committed batch left (:class:`KnownHeads`) only when nothing
+else can have moved it since: the batch checks, under its write lock, that no other
+connection committed (``PRAGMA data_version``) and that the counter is where that batch
+left it (a job writing the log's tables on this very connection moves the counter too:
+``eventcoord replay``). Otherwise it forgets them and reads afresh. So a heartbeat reads its
+stream's head once per writer rather than once per command: one statement in four
+(docs/performance.md, phase 15). A command that fails is rewound (:meth:`LogHeads.mark`,
+:meth:`LogHeads.rewind`) with its savepoint, or when it failed before writing anything, so
+the positions it took go to the next command; a batch that fails or rolls back teaches
+:class:`KnownHeads` nothing. PostgreSQL batches keep their own, provisional, positions
+(``store/batch.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.dialects import sqlite
@@ -54,15 +62,61 @@ def _write_streams(dialect: str) -> Executable:
 _WRITE_STREAMS = Prepared(_write_streams)
 
 Mark = tuple[int | None, int]
+#: Stream heads :class:`KnownHeads` keeps at most; past it, it forgets them all and starts over.
+KNOWN_MAX = 65_536
+
+
+class KnownHeads:
+    """The counter and the stream heads as one writer's last committed batch left them.
+
+    Kept between batches on the writer's connection and trusted by the next batch only
+    after :meth:`check` (under the write lock) found that nothing else moved them.
+    """
+
+    __slots__ = ("_data_version", "position", "versions")
+
+    def __init__(self) -> None:
+        #: ``PRAGMA data_version`` at the last check: it changes when another connection commits.
+        self._data_version: int | None = None
+        #: The counter after the last committed batch (None: not known).
+        self.position: int | None = None
+        self.versions: dict[tuple[str, str], int] = {}
+
+    def check(self, raw: Any, conn: Connection) -> int:
+        """At a batch's start, under its write lock (``raw``: the driver connection): forget
+        what another connection or a direct write may have moved; the counter as it stands."""
+        (data_version,) = raw.execute("PRAGMA data_version").fetchone()
+        position = int(READ_HEAD.scalar(conn, {}))
+        if data_version != self._data_version or position != self.position:
+            self.forget()
+            self._data_version = data_version
+        return position
+
+    def forget(self) -> None:
+        """Know nothing (a failed batch, a new connection): the next batch reads afresh."""
+        self._data_version = None
+        self.position = None
+        self.versions.clear()
+
+    def learn(self, heads: LogHeads) -> None:
+        """What a batch read and moved, once it committed."""
+        self.position = heads.position()
+        if len(self.versions) + len(heads.versions_seen()) > KNOWN_MAX:
+            self.versions.clear()
+        self.versions.update(heads.versions_seen())
 
 
 class LogHeads:
     """The counter and the stream heads as this transaction has read and moved them."""
 
-    __slots__ = ("_head", "_moved", "_undo", "_versions")
+    __slots__ = ("_base", "_head", "_known", "_moved", "_undo", "_versions")
 
-    def __init__(self) -> None:
-        #: The newest position handed out; None: none yet (the counter is not read before).
+    def __init__(self, base: int | None = None, known: dict[tuple[str, str], int] | None = None) -> None:
+        #: The counter as the batch found it (None: not read yet).
+        self._base = base
+        #: Stream heads the writer's last batch left, checked still the database's.
+        self._known = known if known is not None else {}
+        #: The newest position handed out; None: none yet.
         self._head: int | None = None
         self._versions: dict[tuple[str, str], int] = {}
         self._moved: set[tuple[str, str]] = set()
@@ -74,7 +128,9 @@ class LogHeads:
         """Hand out ``count`` consecutive positions; returns the first."""
         head = self._head
         if head is None:
-            head = int(READ_HEAD.scalar(conn, {}))
+            head = self._base
+            if head is None:
+                head = self._base = int(READ_HEAD.scalar(conn, {}))
         self._head = head + count
         return head + 1
 
@@ -82,12 +138,23 @@ class LogHeads:
         """The newest position handed out in this transaction (None: none yet)."""
         return self._head
 
+    def position(self) -> int | None:
+        """The counter as this transaction leaves it (None: never read)."""
+        return self._head if self._head is not None else self._base
+
+    def versions_seen(self) -> dict[tuple[str, str], int]:
+        """Every stream head this transaction read or moved, as it leaves them."""
+        return self._versions
+
     def version(self, conn: Connection, workspace: str, stream: str) -> int:
         """A stream's current version (0: no events yet)."""
         key = (workspace, stream)
         v = self._versions.get(key)
         if v is None:
-            v = self._versions[key] = int(READ_STREAM.scalar(conn, {"ws": workspace, "stream": stream}) or 0)
+            v = self._known.get(key)
+            if v is None:
+                v = int(READ_STREAM.scalar(conn, {"ws": workspace, "stream": stream}) or 0)
+            self._versions[key] = v
         return v
 
     def advance(self, conn: Connection, workspace: str, stream: str, count: int, expected: int | None) -> int:
@@ -128,8 +195,6 @@ class LogHeads:
             _WRITE_STREAMS.many(
                 conn, [{"ws": ws, "stream": st, "v": self._versions[(ws, st)]} for ws, st in sorted(self._moved)]
             )
-        self._head = None
-        self._versions.clear()
         self._moved.clear()
         self._undo.clear()
 
@@ -144,16 +209,17 @@ def current(conn: Connection) -> LogHeads | None:
 
 
 @contextlib.contextmanager
-def running(conn: Connection) -> Iterator[LogHeads]:
-    """Keep the log's heads in memory for the transaction running on ``conn`` meanwhile.
+def running(conn: Connection, base: int | None = None, known: KnownHeads | None = None) -> Iterator[LogHeads]:
+    """Keep the log's heads in memory for the transaction running on ``conn`` meanwhile,
+    starting from the counter ``base`` and the heads ``known`` (checked, :meth:`KnownHeads.check`).
 
-    The caller calls :meth:`LogHeads.flush` before it commits. One slot for the process
-    serves: SQLite's writer runs one batch at a time, on the event loop, and a batch's
-    statements run on its connection only.
+    The caller calls :meth:`LogHeads.flush` before it commits, and :meth:`KnownHeads.learn`
+    once it committed. One slot for the process serves: SQLite's writer runs one batch at a
+    time, on the event loop, and a batch's statements run on its connection only.
     """
     global _running
     before = _running
-    heads = LogHeads()
+    heads = LogHeads(base, known.versions if known is not None else None)
     _running = (conn, heads)
     try:
         yield heads

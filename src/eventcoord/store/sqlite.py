@@ -125,6 +125,8 @@ class SqliteEventStore(EventStore):
         #: commands wait as the last batch held).
         self._window: asyncio.TimerHandle | None = None
         self._conn: Connection | None = None
+        #: The log's heads as the last committed batch left them (``log_heads.KnownHeads``).
+        self._known = log_heads.KnownHeads()
         self._checkpointer: asyncio.Task[None] | None = None
         #: A checkpoint is finishing the log: no batch starts until it is done.
         self._held = False
@@ -288,31 +290,40 @@ class SqliteEventStore(EventStore):
         again with a SAVEPOINT per job (one fixed name, on the driver connection).
         """
         assert self._writer is not None
+        known = self._known
         if self._conn is None:
             self._conn = self._writer.connect()
+            known.forget()  # data_version counts per connection
         conn = self._conn
         try:
             try:
                 with conn.begin():
-                    return self._run_jobs(conn, jobs, savepoints=False)
+                    outcomes, heads = self._run_jobs(conn, jobs, known, savepoints=False)
             except _PartialWrite:
                 stats.ROLLBACKS.inc()
                 with conn.begin():
-                    return self._run_jobs(conn, jobs, savepoints=True)
+                    outcomes, heads = self._run_jobs(conn, jobs, known, savepoints=True)
         except Exception:
+            known.forget()
             self._conn = None
             with contextlib.suppress(Exception):
                 conn.close()
             raise
+        known.learn(heads)  # committed: the next batch may start from here
+        return outcomes
 
     @staticmethod
-    def _run_jobs(conn: Connection, jobs: list[_Job], *, savepoints: bool) -> list[Any]:
+    def _run_jobs(
+        conn: Connection, jobs: list[_Job], known: log_heads.KnownHeads, *, savepoints: bool
+    ) -> tuple[list[Any], log_heads.LogHeads]:
         """Run the jobs in the transaction begun on ``conn``; the counter and the stream heads they
         moved are written last (``log_heads``)."""
-        with writer_connection(conn) as raw, log_heads.running(conn) as heads:
-            outcomes = SqliteEventStore._run_each(conn, raw, heads, jobs, savepoints=savepoints)
-            heads.flush(conn)
-            return outcomes
+        with writer_connection(conn) as raw:
+            base = known.check(raw, conn)
+            with log_heads.running(conn, base, known) as heads:
+                outcomes = SqliteEventStore._run_each(conn, raw, heads, jobs, savepoints=savepoints)
+                heads.flush(conn)
+                return outcomes, heads
 
     @staticmethod
     def _run_each(
