@@ -2,8 +2,8 @@
 
 SQLite's writer holds the database's one write lock (``BEGIN IMMEDIATE``) from the first
 statement of a batch to its commit: no other connection, in this process or another, can
-move the position counter or a stream's head meanwhile. So the batch reads the counter at
-its first append and each stream's head the first time it appends to that stream (both
+move the position counter or a stream's head meanwhile. So the batch reads the counter as
+it starts and each stream's head the first time it appends to that stream (both
 plain reads, which see what the transaction wrote before), hands out positions and
 versions from memory, and writes the counter and the heads it moved once, just before it
 commits (:meth:`LogHeads.flush`). Before, every command ran an ``UPDATE … RETURNING`` of
@@ -16,7 +16,8 @@ from what the writer's last committed batch left (:class:`KnownHeads`) only when
 else can have moved it since: the batch checks, under its write lock, that no other
 connection committed (``PRAGMA data_version``) and that the counter is where that batch
 left it (a job writing the log's tables on this very connection moves the counter too:
-``eventcoord replay``). Otherwise it forgets them and reads afresh. So a heartbeat reads its
+``eventcoord replay``; such a job appends nothing through ``log.append`` after its own
+writes, in its batch). Otherwise it forgets them and reads afresh. So a heartbeat reads its
 stream's head once per writer rather than once per command: one statement in four
 (docs/performance.md, phase 15). A command that fails is rewound (:meth:`LogHeads.mark`,
 :meth:`LogHeads.rewind`) with its savepoint, or when it failed before writing anything, so
