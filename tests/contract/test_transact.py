@@ -266,23 +266,37 @@ async def test_a_stream_head_another_connection_moved_is_read_again(store: Any, 
 async def test_a_log_written_on_the_writer_s_own_connection_is_read_again(store: Any) -> None:
     """A job that writes the log's tables itself on the writer's connection (as
     ``eventcoord replay`` does) moves the counter: the next batch finds it elsewhere than
-    the last batch left it and reads the heads afresh."""
-    assert [await store.transact(write("session:s")) for _ in range(2)] == [1, 2]
+    the last batch left it and reads the heads afresh, those it does not touch included."""
+    assert [await store.transact(write(s)) for s in ("session:s", "session:s", "session:o")] == [1, 2, 3]
 
-    def load(conn: Connection) -> None:
-        conn.execute(
-            text(
-                "INSERT INTO events (position, workspace, stream, version, type, data, metadata, recorded_us) "
-                "VALUES (3, 'ws', 'session:s', 3, 'AgentHeartbeat', '{}', '{}', 0)"
+    def load(position: int, stream: str, version: int) -> Callable[[Connection], None]:
+        def run(conn: Connection) -> None:
+            conn.execute(
+                text(
+                    "INSERT INTO events (position, workspace, stream, version, type, data, metadata, recorded_us) "
+                    f"VALUES ({position}, 'ws', '{stream}', {version}, 'AgentHeartbeat', '{{}}', '{{}}', 0)"
+                )
             )
-        )
-        conn.execute(text("UPDATE stream_heads SET version = 3 WHERE stream = 'session:s'"))
-        conn.execute(text("UPDATE store_head SET position = 3 WHERE id = 1"))
+            conn.execute(text(f"UPDATE stream_heads SET version = {version} WHERE stream = '{stream}'"))
+            conn.execute(text(f"UPDATE store_head SET position = {position} WHERE id = 1"))
 
-    await store.transact(load)
-    assert await store.transact(write("session:s")) == 4
-    assert [v for _, _, v in await store.query(versions)] == [1, 2, 3, 4]
-    assert await store.query(heads_stored) == (4, {"session:s": 4})
+        return run
+
+    await store.transact(load(4, "session:o", 2))
+    assert await store.transact(write("session:s")) == 5
+    assert await store.transact(write("session:o")) == 6
+    assert [(p, s, v) for p, s, v in await store.query(versions)][-3:] == [
+        (4, "session:o", 2),
+        (5, "session:s", 3),
+        (6, "session:o", 3),
+    ]
+    assert await store.query(heads_stored) == (6, {"session:s": 3, "session:o": 3})
+
+    # In one batch with it, the appends after it go on from what it wrote.
+    _, mine = await asyncio.gather(store.transact(load(10, "session:s", 5)), store.transact(write("session:s")))
+    assert mine == 11
+    assert [(p, v) for p, _, v in await store.query(versions)][-2:] == [(10, 5), (11, 6)]
+    assert await store.query(heads_stored) == (11, {"session:s": 6, "session:o": 3})
 
 
 @pytest.mark.sqlite

@@ -2,8 +2,8 @@
 
 SQLite's writer holds the database's one write lock (``BEGIN IMMEDIATE``) from the first
 statement of a batch to its commit: no other connection, in this process or another, can
-move the position counter or a stream's head meanwhile. So the batch reads the counter as
-it starts and each stream's head the first time it appends to that stream (both
+move the position counter or a stream's head meanwhile. So the batch reads the counter at
+its first append and each stream's head the first time it appends to that stream (both
 plain reads, which see what the transaction wrote before), hands out positions and
 versions from memory, and writes the counter and the heads it moved once, just before it
 commits (:meth:`LogHeads.flush`). Before, every command ran an ``UPDATE … RETURNING`` of
@@ -11,13 +11,16 @@ the counter and an upsert ``… RETURNING`` of its stream's head: in SQLite a st
 ``RETURNING`` costs about three times the same statement without it (7.4 against 2.7 µs
 for the counter's update; ``docs/performance.md``, phase 12).
 
-The database still decides. A batch starts from what it reads under the write lock, and
-from what the writer's last committed batch left (:class:`KnownHeads`) only when nothing
-else can have moved it since: the batch checks, under its write lock, that no other
-connection committed (``PRAGMA data_version``) and that the counter is where that batch
-left it (a job writing the log's tables on this very connection moves the counter too:
-``eventcoord replay``; such a job appends nothing through ``log.append`` after its own
-writes, in its batch). Otherwise it forgets them and reads afresh. So a heartbeat reads its
+The database still decides. A batch starts from what the writer's last committed batch
+left (:class:`KnownHeads`) only when nothing else can have moved it since. As it starts,
+under its write lock, it checks that no other connection committed
+(``PRAGMA data_version``). When it first reads the counter, it checks that the counter
+stands where that batch left it: a job that writes the log's tables itself on this very
+connection (``eventcoord replay``) moves the counter too, and the read comes after it when
+the job ran earlier in the batch. Otherwise the batch reads every head afresh. (Were such a
+job to run after another job of its batch appended, the appends after it would go on from
+the counter in memory, as they did before these heads were kept: such jobs run alone, from
+the CLI.) So a heartbeat reads its
 stream's head once per writer rather than once per command: one statement in four
 (docs/performance.md, phase 15). A command that fails is rewound (:meth:`LogHeads.mark`,
 :meth:`LogHeads.rewind`) with its savepoint, or when it failed before writing anything, so
@@ -70,8 +73,9 @@ KNOWN_MAX = 65_536
 class KnownHeads:
     """The counter and the stream heads as one writer's last committed batch left them.
 
-    Kept between batches on the writer's connection and trusted by the next batch only
-    after :meth:`check` (under the write lock) found that nothing else moved them.
+    Kept between batches on the writer's connection. A batch trusts them only when no other
+    connection committed since (:meth:`check`, as it starts) and the counter is where they
+    say, when the batch first reads it (:meth:`LogHeads.take`, :meth:`LogHeads.version`).
     """
 
     __slots__ = ("_data_version", "position", "versions")
@@ -83,15 +87,13 @@ class KnownHeads:
         self.position: int | None = None
         self.versions: dict[tuple[str, str], int] = {}
 
-    def check(self, raw: Any, conn: Connection) -> int:
+    def check(self, raw: Any) -> None:
         """At a batch's start, under its write lock (``raw``: the driver connection): forget
-        what another connection or a direct write may have moved; the counter as it stands."""
+        everything if another connection committed since the last check."""
         (data_version,) = raw.execute("PRAGMA data_version").fetchone()
-        position = int(READ_HEAD.scalar(conn, {}))
-        if data_version != self._data_version or position != self.position:
+        if data_version != self._data_version:
             self.forget()
             self._data_version = data_version
-        return position
 
     def forget(self) -> None:
         """Know nothing (a failed batch, a new connection): the next batch reads afresh."""
@@ -101,22 +103,29 @@ class KnownHeads:
 
     def learn(self, heads: LogHeads) -> None:
         """What a batch read and moved, once it committed."""
-        self.position = heads.position()
-        if len(self.versions) + len(heads.versions_seen()) > KNOWN_MAX:
+        position = heads.position()
+        if position is None:  # it never read the counter: it appended nothing
+            return
+        seen = heads.versions_seen()
+        if not heads.trusted_known() or len(self.versions) + len(seen) > KNOWN_MAX:
             self.versions.clear()
-        self.versions.update(heads.versions_seen())
+        self.position = position
+        self.versions.update(seen)
 
 
 class LogHeads:
     """The counter and the stream heads as this transaction has read and moved them."""
 
-    __slots__ = ("_base", "_head", "_known", "_moved", "_undo", "_versions")
+    __slots__ = ("_base", "_head", "_known", "_known_heads", "_moved", "_trusted", "_undo", "_versions")
 
-    def __init__(self, base: int | None = None, known: dict[tuple[str, str], int] | None = None) -> None:
-        #: The counter as the batch found it (None: not read yet).
-        self._base = base
-        #: Stream heads the writer's last batch left, checked still the database's.
-        self._known = known if known is not None else {}
+    def __init__(self, known: KnownHeads | None = None) -> None:
+        #: What the writer's last batch left, trusted once the counter is read and matches.
+        self._known_heads = known
+        #: The stream heads trusted from it (None: the counter is not read yet).
+        self._known: dict[tuple[str, str], int] | None = None
+        self._trusted = False
+        #: The counter as the transaction first read it (None: not read yet).
+        self._base: int | None = None
         #: The newest position handed out; None: none yet.
         self._head: int | None = None
         self._versions: dict[tuple[str, str], int] = {}
@@ -125,13 +134,23 @@ class LogHeads:
         #: what :meth:`rewind` undoes.
         self._undo: list[tuple[tuple[str, str], int, bool]] = []
 
+    def _read_base(self, conn: Connection) -> int:
+        """Read the counter, at the first need (as late as before, so that a job that wrote
+        the log's tables itself earlier in the batch is seen), and trust the known heads only
+        if it stands where they left it."""
+        base = self._base = int(READ_HEAD.scalar(conn, {}))
+        known = self._known_heads
+        self._trusted = known is not None and known.position == base
+        self._known = known.versions if known is not None and self._trusted else {}
+        return base
+
     def take(self, conn: Connection, count: int) -> int:
         """Hand out ``count`` consecutive positions; returns the first."""
         head = self._head
         if head is None:
             head = self._base
             if head is None:
-                head = self._base = int(READ_HEAD.scalar(conn, {}))
+                head = self._read_base(conn)
         self._head = head + count
         return head + 1
 
@@ -143,6 +162,10 @@ class LogHeads:
         """The counter as this transaction leaves it (None: never read)."""
         return self._head if self._head is not None else self._base
 
+    def trusted_known(self) -> bool:
+        """Whether this transaction found the known heads still the database's."""
+        return self._trusted
+
     def versions_seen(self) -> dict[tuple[str, str], int]:
         """Every stream head this transaction read or moved, as it leaves them."""
         return self._versions
@@ -152,7 +175,12 @@ class LogHeads:
         key = (workspace, stream)
         v = self._versions.get(key)
         if v is None:
-            v = self._known.get(key)
+            known = self._known
+            if known is None:
+                self._read_base(conn)
+                known = self._known
+                assert known is not None
+            v = known.get(key)
             if v is None:
                 v = int(READ_STREAM.scalar(conn, {"ws": workspace, "stream": stream}) or 0)
             self._versions[key] = v
@@ -210,9 +238,9 @@ def current(conn: Connection) -> LogHeads | None:
 
 
 @contextlib.contextmanager
-def running(conn: Connection, base: int | None = None, known: KnownHeads | None = None) -> Iterator[LogHeads]:
+def running(conn: Connection, known: KnownHeads | None = None) -> Iterator[LogHeads]:
     """Keep the log's heads in memory for the transaction running on ``conn`` meanwhile,
-    starting from the counter ``base`` and the heads ``known`` (checked, :meth:`KnownHeads.check`).
+    starting from the heads ``known`` where they still hold (:meth:`KnownHeads.check` ran).
 
     The caller calls :meth:`LogHeads.flush` before it commits, and :meth:`KnownHeads.learn`
     once it committed. One slot for the process serves: SQLite's writer runs one batch at a
@@ -220,7 +248,7 @@ def running(conn: Connection, base: int | None = None, known: KnownHeads | None 
     """
     global _running
     before = _running
-    heads = LogHeads(base, known.versions if known is not None else None)
+    heads = LogHeads(known)
     _running = (conn, heads)
     try:
         yield heads

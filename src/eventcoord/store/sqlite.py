@@ -319,8 +319,8 @@ class SqliteEventStore(EventStore):
         """Run the jobs in the transaction begun on ``conn``; the counter and the stream heads they
         moved are written last (``log_heads``)."""
         with writer_connection(conn) as raw:
-            base = known.check(raw, conn)
-            with log_heads.running(conn, base, known) as heads:
+            known.check(raw)
+            with log_heads.running(conn, known) as heads:
                 outcomes = SqliteEventStore._run_each(conn, raw, heads, jobs, savepoints=savepoints)
                 heads.flush(conn)
                 return outcomes, heads
