@@ -89,7 +89,9 @@ def _count_unreleased(dialect: str) -> Executable:
     )
 
 
-_COUNT_UNRELEASED = Prepared(_count_unreleased, rows={"project_leases": ("ws", "project")})
+_COUNT_UNRELEASED = Prepared(
+    _count_unreleased, rows={"project_leases": ("ws", "project")}, adds={"project_leases": ("unreleased", "delta")}
+)
 
 
 _ISSUE = (issues.c.workspace == bindparam("ws")) & (issues.c.issue == bindparam("issue"))

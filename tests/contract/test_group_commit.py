@@ -766,9 +766,10 @@ async def test_a_claim_counts_a_declarer_revived_earlier_in_its_batch(store: Any
     On PostgreSQL the claim reads without a statement of its own after that sign of life:
     ``ahead``, its row was read with the batch's other claim's before the batch began (its
     declarers with when each was last seen: the sign of life since makes one live);
-    ``merged``, its project's guard is held already (an earlier claim of the batch took it),
-    so it reads its session and its project in one statement, which carries the message's
-    writes, the sign of life among them, unsent (the declarers count it as live).
+    ``merged``, its project's guard is held already (locked ahead for an earlier release in
+    that project, with no other claim to read ahead with), so it reads its session and its
+    project in one statement, which carries the message's writes, the sign of life among
+    them, unsent (the declarers count it as live).
     """
     service = Service(store)
     declarer, claimer, other = [await _register(service, name) for name in ("declarer", "claimer", "other")]
@@ -777,15 +778,19 @@ async def test_a_claim_counts_a_declarer_revived_earlier_in_its_batch(store: Any
     stale = update(sessions_table).where(sessions_table.c.session_id == declarer).values(last_seen_us=1)
     await store.transact(lambda conn: conn.execute(stale))
     post = {"type": "post_message", "session_id": declarer, "channel": "project:R", "body": "back"}
-    first_project = "Z" if read == "ahead" else "X"
-    unrelated_claim = {"type": "claim_issue", "session_id": other, "project": first_project, "issue": "Z-1"}
+    if read == "ahead":
+        unrelated = {"type": "claim_issue", "session_id": other, "project": "Z", "issue": "Z-1"}
+    else:  # a lease of the same project, released in the batch
+        held = await execute(service, {"type": "claim_issue", "session_id": other, "project": "X", "issue": "X-0"})
+        assert isinstance(held, Outcome) and held.status == 200, held
+        unrelated = {"type": "release_issue", "session_id": other, "issue": "X-0"}
     claim_x = {"type": "claim_issue", "session_id": claimer, "project": "X", "issue": "X-1"}
-    bodies = [post, claim_x, unrelated_claim] if read == "ahead" else [unrelated_claim, post, claim_x]
+    bodies = [post, claim_x, unrelated] if read == "ahead" else [unrelated, post, claim_x]
     with statements_sent() as sent:
         answers = await asyncio.gather(*(execute(service, b) for b in bodies))
-    posted, claim, unrelated = (answers[i] for i in ((0, 1, 2) if read == "ahead" else (1, 2, 0)))
+    posted, claim, other_answer = (answers[i] for i in ((0, 1, 2) if read == "ahead" else (1, 2, 0)))
     assert isinstance(posted, Outcome) and posted.status == 200, posted
-    assert isinstance(unrelated, Outcome) and unrelated.status == 200, unrelated
+    assert isinstance(other_answer, Outcome) and other_answer.status == 200, other_answer
     # the declarer is live again: its declaration holds the issue
     assert isinstance(claim, DomainError) and claim.code == "ISSUE_HELD", claim
     assert declarer in json.dumps(claim.details), claim.details
@@ -857,6 +862,38 @@ async def test_claims_in_many_projects_lock_their_guards_ahead_and_read_in_one_s
     assert len(sent) <= len(sids) + 1 + 5 + 3, sent
     unreleased = await store.query(lambda conn: conn.execute(text("SELECT unreleased FROM project_leases")).all())
     assert unreleased == [(1,)] * 16
+
+
+async def test_claims_of_one_project_in_one_batch_count_each_other_on_the_rows_read_ahead(
+    store: Any, backend: str
+) -> None:
+    """A grant adds one to its project's unreleased count: the other claims of that project
+    in the batch move the count they read ahead by as much, rather than reading again, and
+    the cap holds."""
+    service, sids = await _sixteen_agents(store, backend)
+    await execute(service, {"type": "configure_project", "project": "One", "wip_limit": 10})
+    with statements_sent() as sent:
+        answers = await asyncio.gather(
+            *(
+                execute(service, {"type": "claim_issue", "session_id": s, "project": "One", "issue": f"One-{i}"})
+                for i, s in enumerate(sids)
+            )
+        )
+    granted = [a for a in answers if isinstance(a, Outcome) and a.status == 200]
+    refused = [a for a in answers if isinstance(a, Outcome) and a.refusal is not None]
+    assert len(granted) == 10, answers
+    assert len(refused) == 6, answers
+    assert {str(a.refusal.code) for a in refused if a.refusal is not None} == {"WIP_CAP_REACHED"}, refused
+    # The project's guard locked and every claim's rows read ahead once for the batch (the
+    # first claim may be a batch of its own), and no claim reads its project again.
+    flat = [" ".join(q.split()) for q in sent]
+    assert 1 <= sum(q.startswith("SELECT a.n, p.wip_limit") for q in flat) <= 2, flat
+    assert not any(q.startswith("WITH lease AS") for q in flat), flat
+    assert not any(q.startswith("WITH guard AS") for q in flat), flat
+    unreleased = await store.query(
+        lambda conn: conn.execute(text("SELECT unreleased FROM project_leases WHERE project = 'One'")).scalar()
+    )
+    assert unreleased == 10
 
 
 async def test_a_guard_another_transaction_holds_is_left_to_the_claim_s_own_lock(store: Any, backend: str) -> None:

@@ -385,6 +385,7 @@ def claim_rows_ahead(workspace: str, cmd: ClaimIssue) -> RowsAhead:
             ("sessions", (cmd.session_id,)),
         ),
         held_locks.guard(ws, streams.project(project)),
+        (("project_leases", "unreleased", _AT_UNRELEASED),),  # moved by the batch's grants
     )
 
 

@@ -70,6 +70,7 @@ class Batch:
     __slots__ = (
         "_ahead_by_row",
         "_ahead_by_table",
+        "_moved_ahead",
         "answers",
         "carry",
         "chained",
@@ -141,6 +142,9 @@ class Batch:
         #: is nothing.
         self._ahead_by_row: dict[tuple[str, tuple[Any, ...]], list[Any]] = {}
         self._ahead_by_table: dict[str, list[Any]] = {}
+        #: Whether the running command moved a row read ahead (a counter it added to):
+        #: dropping its writes unsent must then drop every read ahead (:meth:`drop_own`).
+        self._moved_ahead = False
         self.revived: set[str] = set()
         #: Whether a statement of the running command carried an earlier command's writes:
         #: if it failed, it cannot tell whose write it was.
@@ -195,7 +199,11 @@ class Batch:
         self._ahead_by_table.clear()
 
     def forget_rows_ahead(
-        self, writes_to: frozenset[str] | None, keys: dict[str, tuple[Any, ...]] | None, life: bool
+        self,
+        writes_to: frozenset[str] | None,
+        keys: dict[str, tuple[Any, ...]] | None,
+        life: bool,
+        added: dict[str, tuple[str, int]] | None = None,
     ) -> None:
         """A statement that may write ``writes_to`` (None: unknown tables), the rows ``keys``
         name there, runs or is deferred: forget the reads ahead it may change
@@ -204,6 +212,11 @@ class Batch:
         ``life``: it only raises one session's ``last_seen_us`` (a sign of life): that
         session counts as live for the declarers read ahead, and the reads whose caller it
         is are forgotten.
+
+        ``added``: by table, the one column it changes in its keyed row, and by how much
+        (``Prepared(adds=…)``): a read ahead that returns that column (``RowsAhead.columns``)
+        is moved by as much instead of forgotten. Two claims of one project in a batch: the
+        second no longer reads its project's count again after the first one's grant.
         """
         if writes_to is None:
             self.drop_rows_ahead()
@@ -213,6 +226,7 @@ class Batch:
             if table == "sessions" and life and key is not None:
                 self.revived.add(key[0])
                 continue
+            add = None
             if key is None or table == "sessions" or has_spans(key):  # unknown rows, who declares what
                 named = self._ahead_by_table.get(table, ())
             else:
@@ -220,8 +234,25 @@ class Batch:
                     named = self._ahead_by_row.get((table, key), ())
                 except TypeError:  # a list among its values: no read ahead's key (hashable) is equal
                     named = ()
+                add = None if added is None else added.get(table)  # the reads of that very row
             for r in named:
+                if add is not None and self._move_ahead(r, table, add):
+                    continue
                 self.rows_ahead.pop(r, None)
+
+    def _move_ahead(self, read: Any, table: str, add: tuple[str, int]) -> bool:
+        """Add to the column of ``table`` that ``read`` returns; whether it returns it (and
+        still holds)."""
+        row = self.rows_ahead.get(read)
+        if row is None:
+            return True  # forgotten already
+        column, delta = add
+        for t, c, at in read.columns:
+            if t == table and c == column:
+                self.rows_ahead[read] = (*row[:at], (row[at] or 0) + delta, *row[at + 1 :])
+                self._moved_ahead = True
+                return True
+        return False
 
     def touch(self, tables: frozenset[str] | None) -> None:
         """Note that a statement touching ``tables`` (None: unknown ones) ran in the batch.
@@ -238,11 +269,15 @@ class Batch:
         """A command starts: the deferred writes so far are carried; where it stands (:meth:`rewind`)."""
         self.own = len(self.deferred)
         self.mixed = False
+        self._moved_ahead = False
         return self.mark()
 
     def drop_own(self) -> None:
-        """Forget the running command's deferred writes, never sent (it failed)."""
+        """Forget the running command's deferred writes, never sent (it failed), and the
+        reads ahead if it moved one (they would count writes that never happen)."""
         self.deferred.truncate(self.own)
+        if self._moved_ahead:
+            self.drop_rows_ahead()
 
     def mark(self) -> tuple[int, int, int, int, bool]:
         """Where the batch stands before a command runs (see :meth:`rewind`)."""
@@ -256,6 +291,8 @@ class Batch:
         del self.answers[n_answers:]
         self.deferred.clear()  # a command's own (a careful pass carries none), never sent
         self.own = 0
+        if self._moved_ahead:
+            self.drop_rows_ahead()
         self.liveness = None  # carried only in a pass without savepoints: none to keep
 
     def take(self, count: int) -> int:

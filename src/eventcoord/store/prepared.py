@@ -86,6 +86,7 @@ class _Pg:
     """A statement compiled for asyncpg: SQL text and the order of its parameters."""
 
     __slots__ = (
+        "adds",
         "counts_pending_life",
         "defaults",
         "dml",
@@ -111,6 +112,7 @@ class _Pg:
         counts_pending_life: bool = False,
         reads: frozenset[str] | None = None,
         session_facts: bool = False,
+        adds: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         compiled = stmt.compile(dialect=_ASYNCPG)  # type: ignore[attr-defined]
         assert not compiled._bind_processors, "a Prepared statement's types need no bind processing"
@@ -160,6 +162,10 @@ class _Pg:
             self.rows["sessions"] = (session_row,)
         #: A write that only raises ``last_seen_us`` of one session that has not ended.
         self.life_only = life_only
+        #: By table: the one column it changes in its keyed row, only by adding a parameter
+        #: to it (``column + delta``; a new row holds the delta), and that parameter.
+        self.adds: dict[str, tuple[str, str]] = dict(adds or {})
+        assert self.adds.keys() <= self.rows.keys(), "an added column is in a keyed row"
         #: A read of other sessions than its keyed one only for whether they are live, which
         #: counts a session with a sign of life pending as live (``pending_signs_of_life``).
         self.counts_pending_life = counts_pending_life
@@ -169,6 +175,12 @@ class _Pg:
         if not self.rows:
             return None
         return {table: tuple(params[n] for n in names) for table, names in self.rows.items()}
+
+    def added(self, params: Mapping[str, Any] | None) -> dict[str, tuple[str, int]] | None:
+        """By table, the column it adds to and how much (None: it adds to none)."""
+        if not self.adds or params is None:
+            return None
+        return {table: (column, int(params[name])) for table, (column, name) in self.adds.items()}
 
     def args(self, params: Mapping[str, Any]) -> list[Any]:
         if self.defaults:
@@ -189,6 +201,7 @@ class Prepared:
         counts_pending_life: bool = False,
         reads: Iterable[str] | None = None,
         session_facts: bool = False,
+        adds: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         """``writes``: for a statement in SQL text, the one table it reads and changes, which
         lets :meth:`write` defer it (a built statement's tables are found in it).
@@ -211,6 +224,10 @@ class Prepared:
         ``session_facts``: it reads of ``sessions`` only what a sign of life never changes
         (a session's actor and host), so the signs of life carried need not be written first
         (with ``writes``, the one table it changes).
+        ``adds``: by table of ``rows``, ``(column, parameter)`` when the write changes that
+        row only by adding the parameter to that column (a counter; a new row holds the
+        parameter): a PostgreSQL batch's reads ahead of that row that return the column are
+        moved by it rather than forgotten (``Batch.forget_rows_ahead``).
         """
         self._build = build
         self._writes = writes
@@ -220,6 +237,7 @@ class Prepared:
         self._counts_pending_life = counts_pending_life
         self._reads = None if reads is None else frozenset(reads)
         self._session_facts = session_facts
+        self._adds = adds
         self._stmts: dict[str, Executable] = {}
         self._sqlite_sql: str | None = None
         self._defaults: dict[str, Any] = {}
@@ -255,6 +273,7 @@ class Prepared:
                 self._counts_pending_life,
                 self._reads,
                 self._session_facts,
+                self._adds,
             )
         return pg
 
@@ -579,7 +598,8 @@ def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None) -> batc
         if pending.sessions_read:
             _forget_sessions_read(pending, pg, params)
         if pending.rows_ahead and pg.writes_to != frozenset():
-            pending.forget_rows_ahead(pg.writes_to, None if params is None else pg.keys(params), pg.life_only)
+            keys = None if params is None else pg.keys(params)
+            pending.forget_rows_ahead(pg.writes_to, keys, pg.life_only, pg.added(params))
         if pending.liveness is not None and _meets_carried(pending, pg, params):
             send_carried(conn)
     return pending

@@ -20,6 +20,11 @@ things are not rows of a key:
   while any is carried no row read ahead serves (the command reads for itself, which
   writes them first).
 
+A write that only adds to a counter the read returns (a project's unreleased leases, after
+a grant) moves the row by as much instead (``RowsAhead.columns``, ``Prepared(adds=…)``).
+Were the command that wrote it to fail with its writes unsent, every read ahead is dropped
+(``Batch.drop_own``).
+
 A forgotten row is no error: the command reads for itself, as it would have.
 """
 
@@ -42,13 +47,16 @@ class RowsAhead:
 
     ``statement`` reads for many commands: each parameter of ``params`` becomes a list (one
     entry per command, in one order), and each row starts with the 1-based ordinal of its
-    command's entry. ``keys``: the rows it reads, as (table, key values).
+    command's entry. ``keys``: the rows it reads, as (table, key values). ``columns``:
+    counters it returns, as (table, column, index in the row without its ordinal): a write
+    that only adds to one (``Prepared(adds=…)``) moves the row rather than forgetting it.
     """
 
     statement: Prepared
     params: tuple[tuple[str, Any], ...]
     keys: tuple[tuple[str, tuple[Any, ...]], ...]
     lock: Lock
+    columns: tuple[tuple[str, str, int], ...] = ()
 
 
 def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
