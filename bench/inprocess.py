@@ -31,9 +31,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 OPERATOR_WORKSPACE = "default"
 #: What each task sends: heartbeats, claims of new issues (two per new project), a claim and
-#: the release of the same issue, or a claim of a new path and its release (a pair counts as
-#: two commands).
-KINDS = ("heartbeat_agent", "claim_issue", "claim_issue+release_issue", "claim_files+release_files")
+#: the release of the same issue, a claim of a new path and its release (a pair counts as
+#: two commands), or (``one_project``) claims and releases of issues of one backlog, every
+#: task in the same project (its WIP limit set to the number of tasks).
+KINDS = (
+    "heartbeat_agent",
+    "claim_issue",
+    "claim_issue+release_issue",
+    "claim_files+release_files",
+    "one_project",
+)
 
 
 async def measure(kind: str, url: str | None, tasks: int, per_task: int) -> dict[str, float]:
@@ -64,14 +71,18 @@ async def measure(kind: str, url: str | None, tasks: int, per_task: int) -> dict
                 for i in range(tasks)
             ]
 
+            if kind == "one_project":
+                await send({"type": "configure_project", "project": "Backlog", "wip_limit": tasks})
+
             async def worker(i: int) -> None:
                 for k in range(per_task):
                     if kind == "heartbeat_agent":
                         await send({"type": "heartbeat_agent", "session_id": sessions[i]})
-                    elif kind == "claim_issue+release_issue":  # a pair per step: two commands
+                    elif kind in ("claim_issue+release_issue", "one_project"):  # a pair per step: two commands
                         issue = f"I{i}-{k}"
+                        project = "Backlog" if kind == "one_project" else f"P{i}"
                         await send(
-                            {"type": "claim_issue", "session_id": sessions[i], "project": f"P{i}", "issue": issue}
+                            {"type": "claim_issue", "session_id": sessions[i], "project": project, "issue": issue}
                         )
                         await send({"type": "release_issue", "session_id": sessions[i], "issue": issue})
                     elif kind == "claim_files+release_files":  # a new path on a new issue, then its release
@@ -95,7 +106,7 @@ async def measure(kind: str, url: str | None, tasks: int, per_task: int) -> dict
             wal_mb = wal.stat().st_size / 2**20 if url is None and wal.exists() else 0.0
         finally:
             await store.close()
-    n = tasks * per_task * (2 if "+" in kind else 1)
+    n = tasks * per_task * (2 if "+" in kind or kind == "one_project" else 1)
     cpu_us = ((c1.user - c0.user) + (c1.system - c0.system)) / n * 1e6
     return {"per_s": n / wall, "cpu_us": cpu_us, "wal_mb": wal_mb}
 
