@@ -621,19 +621,31 @@ async def test_a_batch_of_heartbeats_reads_every_session_at_once_and_writes_them
         assert n == 1 and seen > before[s] and on == (f"P-{i}" if i % 2 else None), (s, rows[s])
 
 
-async def test_a_command_s_writes_go_with_the_next_command_s_first_statement(store: Any, backend: str) -> None:
-    service, sids = await _sixteen_agents(store, backend)
-    await execute(service, {"type": "configure_project", "project": "P", "wip_limit": 100})
+async def _claims_in_one_project(
+    service: Service, sids: list[str], project: str, wip_limit: int
+) -> tuple[list[Outcome | DomainError], list[str]]:
+    """Each session claims an issue of ``project`` (its WIP limit set first), all at once:
+    the answers and the statements sent."""
+    await execute(service, {"type": "configure_project", "project": project, "wip_limit": wip_limit})
     with statements_sent() as sent:
         answers = await asyncio.gather(
             *(
-                execute(service, {"type": "claim_issue", "session_id": s, "project": "P", "issue": f"P-{i}"})
+                execute(
+                    service, {"type": "claim_issue", "session_id": s, "project": project, "issue": f"{project}-{i}"}
+                )
                 for i, s in enumerate(sids)
             )
         )
+    return list(answers), sent
+
+
+async def test_a_command_s_writes_go_with_the_next_command_s_first_statement(store: Any, backend: str) -> None:
+    service, sids = await _sixteen_agents(store, backend)
+    answers, sent = await _claims_in_one_project(service, sids, "P", 100)
     assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
-    # Per claim: its session and guard, then its reads (3 with its writes sent alone); the
-    # batch's BEGIN, clock, last writes, end and COMMIT (and the first claim, maybe alone).
+    # At most, per claim: its session and guard, then its reads (3 with its writes sent
+    # alone); the batch's BEGIN, clock, last writes, end and COMMIT (and the first claim,
+    # maybe alone). Their rows are now read ahead together (the next test counts them).
     assert len(sent) <= 2 * len(sids) + 5 + 6, sent
     leases = await store.query(lambda conn: conn.execute(text("SELECT issue, session_id FROM leases")).all())
     assert sorted(leases) == sorted((f"P-{i}", s) for i, s in enumerate(sids))
@@ -871,14 +883,7 @@ async def test_claims_of_one_project_in_one_batch_count_each_other_on_the_rows_r
     in the batch move the count they read ahead by as much, rather than reading again, and
     the cap holds."""
     service, sids = await _sixteen_agents(store, backend)
-    await execute(service, {"type": "configure_project", "project": "One", "wip_limit": 10})
-    with statements_sent() as sent:
-        answers = await asyncio.gather(
-            *(
-                execute(service, {"type": "claim_issue", "session_id": s, "project": "One", "issue": f"One-{i}"})
-                for i, s in enumerate(sids)
-            )
-        )
+    answers, sent = await _claims_in_one_project(service, sids, "One", 10)
     granted = [a for a in answers if isinstance(a, Outcome) and a.status == 200]
     refused = [a for a in answers if isinstance(a, Outcome) and a.refusal is not None]
     assert len(granted) == 10, answers
