@@ -20,9 +20,8 @@ connection (``eventcoord replay``) moves the counter too, and the read comes aft
 the job ran earlier in the batch. Otherwise the batch reads every head afresh. (Were such a
 job to run after another job of its batch appended, the appends after it would go on from
 the counter in memory, as they did before these heads were kept: such jobs run alone, from
-the CLI.) So a heartbeat reads its
-stream's head once per writer rather than once per command: one statement in four
-(docs/performance.md, phase 15). A command that fails is rewound (:meth:`LogHeads.mark`,
+the CLI.) So a heartbeat reads its stream's head once per writer rather than once per
+command: one statement in four (docs/performance.md, phase 15). A command that fails is rewound (:meth:`LogHeads.mark`,
 :meth:`LogHeads.rewind`) with its savepoint, or when it failed before writing anything, so
 the positions it took go to the next command; a batch that fails or rolls back teaches
 :class:`KnownHeads` nothing. PostgreSQL batches keep their own, provisional, positions
@@ -116,14 +115,11 @@ class KnownHeads:
 class LogHeads:
     """The counter and the stream heads as this transaction has read and moved them."""
 
-    __slots__ = ("_base", "_head", "_known", "_known_heads", "_moved", "_trusted", "_undo", "_versions")
+    __slots__ = ("_base", "_head", "_known", "_moved", "_undo", "_versions")
 
     def __init__(self, known: KnownHeads | None = None) -> None:
         #: What the writer's last batch left, trusted once the counter is read and matches.
-        self._known_heads = known
-        #: The stream heads trusted from it (None: the counter is not read yet).
-        self._known: dict[tuple[str, str], int] | None = None
-        self._trusted = False
+        self._known = known
         #: The counter as the transaction first read it (None: not read yet).
         self._base: int | None = None
         #: The newest position handed out; None: none yet.
@@ -139,9 +135,6 @@ class LogHeads:
         the log's tables itself earlier in the batch is seen), and trust the known heads only
         if it stands where they left it."""
         base = self._base = int(READ_HEAD.scalar(conn, {}))
-        known = self._known_heads
-        self._trusted = known is not None and known.position == base
-        self._known = known.versions if known is not None and self._trusted else {}
         return base
 
     def take(self, conn: Connection, count: int) -> int:
@@ -163,8 +156,9 @@ class LogHeads:
         return self._head if self._head is not None else self._base
 
     def trusted_known(self) -> bool:
-        """Whether this transaction found the known heads still the database's."""
-        return self._trusted
+        """Whether this transaction found the known heads still the database's (the counter
+        read stands where they left it)."""
+        return self._known is not None and self._base is not None and self._known.position == self._base
 
     def versions_seen(self) -> dict[tuple[str, str], int]:
         """Every stream head this transaction read or moved, as it leaves them."""
@@ -175,12 +169,10 @@ class LogHeads:
         key = (workspace, stream)
         v = self._versions.get(key)
         if v is None:
-            known = self._known
-            if known is None:
+            if self._base is None:
                 self._read_base(conn)
-                known = self._known
-                assert known is not None
-            v = known.get(key)
+            known = self._known
+            v = known.versions.get(key) if known is not None and known.position == self._base else None
             if v is None:
                 v = int(READ_STREAM.scalar(conn, {"ws": workspace, "stream": stream}) or 0)
             self._versions[key] = v
