@@ -86,6 +86,9 @@ _RELEASE = Prepared(
     ),
     writes="file_claims",
     rows={"file_claims": ("key",)},  # an issue's live claims: a read of another issue's may carry it
+    # PostgreSQL: the live keys of the claims it releases; a batch's reads ahead of claims
+    # whose ranges hold none of them still hold (``Batch.forget_rows_ahead``).
+    at_spans={"file_claims": "spans"},
 )
 _INSERT_CONFLICT = Prepared(
     lambda d: conflicts.insert().values(
@@ -153,18 +156,19 @@ def file_claim_released(conn: Connection, r: RecordedEvent) -> None:
     assert isinstance(e, FileClaimReleased)
     if not e.paths:
         return
-    _RELEASE.write(
-        conn,
-        {
-            "at": r.recorded_us,
-            "reason": e.reason,
-            "ws": r.metadata.workspace,
-            "issue": e.issue,
-            "key": issue_key(r.metadata.workspace, e.issue),
-            "sid": e.session_id,
-            "paths": text_list(conn, e.paths),
-        },
-    )
+    ws = r.metadata.workspace
+    params = {
+        "at": r.recorded_us,
+        "reason": e.reason,
+        "ws": ws,
+        "issue": e.issue,
+        "key": issue_key(ws, e.issue),
+        "sid": e.session_id,
+        "paths": text_list(conn, e.paths),
+    }
+    if conn.dialect.name == "postgresql":
+        params["spans"] = KeySpans.points(live_key(ws, literal_prefix(p)) for p in e.paths)
+    _RELEASE.write(conn, params)
 
 
 def claim_conflict(conn: Connection, r: RecordedEvent) -> None:

@@ -69,7 +69,11 @@ _LEAVE_FILES = Prepared(
         & (waits.c.workspace == bindparam("ws"))
         & (waits.c.kind == "files")
         & (waits.c.issue == bindparam("key"))
-    )
+    ),
+    # The files waits of one session for one issue: rows no other statement names this way
+    # (the lines of issues and leases are named by (ws, key)), so two claims' leaves, or a
+    # claim's read of an issue's line, may go together.
+    rows={"waits": ("ws", "sid", "key")},
 )
 
 

@@ -719,12 +719,19 @@ async def test_a_file_claim_s_paths_go_with_the_next_command_s_first_statement(s
     assert live.scalar_one() == 0
 
 
-async def test_overlapping_file_claims_in_one_batch_are_granted_to_one_of_them(store: Any) -> None:
+@pytest.mark.parametrize("read_ahead", [False, True], ids=["lock-taken-by-a-claim", "read-ahead"])
+async def test_overlapping_file_claims_in_one_batch_are_granted_to_one_of_them(store: Any, read_ahead: bool) -> None:
     """Claims of one batch see the claims granted before them in it, though their writes
     are deferred: on PostgreSQL a claim's insert goes with the next claim's probes only
-    where its keys lie outside their ranges, else it is sent first."""
+    where its keys lie outside their ranges, else it is sent first. With ``read_ahead``
+    the workspace's row exists (an earlier claim made it), so a PostgreSQL batch locks it
+    and reads every claim's session and probes ahead: a claim's insert must forget the
+    reads ahead whose ranges hold one of its keys, and only those."""
     service = Service(store)
     sids = [await _register(service, f"a{i}") for i in range(16)]
+    if read_ahead:
+        seed = await execute(service, {"type": "claim_files", "session_id": sids[0], "issue": "S", "paths": ["x/"]})
+        assert isinstance(seed, Outcome) and seed.status == 200, seed
     # in pairs, one after the other: a directory, then a file in it (or the same path again)
     wanted = [
         [f"src/m{i // 2}/" if i % 2 == 0 else f"src/m{i // 2}/{'' if i % 4 == 3 else 'f.py'}", f"own/{i}.py"]
@@ -740,11 +747,53 @@ async def test_overlapping_file_claims_in_one_batch_are_granted_to_one_of_them(s
     granted = [i for i, a in enumerate(answers) if isinstance(a, Outcome) and a.status == 200]
     assert granted == list(range(0, 16, 2)), answers  # refused: a ClaimConflict recorded, answered 409
     live = await store.query(
-        lambda conn: conn.execute(text("SELECT issue, path FROM file_claims WHERE released_us IS NULL")).all()
+        lambda conn: conn.execute(
+            text("SELECT issue, path FROM file_claims WHERE released_us IS NULL AND issue <> 'S'")
+        ).all()
     )
     assert sorted(live) == sorted((f"P-{i}", p) for i in granted for p in wanted[i])
     for (issue, path), (other_issue, other_path) in itertools.combinations(live, 2):
         assert issue == other_issue or not overlaps(path, other_path), (issue, path, other_issue, other_path)
+
+
+#: Parts of the statements a PostgreSQL batch sends for file claims: the read ahead of all
+#: its claims, and one claim's own read of its session and probes.
+_FILES_READ_AHEAD = "WITH ORDINALITY AS q(ws, sid, n)"
+_ONE_CLAIMS_READ = "AS r(lo, hi) CROSS JOIN LATERAL"
+
+
+async def test_file_claims_of_one_batch_are_read_ahead_and_a_release_before_them_is_seen(
+    store: Any, backend: str
+) -> None:
+    """A PostgreSQL batch whose workspace row exists locks it and reads every claim's
+    session and probes in one statement; the claims then send nothing until the batch's
+    end. A release earlier in the batch (its rows named by the issue, not by ranges) must
+    forget those reads: the claim of the path it frees reads again, and is granted."""
+    service, sids = await _sixteen_agents(store, backend)
+    seed = await execute(service, {"type": "claim_files", "session_id": sids[0], "issue": "H", "paths": ["seed/x.py"]})
+    assert isinstance(seed, Outcome) and seed.status == 200, seed
+    with statements_sent() as sent:
+        answers = await asyncio.gather(
+            execute(service, {"type": "release_files", "session_id": sids[0], "issue": "H"}),
+            execute(service, {"type": "claim_files", "session_id": sids[1], "issue": "I-1", "paths": ["seed/x.py"]}),
+            *(
+                execute(service, {"type": "claim_files", "session_id": s, "issue": f"I-{i}", "paths": [f"own/{i}.py"]})
+                for i, s in enumerate(sids[2:], 2)
+            ),
+        )
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
+    assert sum(_FILES_READ_AHEAD in q for q in sent) == 1, sent
+    # Only the claim of the freed path reads for itself (its read ahead was forgotten).
+    assert sum(_ONE_CLAIMS_READ in q for q in sent) == 1, sent
+    # BEGIN, clock, the lock ahead, the read ahead, the release's reads, the claim's own
+    # read, the end statement, COMMIT (and writes a statement could not carry).
+    assert len(sent) <= 12, sent
+    live = await store.query(
+        lambda conn: conn.execute(
+            text("SELECT issue, path FROM file_claims WHERE released_us IS NULL ORDER BY position")
+        ).all()
+    )
+    assert live == [("I-1", "seed/x.py"), *((f"I-{i}", f"own/{i}.py") for i in range(2, 16))]
 
 
 async def test_a_release_in_a_batch_that_holds_the_workspace_lock_hands_the_paths_to_a_waiter(store: Any) -> None:

@@ -165,18 +165,31 @@ async def test_overlap_probes_read_only_the_index_of_unreleased_claims(store: An
 
 async def test_a_file_command_s_session_and_claims_read_together_by_their_own_indexes(store: Any, backend: str) -> None:
     """PostgreSQL, once a batch holds the workspace's lock, a claim reads its session with
-    its probes, a release its session, whether anyone waits for files and its claims of
-    the issue, each in one statement: each part by its own index, in the generic plan made
-    on empty tables, filled before any ANALYZE, and after."""
+    its probes (or the batch reads them ahead for all its claims), a release its session,
+    whether anyone waits for files and its claims of the issue, each in one statement: each
+    part by its own index, in the generic plan made on empty tables, filled before any
+    ANALYZE, and after."""
     if backend != "postgresql":
         pytest.skip("PostgreSQL's statements (SQLite reads them apart)")
+    probes = _pg_probe_params()
     statements: list[tuple[Prepared, dict[str, Any]]] = [
-        (files_handler._SESSION_AND_PROBES, {"sid": "s1", "ws": WS, **_pg_probe_params()}),
+        (files_handler._SESSION_AND_PROBES, {"sid": "s1", "ws": WS, **probes}),
         (files_handler._SESSION_AND_ISSUE_CLAIMS, {"sid": "s1", "ws": WS, "key": HOT_KEY}),
+        (  # the same for two claims at once, read ahead for a batch
+            files_handler._CLAIMS_AHEAD,
+            {
+                "ws": [WS, WS],
+                "sid": ["s1", "s2"],
+                "lo": probes["lo"] * 2,
+                "hi": probes["hi"] * 2,
+                "rn": [1] * len(probes["lo"]) + [2] * len(probes["lo"]),
+            },
+        ),
     ]
     expected = [
         ["ix_file_claims_live_key", "sessions_pkey"],
         ["ix_file_claims_issue_live_key", "ix_waits_line", "sessions_pkey"],
+        ["ix_file_claims_live_key", "sessions_pkey"],
     ]
 
     async def check(when: str) -> None:
@@ -392,9 +405,10 @@ async def test_the_agents_page_walks_the_newest_sessions_instead_of_sorting_them
 
 
 def _literal(value: Any) -> str:
-    """A parameter of ``EXECUTE`` as an SQL literal (strings, ints, lists of strings)."""
+    """A parameter of ``EXECUTE`` as an SQL literal (strings, ints, lists of strings or ints)."""
     if isinstance(value, list):
-        return "ARRAY[" + ", ".join(_literal(v) for v in value) + "]::text[]"
+        kind = "bigint" if value and all(isinstance(v, int) for v in value) else "text"
+        return "ARRAY[" + ", ".join(_literal(v) for v in value) + f"]::{kind}[]"
     if isinstance(value, bool | int):
         return str(value).lower() if isinstance(value, bool) else str(value)
     return "'" + str(value).replace("'", "''") + "'"

@@ -68,4 +68,8 @@ def read_ahead(workspace: str, cmd: c.Command) -> ReadsAhead | None:
         return guard_lock_ahead(workspace, streams.project(cmd.project)), issues.claim_rows_ahead(workspace, cmd)
     if isinstance(cmd, c.ReleaseIssue):  # its lease's project's guard
         return issues.release_lock_ahead(workspace, cmd.issue)
+    if isinstance(cmd, c.ClaimFiles):  # its workspace's lock, then its session and probes
+        claim = files.claim_rows_ahead(workspace, cmd)
+        lock = files.workspace_lock_ahead(workspace)
+        return lock if claim is None else (lock, claim)
     return None

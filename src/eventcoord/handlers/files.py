@@ -25,9 +25,10 @@ from eventcoord.errors import DomainError
 from eventcoord.events import WaitStarted
 from eventcoord.handlers.common import SESSION_COLUMNS, WS, load_session, load_sessions, own_session
 from eventcoord.projections.files import PG_ISSUE_KEY, issue_key, live_key
-from eventcoord.store import held_locks
+from eventcoord.store import held_locks, rows_ahead
 from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.prepared import Prepared
+from eventcoord.store.rows_ahead import RowsAhead
 from eventcoord.store.schema import workspaces
 
 _MAX_CHAR = 0x10FFFF
@@ -45,6 +46,24 @@ _LOCK_WORKSPACE = Prepared(lambda d: select(workspaces.c.name).where(workspaces.
 
 def _workspace_lock(ctx: Context) -> held_locks.Lock:
     return ("workspaces", ctx.workspace)
+
+
+#: PostgreSQL: the rows of many workspaces locked at once for a batch (``ws``; ``key`` is
+#: unused), in name order, skipping any another transaction holds (its claims then lock it
+#: themselves, and wait as they always did). A workspace without a row is left to its
+#: commands, which insert it. Its rows are the workspaces it holds afterwards.
+_WORKSPACES_AHEAD = Prepared(
+    lambda d: text(
+        "SELECT name FROM workspaces WHERE name = ANY(CAST(:ws AS text[])) ORDER BY name FOR UPDATE SKIP LOCKED"
+    ),
+    reads=("workspaces",),
+)
+
+
+def workspace_lock_ahead(workspace: str) -> held_locks.GuardLock:
+    """What a command that first locks its workspace's row (``lock_workspace``) can have
+    locked ahead by a PostgreSQL batch."""
+    return held_locks.GuardLock(_WORKSPACES_AHEAD, workspace, "", table="workspaces")
 
 
 def _lock_held(conn: Connection, ctx: Context) -> bool:
@@ -159,6 +178,50 @@ _SESSION_AND_PROBES = Prepared(
 )
 
 
+#: PostgreSQL, once the batch holds the workspace's lock: what ``_SESSION_AND_PROBES`` reads,
+#: for many claims at once (``ws`` and ``sid`` a pair per claim; ``lo`` and ``hi`` its
+#: probes, ``rn`` whose each is): a row per candidate, led by the claim's ordinal and its
+#: session, or one row with the candidate's columns NULL (``rows_ahead``, ``many``).
+_CLAIMS_AHEAD = Prepared(
+    lambda d: text(
+        f"SELECT q.n, {_SESSION_SELECT}, {_CLAIM_COLUMNS}"
+        " FROM unnest(CAST(:ws AS text[]), CAST(:sid AS text[])) WITH ORDINALITY AS q(ws, sid, n)"
+        # by its id alone (the primary key), as load_session reads it
+        " LEFT JOIN LATERAL (SELECT * FROM sessions AS s WHERE s.session_id = q.sid AND (s.workspace || '') = q.ws"
+        " OFFSET 0) AS s ON true"
+        # the claim's own probes only (``OFFSET 0``: picked out before they are probed)
+        f" LEFT JOIN LATERAL (SELECT {_CLAIM_COLUMNS} FROM (SELECT r.lo, r.hi FROM unnest(CAST(:rn AS bigint[]),"
+        " CAST(:lo AS text[]), CAST(:hi AS text[])) AS r(n, lo, hi) WHERE r.n = q.n OFFSET 0) AS r"
+        f" CROSS JOIN LATERAL ({_CLAIM_SELECT} WHERE {PG_LIVE_KEY} >= r.lo AND {PG_LIVE_KEY} < r.hi OFFSET 0) AS c)"
+        " AS c ON true"
+        " ORDER BY q.n"
+    ),
+    reads=("sessions", "file_claims"),
+)
+
+
+def claim_rows_ahead(workspace: str, cmd: ClaimFiles) -> RowsAhead | None:
+    """What a claim reads once its workspace's lock is held (its session and the claims its
+    paths may overlap), which a PostgreSQL batch may read ahead for all its claims
+    (``store/rows_ahead.py``); None: it reads every live claim, or its paths are refused."""
+    try:
+        paths = domain.normalise_paths(cmd.paths)
+    except DomainError:
+        return None
+    probes = _probe_ranges({literal_prefix(p) for p in paths})
+    if probes is None:
+        return None
+    ranges = _pg_probes(workspace, probes)
+    return RowsAhead(
+        _CLAIMS_AHEAD,
+        (("ws", workspace), ("sid", cmd.session_id), ("lo", tuple(ranges["lo"])), ("hi", tuple(ranges["hi"]))),
+        (("sessions", (cmd.session_id,)), ("file_claims", (ranges["spans"],))),
+        ("workspaces", workspace),
+        spread=("lo", "hi"),
+        many=True,
+    )
+
+
 def _probe_ranges(prefixes: set[str]) -> tuple[list[str], list[tuple[str, str]]] | None:
     """Exact prefixes (the ancestors) and [lo, hi) ranges (extensions) to probe; None: read all."""
     above = sorted(set().union(*(ancestors(p) for p in prefixes)))
@@ -241,9 +304,25 @@ def _session_and_candidates(
     return _session_in(ctx, rows[0]), _candidates(r[width:] for r in rows if r[width] is not None)
 
 
+def _read_ahead(
+    conn: Connection, ctx: Context, cmd: ClaimFiles
+) -> tuple[SessionState | None, list[domain.ClaimRow]] | None:
+    """The claim's session and candidates as the batch read them ahead, if they still hold."""
+    wanted = claim_rows_ahead(ctx.workspace, cmd)
+    if wanted is None or cmd.session_id in rows_ahead.revived(conn):
+        return None  # a sign of life since: its session's row is not what it read
+    rows = rows_ahead.read(conn, wanted)
+    if rows is None:
+        return None
+    width = len(SESSION_COLUMNS)
+    return _session_in(ctx, rows[0]), _candidates(r[width:] for r in rows if r[width] is not None)
+
+
 def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
     paths = domain.normalise_paths(cmd.paths)  # 422 before anything is read or locked
-    both = _session_and_candidates(conn, ctx, cmd.session_id, paths) if _lock_held(conn, ctx) else None
+    both = None
+    if _lock_held(conn, ctx):  # the batch took the lock: read ahead for it, or both at once
+        both = _read_ahead(conn, ctx, cmd) or _session_and_candidates(conn, ctx, cmd.session_id, paths)
     if both is not None:  # the batch took the lock for an earlier command: read both at once
         session, held = both
         claimant(cmd.session_id, session, ctx)

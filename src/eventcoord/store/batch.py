@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from eventcoord.store.deferred_writes import DeferredWrites, has_spans
+from eventcoord.store.deferred_writes import DeferredWrites, has_spans, rows_meet
 
 #: Provisional positions start here (real positions stay far below 2**62).
 PROVISIONAL_BASE = 1 << 62
@@ -69,6 +69,7 @@ class Batch:
 
     __slots__ = (
         "_ahead_by_row",
+        "_ahead_by_spans",
         "_ahead_by_table",
         "_moved_ahead",
         "answers",
@@ -142,6 +143,9 @@ class Batch:
         #: is nothing.
         self._ahead_by_row: dict[tuple[str, tuple[Any, ...]], list[Any]] = {}
         self._ahead_by_table: dict[str, list[Any]] = {}
+        #: The reads ahead that name rows of a table by ranges (``KeySpans``: file claims'
+        #: probes), with that key: a write is compared with each (``rows_meet``).
+        self._ahead_by_spans: dict[str, list[tuple[Any, tuple[Any, ...]]]] = {}
         #: Whether the running command moved a row read ahead (a counter it added to):
         #: dropping its writes unsent must then drop every read ahead (:meth:`drop_own`).
         self._moved_ahead = False
@@ -190,13 +194,17 @@ class Batch:
         self.rows_ahead[read] = row
         for table, key in read.keys:
             self._ahead_by_table.setdefault(table, []).append(read)
-            self._ahead_by_row.setdefault((table, key), []).append(read)
+            if has_spans(key):
+                self._ahead_by_spans.setdefault(table, []).append((read, key))
+            else:
+                self._ahead_by_row.setdefault((table, key), []).append(read)
 
     def drop_rows_ahead(self) -> None:
         """Forget every read ahead."""
         self.rows_ahead.clear()
         self._ahead_by_row.clear()
         self._ahead_by_table.clear()
+        self._ahead_by_spans.clear()
 
     def forget_rows_ahead(
         self,
@@ -227,14 +235,24 @@ class Batch:
                 self.revived.add(key[0])
                 continue
             add = None
-            if key is None or table == "sessions" or has_spans(key):  # unknown rows, who declares what
-                named = self._ahead_by_table.get(table, ())
+            by_spans = self._ahead_by_spans.get(table, ())
+            if key is None or table == "sessions":  # unknown rows, who declares what
+                named: Sequence[Any] = self._ahead_by_table.get(table, ())
+            elif has_spans(key):  # rows by ranges, or at keys it knows: the reads of ranges it meets
+                met = [r for r, spans in by_spans if rows_meet(spans, key)]
+                by_table = self._ahead_by_table.get(table, ())
+                if len(by_spans) < len(by_table):  # and any read of plain keys (not told apart)
+                    spanned = {id(r) for r, _ in by_spans}
+                    met += [r for r in by_table if id(r) not in spanned]
+                named = met
             else:
                 try:
                     named = self._ahead_by_row.get((table, key), ())
                 except TypeError:  # a list among its values: no read ahead's key (hashable) is equal
                     named = ()
                 add = None if added is None else added.get(table)  # the reads of that very row
+                if by_spans:  # a read of ranges cannot be told apart from a row of a plain key
+                    named = [*named, *(r for r, _ in by_spans)]
             for r in named:
                 if add is not None and self._move_ahead(r, table, add):
                     continue

@@ -45,11 +45,16 @@ class GuardLock:
     its rows are the ``(workspace, key)`` pairs it holds afterwards. A statement whose
     ``key`` names an issue locks the guard of the project of its unreleased lease, and
     its rows are ``(workspace, guard key, issue)`` (a release's, ``lease_guard``).
+
+    ``table``: the table of the rows it locks, when not a guard: the statement's rows are
+    then the values of the lock's key (a workspace's own row, which file claims lock:
+    ``("workspaces", name)``; ``key`` is unused).
     """
 
     statement: Prepared
     workspace: str
     key: str
+    table: str = "guards"
 
 
 def guard(workspace: str, key: str) -> Lock:
@@ -81,13 +86,16 @@ def lock_ahead(conn: Connection, wanted: Sequence[GuardLock]) -> None:
     b = batch.current(conn)
     if b is None or not b.carry:
         return
-    kinds: dict[Prepared, set[tuple[str, str]]] = {}
+    kinds: dict[tuple[Prepared, str], set[tuple[str, str]]] = {}
     for g in wanted:
-        kinds.setdefault(g.statement, set()).add((g.workspace, g.key))
-    for statement, keys in kinds.items():
+        kinds.setdefault((g.statement, g.table), set()).add((g.workspace, g.key))
+    for (statement, table), keys in kinds.items():
         pairs = sorted(keys)
         rows = statement.rows(conn, {"ws": [w for w, _ in pairs], "key": [k for _, k in pairs]})
         for row in rows:
+            if table != "guards":
+                b.locked.add((table, *row))
+                continue
             b.locked.add(guard(row[0], row[1]))
             if len(row) > 2:  # the issue whose lease's project it guards
                 b.locked.add(lease_guard(row[0], row[2]))

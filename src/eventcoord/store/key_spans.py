@@ -31,6 +31,14 @@ class KeySpans:
         """The rows whose key is one of ``keys`` (``[k, k + NUL)`` holds only ``k``)."""
         return cls((k, k + "\x00") for k in keys)
 
+    def __eq__(self, other: object) -> bool:
+        # By value: a read ahead is looked up by an equal one its command builds again
+        # (``rows_ahead.RowsAhead``, a key of ``Batch.rows_ahead``).
+        return isinstance(other, KeySpans) and self.spans == other.spans
+
+    def __hash__(self) -> int:
+        return hash(self.spans)
+
     def meets(self, other: KeySpans) -> bool:
         """Whether a key may lie in a span of each."""
         mine, theirs = self.spans, other.spans

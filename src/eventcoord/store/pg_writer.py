@@ -414,7 +414,7 @@ def _attempt(
             try:
                 # One lock of many rows, instead of one each; or one guard that several reads
                 # ahead rely on (claims of one project), which are then read in one statement.
-                if len({(g.workspace, g.key) for g in guards}) > 1 or (guards and len(rows) > 1):
+                if len({(g.table, g.workspace, g.key) for g in guards}) > 1 or (guards and len(rows) > 1):
                     held_locks.lock_ahead(conn, guards)
                 reads = [r for r in ahead if isinstance(r, SessionRead)]
                 if len(reads) > 1:  # one read of many rows, instead of one each

@@ -87,6 +87,7 @@ class _Pg:
 
     __slots__ = (
         "adds",
+        "at_spans",
         "counts_pending_life",
         "defaults",
         "dml",
@@ -113,6 +114,7 @@ class _Pg:
         reads: frozenset[str] | None = None,
         session_facts: bool = False,
         adds: Mapping[str, tuple[str, str]] | None = None,
+        at_spans: Mapping[str, str] | None = None,
     ) -> None:
         compiled = stmt.compile(dialect=_ASYNCPG)  # type: ignore[attr-defined]
         assert not compiled._bind_processors, "a Prepared statement's types need no bind processing"
@@ -166,6 +168,10 @@ class _Pg:
         #: to it (``column + delta``; a new row holds the delta), and that parameter.
         self.adds: dict[str, tuple[str, str]] = dict(adds or {})
         assert self.adds.keys() <= self.rows.keys(), "an added column is in a keyed row"
+        #: By table of ``rows``: the parameter holding the ``KeySpans`` its rows lie at there
+        #: (reads ahead of ranges compare it, ``keys_ahead``).
+        self.at_spans: dict[str, str] = dict(at_spans or {})
+        assert self.at_spans.keys() <= self.rows.keys(), "rows at spans are keyed rows"
         #: A read of other sessions than its keyed one only for whether they are live, which
         #: counts a session with a sign of life pending as live (``pending_signs_of_life``).
         self.counts_pending_life = counts_pending_life
@@ -175,6 +181,13 @@ class _Pg:
         if not self.rows:
             return None
         return {table: tuple(params[n] for n in names) for table, names in self.rows.items()}
+
+    def keys_ahead(self, params: Mapping[str, Any]) -> dict[str, tuple[Any, ...]] | None:
+        """The rows it names, as reads ahead compare them: by their spans where it gives them."""
+        keys = self.keys(params)
+        if keys is None or not self.at_spans:
+            return keys
+        return {**keys, **{table: (params[name],) for table, name in self.at_spans.items()}}
 
     def added(self, params: Mapping[str, Any] | None) -> dict[str, tuple[str, int]] | None:
         """By table, the column it adds to and how much (None: it adds to none)."""
@@ -202,6 +215,7 @@ class Prepared:
         reads: Iterable[str] | None = None,
         session_facts: bool = False,
         adds: Mapping[str, tuple[str, str]] | None = None,
+        at_spans: Mapping[str, str] | None = None,
     ) -> None:
         """``writes``: for a statement in SQL text, the one table it reads and changes, which
         lets :meth:`write` defer it (a built statement's tables are found in it).
@@ -228,6 +242,10 @@ class Prepared:
         row only by adding the parameter to that column (a counter; a new row holds the
         parameter): a PostgreSQL batch's reads ahead of that row that return the column are
         moved by it rather than forgotten (``Batch.forget_rows_ahead``).
+        ``at_spans``: by table of ``rows``, the parameter holding a :class:`KeySpans` that
+        holds every row the write changes there, by the key reads of ranges probe (a release
+        of file claims: their live keys): a PostgreSQL batch's reads ahead of ranges that it
+        does not meet are kept (``rows`` still decides what it may go with).
         """
         self._build = build
         self._writes = writes
@@ -238,6 +256,7 @@ class Prepared:
         self._reads = None if reads is None else frozenset(reads)
         self._session_facts = session_facts
         self._adds = adds
+        self._at_spans = at_spans
         self._stmts: dict[str, Executable] = {}
         self._sqlite_sql: str | None = None
         self._defaults: dict[str, Any] = {}
@@ -274,6 +293,7 @@ class Prepared:
                 self._reads,
                 self._session_facts,
                 self._adds,
+                self._at_spans,
             )
         return pg
 
@@ -598,7 +618,7 @@ def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None) -> batc
         if pending.sessions_read:
             _forget_sessions_read(pending, pg, params)
         if pending.rows_ahead and pg.writes_to != frozenset():
-            keys = None if params is None else pg.keys(params)
+            keys = None if params is None else pg.keys_ahead(params)
             pending.forget_rows_ahead(pg.writes_to, keys, pg.life_only, pg.added(params))
         if pending.liveness is not None and _meets_carried(pending, pg, params):
             send_carried(conn)

@@ -50,6 +50,11 @@ class RowsAhead:
     command's entry. ``keys``: the rows it reads, as (table, key values). ``columns``:
     counters it returns, as (table, column, index in the row without its ordinal): a write
     that only adds to one (``Prepared(adds=…)``) moves the row rather than forgetting it.
+
+    ``spread``: parameters whose value is a tuple of any length (a claim's probes): their
+    entries of all commands are concatenated, and the parameter ``rn`` says whose each is
+    (the command's ordinal). ``many``: the statement returns any number of rows per command
+    (at least one), kept as a tuple of rows.
     """
 
     statement: Prepared
@@ -57,6 +62,8 @@ class RowsAhead:
     keys: tuple[tuple[str, tuple[Any, ...]], ...]
     lock: Lock
     columns: tuple[tuple[str, str, int], ...] = ()
+    spread: tuple[str, ...] = ()
+    many: bool = False
 
 
 def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
@@ -72,10 +79,23 @@ def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
     for statement, reads in kinds.items():
         if len(reads) < 2:
             continue
-        names = [name for name, _ in reads[0].params]
-        params = {name: [dict(r.params)[name] for r in reads] for name in names}
-        for row in statement.rows(conn, params):
-            b.hold_ahead(reads[int(row[0]) - 1], tuple(row[1:]))
+        first = reads[0]
+        values = [dict(r.params) for r in reads]
+        params = {name: [v[name] for v in values] for name, _ in first.params if name not in first.spread}
+        for name in first.spread:
+            params[name] = [x for v in values for x in v[name]]
+        if first.spread:
+            params["rn"] = [n for n, v in enumerate(values, 1) for _ in v[first.spread[0]]]
+        rows = statement.rows(conn, params)
+        if not first.many:
+            for row in rows:
+                b.hold_ahead(reads[int(row[0]) - 1], tuple(row[1:]))
+            continue
+        each: dict[int, list[tuple[Any, ...]]] = {}
+        for row in rows:
+            each.setdefault(int(row[0]), []).append(tuple(row[1:]))
+        for n, of_one in each.items():
+            b.hold_ahead(reads[n - 1], tuple(of_one))
 
 
 def read(conn: Connection, wanted: RowsAhead) -> tuple[Any, ...] | None:

@@ -1,0 +1,91 @@
+"""A PostgreSQL batch's reads ahead of ranges (file claims' probes) and the writes that
+forget them (``Batch.forget_rows_ahead``).
+
+A read that names its rows by ranges of an indexed key (``KeySpans``) is forgotten by a
+write whose rows, named by keys of that index, may lie in one of its ranges, and kept
+otherwise; a write of rows named another way (an issue's claims) cannot be told apart from
+a range and forgets every such read; a write of unknown rows forgets them all. Reads of
+ranges are looked up by value: the command builds its read again to find its rows.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from eventcoord.store.batch import Batch
+from eventcoord.store.key_spans import KeySpans
+from eventcoord.store.prepared import Prepared
+from eventcoord.store.rows_ahead import RowsAhead
+
+_READ = Prepared(lambda d: text("SELECT 1"))
+_WRITES = frozenset({"file_claims"})
+
+
+def _probes(*ranges: tuple[str, str]) -> RowsAhead:
+    return RowsAhead(
+        _READ,
+        (("lo", tuple(lo for lo, _ in ranges)), ("hi", tuple(hi for _, hi in ranges))),
+        (("sessions", ("s1",)), ("file_claims", (KeySpans(ranges),))),
+        ("workspaces", "ws"),
+        spread=("lo", "hi"),
+        many=True,
+    )
+
+
+def _batch(*reads: RowsAhead) -> Batch:
+    b = Batch(None, 0)
+    for read in reads:
+        b.hold_ahead(read, (("row",),))
+    return b
+
+
+def _at(*keys: str) -> dict[str, tuple[object, ...]]:
+    return {"file_claims": (KeySpans.points(keys),)}
+
+
+def test_a_claim_s_insert_forgets_only_the_reads_whose_ranges_hold_its_keys() -> None:
+    src, doc = _probes(("src/", "src0")), _probes(("doc/", "doc0"), ("", "\x01"))
+    b = _batch(src, doc)
+    b.forget_rows_ahead(_WRITES, _at("lib/x.py"), False)
+    assert set(b.rows_ahead) == {src, doc}
+    b.forget_rows_ahead(_WRITES, _at("src/a.py"), False)
+    assert set(b.rows_ahead) == {doc}
+    b.forget_rows_ahead(_WRITES, _at(""), False)  # the exact probe of '' holds it
+    assert b.rows_ahead == {}
+
+
+def test_a_write_of_rows_named_otherwise_or_unknown_forgets_every_read_of_ranges() -> None:
+    src = _probes(("src/", "src0"))
+    b = _batch(src)
+    b.forget_rows_ahead(frozenset({"leases"}), {"leases": ("ws", "I-1")}, False)  # another table
+    assert set(b.rows_ahead) == {src}
+    b.forget_rows_ahead(_WRITES, {"file_claims": ("ws\x01I-1",)}, False)  # an issue's claims
+    assert b.rows_ahead == {}
+    b = _batch(src)
+    b.forget_rows_ahead(_WRITES, None, False)
+    assert b.rows_ahead == {}
+
+
+def test_a_read_of_ranges_is_found_by_an_equal_one() -> None:
+    b = _batch(_probes(("src/", "src0")))
+    assert b.rows_ahead.get(_probes(("src/", "src0"))) == (("row",),)
+    assert _probes(("src/", "src0")) != _probes(("src/", "src1"))
+
+
+keys = st.text(alphabet="ab/\x01", max_size=4)
+
+
+@given(
+    st.lists(st.tuples(keys, keys).filter(lambda r: r[0] < r[1]), min_size=1, max_size=3),
+    st.lists(keys, min_size=1, max_size=3),
+)
+def test_a_read_is_kept_exactly_when_no_key_written_lies_in_its_ranges(
+    ranges: list[tuple[str, str]], written: list[str]
+) -> None:
+    read = _probes(*ranges)
+    b = _batch(read)
+    b.forget_rows_ahead(_WRITES, _at(*written), False)
+    inside = any(lo <= k < hi for k in written for lo, hi in ranges)
+    assert (read in b.rows_ahead) == (not inside)
