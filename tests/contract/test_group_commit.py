@@ -701,9 +701,9 @@ async def test_a_file_claim_s_paths_go_with_the_next_command_s_first_statement(s
         lambda conn: conn.execute(text("SELECT issue, idx, path FROM file_claims ORDER BY position, idx")).all()
     )
     assert claims == [row for i in range(16) for row in ((f"P-{i}", 0, f"src/{i}/"), (f"P-{i}", 1, f"doc/{i}.md"))]
-    # Releases likewise: once the lock is held, one statement each (its session, whether
-    # anyone waits for files, its claims of the issue), carrying the release before's
-    # writes (another issue's claims). Was four per release.
+    # Releases: the workspace's row exists now, so the batch locks it ahead and reads every
+    # release's session, whether anyone waits for files, and its claims of the issue in one
+    # statement; their writes go with the end statement. Was four per release, then one.
     with statements_sent() as sent:
         answers = await asyncio.gather(
             *(
@@ -712,7 +712,10 @@ async def test_a_file_claim_s_paths_go_with_the_next_command_s_first_statement(s
             )
         )
     assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
-    assert len(sent) <= len(sids) + 6 + 6, sent
+    assert sum("AS q(ws, sid, key, n)" in q for q in sent) >= 1, sent
+    # BEGIN, clock, the lock ahead, the read ahead, the releases' writes, end, COMMIT (and
+    # the first release may be a batch of its own, of four statements more).
+    assert len(sent) <= 8 + 8, sent
     live = await store.query(
         lambda conn: conn.execute(text("SELECT count(*) FROM file_claims WHERE released_us IS NULL"))
     )
@@ -817,6 +820,36 @@ async def test_a_release_in_a_batch_that_holds_the_workspace_lock_hands_the_path
         lambda conn: conn.execute(text("SELECT session_id, path FROM file_claims WHERE released_us IS NULL")).all()
     )
     assert sorted(live) == sorted([(a, "a/"), (b, "b/"), (waiter, "src/x.py")])
+
+
+async def test_a_wait_that_starts_in_the_batch_is_seen_by_the_releases_read_ahead(store: Any, backend: str) -> None:
+    """PostgreSQL reads a batch's releases ahead (their sessions, whether anyone waits for
+    files, their claims) once it holds the workspace's lock. A claim earlier in the batch
+    that joins the line makes that read stale (nobody waited): the release must still hand
+    its paths to the new waiter. (Today the line's own statements, whose rows are not named,
+    forget every read ahead; the release's read also names the workspace's line.)"""
+    service = Service(store)
+    holder, other, waiter = [await _register(service, name) for name in ("holder", "other", "waiter")]
+    for sid, issue, path in ((holder, "H", "src/"), (other, "O", "other/")):
+        held = await execute(service, {"type": "claim_files", "session_id": sid, "issue": issue, "paths": [path]})
+        assert isinstance(held, Outcome) and held.status == 200, held
+    with statements_sent() as sent:
+        waits, *released = await asyncio.gather(
+            execute(
+                service,
+                {"type": "claim_files", "session_id": waiter, "issue": "W", "paths": ["src/x.py"], "wait": True},
+            ),
+            execute(service, {"type": "release_files", "session_id": holder, "issue": "H"}),
+            execute(service, {"type": "release_files", "session_id": other, "issue": "O"}),
+        )
+    assert isinstance(waits, Outcome) and waits.refusal is not None and waits.refusal.code == "FILES_CLAIMED", waits
+    assert all(isinstance(x, Outcome) and x.status == 200 for x in released), released
+    if backend == "postgresql":  # the three in one batch, the releases read ahead
+        assert sum("AS q(ws, sid, key, n)" in q for q in sent) == 1, sent
+    live = await store.query(
+        lambda conn: conn.execute(text("SELECT session_id, path FROM file_claims WHERE released_us IS NULL")).all()
+    )
+    assert live == [(waiter, "src/x.py")]
 
 
 @pytest.mark.parametrize("read", ["ahead", "merged"])

@@ -185,11 +185,16 @@ async def test_a_file_command_s_session_and_claims_read_together_by_their_own_in
                 "rn": [1] * len(probes["lo"]) + [2] * len(probes["lo"]),
             },
         ),
+        (  # and for two releases
+            files_handler._RELEASES_AHEAD,
+            {"ws": [WS, WS], "sid": ["s1", "s2"], "key": [HOT_KEY, HOT_KEY]},
+        ),
     ]
     expected = [
         ["ix_file_claims_live_key", "sessions_pkey"],
         ["ix_file_claims_issue_live_key", "ix_waits_line", "sessions_pkey"],
         ["ix_file_claims_live_key", "sessions_pkey"],
+        ["ix_file_claims_issue_live_key", "ix_waits_line", "sessions_pkey"],
     ]
 
     async def check(when: str) -> None:

@@ -4,7 +4,8 @@ forget them (``Batch.forget_rows_ahead``).
 A read that names its rows by ranges of an indexed key (``KeySpans``) is forgotten by a
 write whose rows, named by keys of that index, may lie in one of its ranges, and kept
 otherwise; a write of rows named another way (an issue's claims) cannot be told apart from
-a range and forgets every such read; a write of unknown rows forgets them all. Reads of
+a range and forgets every such read, unless it also says where its rows lie; a write of
+unknown rows forgets them all. Reads of
 ranges are looked up by value: the command builds its read again to find its rows.
 """
 
@@ -66,6 +67,16 @@ def test_a_write_of_rows_named_otherwise_or_unknown_forgets_every_read_of_ranges
     b = _batch(src)
     b.forget_rows_ahead(_WRITES, None, False)
     assert b.rows_ahead == {}
+
+
+def test_a_write_named_otherwise_that_says_where_its_rows_lie_forgets_only_the_reads_it_meets() -> None:
+    """A release names its rows by their issue (``rows``) and says their live keys
+    (``Prepared(at_spans=…)``): reads of ranges are compared with those."""
+    src, doc = _probes(("src/", "src0")), _probes(("doc/", "doc0"))
+    b = _batch(src, doc)
+    released = {"file_claims": KeySpans.points(["src/a.py"])}
+    b.forget_rows_ahead(_WRITES, {"file_claims": ("ws\x01I-1",)}, False, None, released)
+    assert set(b.rows_ahead) == {doc}
 
 
 def test_a_read_of_ranges_is_found_by_an_equal_one() -> None:

@@ -72,4 +72,6 @@ def read_ahead(workspace: str, cmd: c.Command) -> ReadsAhead | None:
         claim = files.claim_rows_ahead(workspace, cmd)
         lock = files.workspace_lock_ahead(workspace)
         return lock if claim is None else (lock, claim)
+    if isinstance(cmd, c.ReleaseFiles):  # likewise: its session, the line, its claims
+        return files.workspace_lock_ahead(workspace), files.release_rows_ahead(workspace, cmd)
     return None

@@ -381,6 +381,42 @@ _SESSION_AND_ISSUE_CLAIMS = Prepared(
 )
 
 
+#: The same for many releases at once (``ws``, ``sid`` and ``key`` one per release), read
+#: ahead for a PostgreSQL batch that holds the workspace's lock: rows led by the release's
+#: ordinal (``rows_ahead``, ``many``).
+_RELEASES_AHEAD = Prepared(
+    lambda d: text(
+        f"SELECT q.n, {_SESSION_SELECT},"
+        " EXISTS (SELECT 1 FROM waits WHERE waits.workspace = q.ws AND waits.kind = 'files'),"
+        f" {_CLAIM_COLUMNS}"
+        " FROM unnest(CAST(:ws AS text[]), CAST(:sid AS text[]), CAST(:key AS text[])) WITH ORDINALITY"
+        " AS q(ws, sid, key, n)"
+        # by its id alone (the primary key), as load_session reads it
+        " LEFT JOIN LATERAL (SELECT * FROM sessions AS s WHERE s.session_id = q.sid AND (s.workspace || '') = q.ws"
+        " OFFSET 0) AS s ON true"
+        f" LEFT JOIN LATERAL ({_CLAIM_SELECT} WHERE {PG_ISSUE_KEY} = q.key"
+        " AND session_id IS NOT DISTINCT FROM q.sid OFFSET 0) AS c ON true"
+        " ORDER BY q.n"
+    ),
+    reads=("sessions", "waits", "file_claims"),
+)
+
+
+def release_rows_ahead(workspace: str, cmd: ReleaseFiles) -> RowsAhead:
+    """What a release reads once its workspace's lock is held (its session, whether anyone
+    waits for files, its claims of the issue), which a PostgreSQL batch may read ahead for
+    all its releases. A wait that starts in the batch (rows not named) forgets it; one that
+    ends leaves it answering that someone may wait, which only makes the release look."""
+    key = issue_key(workspace, cmd.issue)
+    return RowsAhead(
+        _RELEASES_AHEAD,
+        (("ws", workspace), ("sid", cmd.session_id), ("key", key)),
+        (("sessions", (cmd.session_id,)), ("file_claims", (key,)), ("waits", (workspace,))),
+        ("workspaces", workspace),
+        many=True,
+    )
+
+
 def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision:
     params = {
         "ws": ctx.workspace,
@@ -389,8 +425,13 @@ def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision
         "sid": cmd.session_id,
     }
     anyone_waits: bool | None = None  # not known: the line is read
-    if _lock_held(conn, ctx):  # the batch took the lock for an earlier command: one round trip
-        rows = _SESSION_AND_ISSUE_CLAIMS.rows(conn, params)
+    if _lock_held(conn, ctx):  # the batch took the lock: read ahead for it, or one round trip
+        ahead = (
+            None
+            if cmd.session_id in rows_ahead.revived(conn)
+            else rows_ahead.read(conn, release_rows_ahead(ctx.workspace, cmd))
+        )
+        rows = ahead or _SESSION_AND_ISSUE_CLAIMS.rows(conn, params)
         width = len(SESSION_COLUMNS)
         session = _session_in(ctx, rows[0]) if cmd.session_id else None
         anyone_waits = bool(rows[0][width])

@@ -212,6 +212,7 @@ class Batch:
         keys: dict[str, tuple[Any, ...]] | None,
         life: bool,
         added: dict[str, tuple[str, int]] | None = None,
+        spans_at: dict[str, Any] | None = None,
     ) -> None:
         """A statement that may write ``writes_to`` (None: unknown tables), the rows ``keys``
         name there, runs or is deferred: forget the reads ahead it may change
@@ -225,6 +226,10 @@ class Batch:
         (``Prepared(adds=…)``): a read ahead that returns that column (``RowsAhead.columns``)
         is moved by as much instead of forgotten. Two claims of one project in a batch: the
         second no longer reads its project's count again after the first one's grant.
+
+        ``spans_at``: by table, a ``KeySpans`` holding every row it changes there, where its
+        key names them otherwise (``Prepared(at_spans=…)``): the reads ahead of ranges are
+        compared with it (else a plain key cannot be told apart from a range: all forgotten).
         """
         if writes_to is None:
             self.drop_rows_ahead()
@@ -251,8 +256,9 @@ class Batch:
                 except TypeError:  # a list among its values: no read ahead's key (hashable) is equal
                     named = ()
                 add = None if added is None else added.get(table)  # the reads of that very row
-                if by_spans:  # a read of ranges cannot be told apart from a row of a plain key
-                    named = [*named, *(r for r, _ in by_spans)]
+                if by_spans:  # reads of ranges: compared with where its rows lie, if it says
+                    at = None if spans_at is None else spans_at.get(table)
+                    named = [*named, *(r for r, spans in by_spans if at is None or rows_meet(spans, (at,)))]
             for r in named:
                 if add is not None and self._move_ahead(r, table, add):
                     continue

@@ -169,7 +169,7 @@ class _Pg:
         self.adds: dict[str, tuple[str, str]] = dict(adds or {})
         assert self.adds.keys() <= self.rows.keys(), "an added column is in a keyed row"
         #: By table of ``rows``: the parameter holding the ``KeySpans`` its rows lie at there
-        #: (reads ahead of ranges compare it, ``keys_ahead``).
+        #: (reads ahead of ranges compare it, ``spans_at``).
         self.at_spans: dict[str, str] = dict(at_spans or {})
         assert self.at_spans.keys() <= self.rows.keys(), "rows at spans are keyed rows"
         #: A read of other sessions than its keyed one only for whether they are live, which
@@ -182,12 +182,11 @@ class _Pg:
             return None
         return {table: tuple(params[n] for n in names) for table, names in self.rows.items()}
 
-    def keys_ahead(self, params: Mapping[str, Any]) -> dict[str, tuple[Any, ...]] | None:
-        """The rows it names, as reads ahead compare them: by their spans where it gives them."""
-        keys = self.keys(params)
-        if keys is None or not self.at_spans:
-            return keys
-        return {**keys, **{table: (params[name],) for table, name in self.at_spans.items()}}
+    def spans_at(self, params: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """By table, the ``KeySpans`` that hold every row it changes there (None: none given)."""
+        if not self.at_spans or params is None:
+            return None
+        return {table: params[name] for table, name in self.at_spans.items()}
 
     def added(self, params: Mapping[str, Any] | None) -> dict[str, tuple[str, int]] | None:
         """By table, the column it adds to and how much (None: it adds to none)."""
@@ -618,8 +617,8 @@ def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None) -> batc
         if pending.sessions_read:
             _forget_sessions_read(pending, pg, params)
         if pending.rows_ahead and pg.writes_to != frozenset():
-            keys = None if params is None else pg.keys_ahead(params)
-            pending.forget_rows_ahead(pg.writes_to, keys, pg.life_only, pg.added(params))
+            keys = None if params is None else pg.keys(params)
+            pending.forget_rows_ahead(pg.writes_to, keys, pg.life_only, pg.added(params), pg.spans_at(params))
         if pending.liveness is not None and _meets_carried(pending, pg, params):
             send_carried(conn)
     return pending
