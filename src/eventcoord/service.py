@@ -107,6 +107,9 @@ class Service:
         authorize(caller, cmd)
         handler = HANDLERS[type(cmd)]
         digest = command_digest(cmd) if cmd.command_id else ""
+        # A heartbeat's one read is its session's row, a claim's first lock its project's
+        # guard: a batch may read or lock those of all at once.
+        ahead = read_ahead(caller.workspace, cmd) if self._reads_ahead else None
 
         def run(conn: Connection) -> log.Pending[Outcome]:
             if cmd.command_id:
@@ -118,15 +121,12 @@ class Service:
                     replayed = _replay(answer)
                     return log.Pending(lambda real: replayed)
             now_us, ttl = dbclock.read(conn)
-            ctx = Context(caller, now_us, ttl, cmd.command_id, correlation_id)
+            ctx = Context(caller, now_us, ttl, cmd.command_id, correlation_id, ahead=ahead)
             decision = handler(conn, ctx, cmd)
             return _commit(conn, ctx, cmd, decision, digest)
 
         kind = str(cmd.__struct_config__.tag)
         started = time.perf_counter()
-        # A heartbeat's one read is its session's row, a claim's first lock its project's
-        # guard: a batch may read or lock those of all at once.
-        ahead = read_ahead(caller.workspace, cmd) if self._reads_ahead else None
         try:
             outcome = await self.store.transact(run, read_ahead=ahead)
         except DomainError as e:

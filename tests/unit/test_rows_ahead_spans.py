@@ -100,3 +100,16 @@ def test_a_read_is_kept_exactly_when_no_key_written_lies_in_its_ranges(
     b.forget_rows_ahead(_WRITES, _at(*written), False)
     inside = any(lo <= k < hi for k in written for lo, hi in ranges)
     assert (read in b.rows_ahead) == (not inside)
+
+
+span_lists = st.lists(st.tuples(keys, keys).filter(lambda r: r[0] < r[1]), min_size=1, max_size=4)
+
+
+@given(span_lists, span_lists)
+def test_spans_meet_exactly_when_some_key_may_lie_in_both(
+    mine: list[tuple[str, str]], theirs: list[tuple[str, str]]
+) -> None:
+    """``KeySpans.meets`` (its early exits on sorted spans) against every pair compared."""
+    expected = any(lo < o_hi and o_lo < hi for lo, hi in mine for o_lo, o_hi in theirs)
+    assert KeySpans(mine).meets(KeySpans(theirs)) == expected
+    assert KeySpans(theirs).meets(KeySpans(mine)) == expected

@@ -304,11 +304,20 @@ def _session_and_candidates(
     return _session_in(ctx, rows[0]), _candidates(r[width:] for r in rows if r[width] is not None)
 
 
+def _declared(ctx: Context, statement: Prepared) -> RowsAhead | None:
+    """The read ahead the command declared (``handlers.read_ahead``) of ``statement``."""
+    ahead = ctx.ahead if isinstance(ctx.ahead, tuple) else (ctx.ahead,)
+    for r in ahead:
+        if isinstance(r, RowsAhead) and r.statement is statement:
+            return r
+    return None
+
+
 def _read_ahead(
     conn: Connection, ctx: Context, cmd: ClaimFiles
 ) -> tuple[SessionState | None, list[domain.ClaimRow]] | None:
     """The claim's session and candidates as the batch read them ahead, if they still hold."""
-    wanted = claim_rows_ahead(ctx.workspace, cmd)
+    wanted = _declared(ctx, _CLAIMS_AHEAD)
     if wanted is None or cmd.session_id in rows_ahead.revived(conn):
         return None  # a sign of life since: its session's row is not what it read
     rows = rows_ahead.read(conn, wanted)
@@ -426,11 +435,10 @@ def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision
     }
     anyone_waits: bool | None = None  # not known: the line is read
     if _lock_held(conn, ctx):  # the batch took the lock: read ahead for it, or one round trip
-        ahead = (
-            None
-            if cmd.session_id in rows_ahead.revived(conn)
-            else rows_ahead.read(conn, release_rows_ahead(ctx.workspace, cmd))
-        )
+        wanted = _declared(ctx, _RELEASES_AHEAD)
+        ahead = None
+        if wanted is not None and cmd.session_id not in rows_ahead.revived(conn):
+            ahead = rows_ahead.read(conn, wanted)
         rows = ahead or _SESSION_AND_ISSUE_CLAIMS.rows(conn, params)
         width = len(SESSION_COLUMNS)
         session = _session_in(ctx, rows[0]) if cmd.session_id else None

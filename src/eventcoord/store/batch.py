@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from eventcoord.store.deferred_writes import DeferredWrites, has_spans, rows_meet
+from eventcoord.store.key_spans import KeySpans
 
 #: Provisional positions start here (real positions stay far below 2**62).
 PROVISIONAL_BASE = 1 << 62
@@ -244,7 +245,11 @@ class Batch:
             if key is None or table == "sessions":  # unknown rows, who declares what
                 named: Sequence[Any] = self._ahead_by_table.get(table, ())
             elif has_spans(key):  # rows by ranges, or at keys it knows: the reads of ranges it meets
-                met = [r for r, spans in by_spans if rows_meet(spans, key)]
+                if len(key) == 1 and isinstance(key[0], KeySpans):  # the usual case: a claim's keys
+                    written = key[0]
+                    met = [r for r, s in by_spans if (s[0].meets(written) if len(s) == 1 else rows_meet(s, key))]
+                else:
+                    met = [r for r, spans in by_spans if rows_meet(spans, key)]
                 by_table = self._ahead_by_table.get(table, ())
                 if len(by_spans) < len(by_table):  # and any read of plain keys (not told apart)
                     spanned = {id(r) for r, _ in by_spans}

@@ -42,7 +42,14 @@ class KeySpans:
     def meets(self, other: KeySpans) -> bool:
         """Whether a key may lie in a span of each."""
         mine, theirs = self.spans, other.spans
-        if len(mine) == 1 and len(theirs) == 1:  # the usual case, without a generator
-            (lo, hi), (o_lo, o_hi) = mine[0], theirs[0]
-            return lo < o_hi and o_lo < hi
+        if len(theirs) == 1:  # the usual cases (a claim's key against probes), without a generator
+            o_lo, o_hi = theirs[0]
+            for lo, hi in mine:
+                if lo >= o_hi:  # sorted: every span after it lies above too
+                    return False
+                if o_lo < hi:
+                    return True
+            return False
+        if len(mine) == 1:
+            return other.meets(self)
         return any(lo < o_hi and o_lo < hi for lo, hi in mine for o_lo, o_hi in theirs)
