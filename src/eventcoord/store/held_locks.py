@@ -21,6 +21,10 @@ another transaction holds is left to the command's own lock, which waits for it 
 always did; the read-ahead itself waits only for a transaction that is inserting the same
 new guard, under the fast pass's short lock wait. A failure of it has no victim: the
 commands are decided again in a careful pass (``pg_writer``).
+
+File commands lock their workspace's own row instead of a guard (``GuardLock.table``):
+it is locked ahead the same way, ``SKIP LOCKED``, except that a missing row is left to
+the first command, which inserts it.
 """
 
 from __future__ import annotations

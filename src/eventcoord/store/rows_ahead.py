@@ -25,6 +25,14 @@ a grant) moves the row by as much instead (``RowsAhead.columns``, ``Prepared(add
 Were the command that wrote it to fail with its writes unsent, every read ahead is dropped
 (``Batch.drop_own``).
 
+File claims and releases are read ahead too, once the workspace's row is locked ahead: a
+claim's session and the live claims its paths may overlap, a release's session, whether
+anyone waits for files, and its claims of the issue (``RowsAhead.many``: any number of rows
+per command; a claim's probes are ``spread`` over one array for all). A claim's probes name
+their rows by ranges of the live key (``KeySpans``): a claim's insert forgets only the reads
+whose ranges hold one of its keys, and a release, whose rows are named by their issue,
+says where they lie (``Prepared(at_spans=…)``) so that reads of other ranges hold.
+
 A forgotten row is no error: the command reads for itself, as it would have.
 """
 
