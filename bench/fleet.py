@@ -187,12 +187,17 @@ async def agent(c: Client, i: int, step: str, heartbeat: float, cycle: float, st
 
 
 async def producer(c: Client, step: str, rate: float, start: float, end: float) -> None:
-    """Enqueues work items at ``rate`` per second (one per agent per cycle)."""
-    due = start
+    """Enqueues work items at ``rate`` per second (one per agent per cycle), each when it is
+    due: the producers are many (CI jobs, people), so one enqueue that runs late must not
+    hold back the next. (Sent one after another, a late one queued every later one behind
+    it, and their latencies, measured from when each was due, added up to seconds.)"""
+    due, sent = start, []
     while due < end:
         await _at(due)
-        await c.send({"type": "enqueue_work", "project": f"{step}-queue", "payload": {"task": "lint"}}, due)
+        body = {"type": "enqueue_work", "project": f"{step}-queue", "payload": {"task": "lint"}}
+        sent.append(asyncio.create_task(c.send(body, due)))
         due += 1.0 / rate
+    await asyncio.gather(*sent)
 
 
 def pct(values: Sequence[float], q: float) -> float:
