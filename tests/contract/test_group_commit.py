@@ -822,6 +822,29 @@ async def test_a_release_in_a_batch_that_holds_the_workspace_lock_hands_the_path
     assert sorted(live) == sorted([(a, "a/"), (b, "b/"), (waiter, "src/x.py")])
 
 
+async def test_claims_and_releases_without_a_session_are_read_ahead_too(store: Any, backend: str) -> None:
+    """A claim or release made with a token alone (no session) is read ahead like any
+    other on PostgreSQL (its session NULL): granted, then released, in batches of three."""
+    service = Service(store)
+    seed = await execute(service, {"type": "claim_files", "issue": "S", "paths": ["seed/"]})
+    assert isinstance(seed, Outcome) and seed.status == 200, seed  # the workspace's row exists now
+    with statements_sent() as sent:
+        claimed = await asyncio.gather(
+            *(execute(service, {"type": "claim_files", "issue": f"T-{i}", "paths": [f"t/{i}.py"]}) for i in range(3))
+        )
+        released = await asyncio.gather(
+            *(execute(service, {"type": "release_files", "issue": f"T-{i}"}) for i in range(3))
+        )
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in [*claimed, *released]), (claimed, released)
+    assert [json.loads(encoded(a))["result"]["released"] for a in released] == [[f"t/{i}.py"] for i in range(3)]
+    if backend == "postgresql":
+        assert sum(_FILES_READ_AHEAD in q for q in sent) >= 1 and sum("AS q(ws, sid, key, n)" in q for q in sent) >= 1
+    live = await store.query(
+        lambda conn: conn.execute(text("SELECT issue FROM file_claims WHERE released_us IS NULL")).all()
+    )
+    assert live == [("S",)]
+
+
 async def test_a_wait_that_starts_in_the_batch_is_seen_by_the_releases_read_ahead(store: Any, backend: str) -> None:
     """PostgreSQL reads a batch's releases ahead (their sessions, whether anyone waits for
     files, their claims) once it holds the workspace's lock. A claim earlier in the batch
