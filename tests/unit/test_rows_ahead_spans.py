@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from eventcoord.store.batch import Batch
-from eventcoord.store.key_spans import KeySpans
+from eventcoord.store.key_spans import KeySpans, SpansIndex
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.rows_ahead import RowsAhead
 
@@ -113,3 +113,30 @@ def test_spans_meet_exactly_when_some_key_may_lie_in_both(
     expected = any(lo < o_hi and o_lo < hi for lo, hi in mine for o_lo, o_hi in theirs)
     assert KeySpans(mine).meets(KeySpans(theirs)) == expected
     assert KeySpans(theirs).meets(KeySpans(mine)) == expected
+
+
+@given(st.lists(span_lists, min_size=1, max_size=12), st.lists(st.lists(keys, min_size=1, max_size=3), max_size=4))
+def test_writes_forget_exactly_the_reads_their_keys_lie_in(
+    reads: list[list[tuple[str, str]]], writes: list[list[str]]
+) -> None:
+    """Many reads of ranges and several writes in turn (``SpansIndex`` finds them): a read
+    is kept exactly when no key written so far lies in one of its ranges."""
+    held = [_probes(*ranges) for ranges in reads]
+    b = _batch(*held)
+    for n, written in enumerate(writes):
+        b.forget_rows_ahead(_WRITES, _at(*written), False)
+        so_far = [k for w in writes[: n + 1] for k in w]
+        kept = {
+            r
+            for r, ranges in zip(held, reads, strict=True)
+            if not any(lo <= k < hi for k in so_far for lo, hi in ranges)
+        }
+        assert set(b.rows_ahead) == kept
+
+
+@given(span_lists, span_lists)
+def test_an_index_finds_the_spans_that_meet(mine: list[tuple[str, str]], theirs: list[tuple[str, str]]) -> None:
+    index = SpansIndex([(KeySpans([span]), n) for n, span in enumerate(mine)])
+    expected = {n for n, (lo, hi) in enumerate(mine) if any(lo < o_hi and o_lo < hi for o_lo, o_hi in theirs)}
+    found = index.meeting(KeySpans(theirs))
+    assert sorted(found) == sorted(expected)

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from eventcoord.store.deferred_writes import DeferredWrites, has_spans, rows_meet
-from eventcoord.store.key_spans import KeySpans
+from eventcoord.store.key_spans import KeySpans, SpansIndex
 
 #: Provisional positions start here (real positions stay far below 2**62).
 PROVISIONAL_BASE = 1 << 62
@@ -73,6 +73,7 @@ class Batch:
         "_ahead_by_spans",
         "_ahead_by_table",
         "_moved_ahead",
+        "_spans_index",
         "answers",
         "carry",
         "chained",
@@ -147,6 +148,9 @@ class Batch:
         #: The reads ahead that name rows of a table by ranges (``KeySpans``: file claims'
         #: probes), with that key: a write is compared with each (``rows_meet``).
         self._ahead_by_spans: dict[str, list[tuple[Any, tuple[Any, ...]]]] = {}
+        #: Those reads indexed by their ranges (built when a write first looks, dropped when
+        #: a read is added): the ones whose key is one ``KeySpans``, and the others.
+        self._spans_index: dict[str, tuple[SpansIndex[Any], list[tuple[Any, tuple[Any, ...]]]]] = {}
         #: Whether the running command moved a row read ahead (a counter it added to):
         #: dropping its writes unsent must then drop every read ahead (:meth:`drop_own`).
         self._moved_ahead = False
@@ -197,6 +201,7 @@ class Batch:
             self._ahead_by_table.setdefault(table, []).append(read)
             if has_spans(key):
                 self._ahead_by_spans.setdefault(table, []).append((read, key))
+                self._spans_index.pop(table, None)
             else:
                 self._ahead_by_row.setdefault((table, key), []).append(read)
 
@@ -206,6 +211,7 @@ class Batch:
         self._ahead_by_row.clear()
         self._ahead_by_table.clear()
         self._ahead_by_spans.clear()
+        self._spans_index.clear()
 
     def forget_rows_ahead(
         self,
@@ -246,8 +252,7 @@ class Batch:
                 named: Sequence[Any] = self._ahead_by_table.get(table, ())
             elif has_spans(key):  # rows by ranges, or at keys it knows: the reads of ranges it meets
                 if len(key) == 1 and isinstance(key[0], KeySpans):  # the usual case: a claim's keys
-                    written = key[0]
-                    met = [r for r, s in by_spans if (s[0].meets(written) if len(s) == 1 else rows_meet(s, key))]
+                    met = self._meeting(table, by_spans, key[0])
                 else:
                     met = [r for r, spans in by_spans if rows_meet(spans, key)]
                 by_table = self._ahead_by_table.get(table, ())
@@ -263,11 +268,28 @@ class Batch:
                 add = None if added is None else added.get(table)  # the reads of that very row
                 if by_spans:  # reads of ranges: compared with where its rows lie, if it says
                     at = None if spans_at is None else spans_at.get(table)
-                    named = [*named, *(r for r, spans in by_spans if at is None or rows_meet(spans, (at,)))]
+                    named = (
+                        [*named, *(r for r, _ in by_spans)]
+                        if at is None
+                        else [*named, *self._meeting(table, by_spans, at)]
+                    )
             for r in named:
                 if add is not None and self._move_ahead(r, table, add):
                     continue
                 self.rows_ahead.pop(r, None)
+
+    def _meeting(self, table: str, by_spans: Sequence[tuple[Any, tuple[Any, ...]]], written: KeySpans) -> list[Any]:
+        """The reads ahead of ranges of ``table`` that rows at ``written`` may lie in."""
+        built = self._spans_index.get(table)
+        if built is None:
+            single = [(key[0], r) for r, key in by_spans if len(key) == 1]
+            others = [(r, key) for r, key in by_spans if len(key) != 1]
+            built = self._spans_index[table] = (SpansIndex(single), others)
+        index, others = built
+        met = index.meeting(written)
+        if others:
+            met += [r for r, key in others if rows_meet(key, (written,))]
+        return met
 
     def _move_ahead(self, read: Any, table: str, add: tuple[str, int]) -> bool:
         """Add to the column of ``table`` that ``read`` returns; whether it returns it (and
