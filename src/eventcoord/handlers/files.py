@@ -299,7 +299,14 @@ def _session_and_candidates(
     if probes is None:
         return None
     params = {"sid": session_id, "ws": ctx.workspace, **_pg_probes(ctx.workspace, probes)}
-    rows = _SESSION_AND_PROBES.rows(conn, params)
+    return _session_and_claims(ctx, _SESSION_AND_PROBES.rows(conn, params))
+
+
+def _session_and_claims(
+    ctx: Context, rows: Sequence[Sequence[Any]]
+) -> tuple[SessionState | None, list[domain.ClaimRow]]:
+    """The session and the candidates from rows that lead with ``SESSION_COLUMNS`` (one row,
+    the candidate's columns NULL, when there is none)."""
     width = len(SESSION_COLUMNS)
     return _session_in(ctx, rows[0]), _candidates(r[width:] for r in rows if r[width] is not None)
 
@@ -321,10 +328,7 @@ def _read_ahead(
     if wanted is None or cmd.session_id in rows_ahead.revived(conn):
         return None  # a sign of life since: its session's row is not what it read
     rows = rows_ahead.read(conn, wanted)
-    if rows is None:
-        return None
-    width = len(SESSION_COLUMNS)
-    return _session_in(ctx, rows[0]), _candidates(r[width:] for r in rows if r[width] is not None)
+    return None if rows is None else _session_and_claims(ctx, rows)
 
 
 def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
