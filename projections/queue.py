@@ -56,9 +56,13 @@ def _insert_ledger(of_session: bool) -> Any:
     )
 
 
-_INSERT_LEDGER = Prepared(lambda d: _insert_ledger(of_session=False))
+#: A ledger line names its row by its position (the event's, unique): in a PostgreSQL batch
+#: the lines of a batch's commands go together, rather than one flushing the one before it
+#: (``Prepared(rows=…)``).
+_LEDGER_ROW = {"work_ledger": ("position",)}
+_INSERT_LEDGER = Prepared(lambda d: _insert_ledger(of_session=False), rows=_LEDGER_ROW)
 _INSERT_LEDGER_OF_SESSION = Prepared(
-    lambda d: _insert_ledger(of_session=True), writes="work_ledger", session_facts=True
+    lambda d: _insert_ledger(of_session=True), writes="work_ledger", session_facts=True, rows=_LEDGER_ROW
 )
 # An item is found by its primary key, the only index this can use: the workspace is
 # checked, not searched by (``|| ''``), or a planner without statistics takes any index that
@@ -132,16 +136,19 @@ def statuses(conn: Connection, workspace: str, ids: Sequence[str]) -> dict[str, 
     return {r[0]: r[1] for r in STATUSES.rows(conn, {"ids": text_list(conn, ids), "ws": workspace})}
 
 
+#: A blocker's rows are named by the blocker (``Prepared(rows=…)``): in a PostgreSQL batch
+#: the forgetting of one finished item's rows goes with another's, rather than flushing it.
 _INSERT_BLOCKER = Prepared(
     lambda d: work_blockers.insert().values(
         workspace=bindparam("ws"), blocker_id=bindparam("blocker"), item_id=bindparam("item")
-    )
+    ),
+    rows={"work_blockers": ("ws", "blocker")},
 )
 
 
 _OF_BLOCKER = (work_blockers.c.workspace == bindparam("ws")) & (work_blockers.c.blocker_id == bindparam("item"))
 #: A finished blocker's rows go: it blocks nothing that can still change.
-_FORGET_BLOCKER = Prepared(lambda d: delete(work_blockers).where(_OF_BLOCKER))
+_FORGET_BLOCKER = Prepared(lambda d: delete(work_blockers).where(_OF_BLOCKER), rows={"work_blockers": ("ws", "item")})
 
 
 # The items a blocker that finished ``done`` blocked wait on one blocker fewer, each found by

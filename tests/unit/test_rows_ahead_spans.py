@@ -102,7 +102,11 @@ def test_a_read_is_kept_exactly_when_no_key_written_lies_in_its_ranges(
     assert (read in b.rows_ahead) == (not inside)
 
 
-span_lists = st.lists(st.tuples(keys, keys).filter(lambda r: r[0] < r[1]), min_size=1, max_size=4)
+# A span's two ends, distinct and in order (drawn so, not filtered: a filter that threw away
+# half the pairs failed hypothesis's health check now and then)
+span_lists = st.lists(
+    st.lists(keys, min_size=2, max_size=2, unique=True).map(lambda ends: (min(ends), max(ends))), min_size=1, max_size=4
+)
 
 
 @given(span_lists, span_lists)

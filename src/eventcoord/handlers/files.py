@@ -23,7 +23,14 @@ from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import Claimant, SessionState, claimant
 from eventcoord.errors import DomainError
 from eventcoord.events import WaitStarted
-from eventcoord.handlers.common import SESSION_COLUMNS, WS, load_session, load_sessions, own_session
+from eventcoord.handlers.common import (
+    SESSION_COLUMNS,
+    WS,
+    declared_ahead,
+    load_session,
+    load_sessions,
+    own_session,
+)
 from eventcoord.projections.files import PG_ISSUE_KEY, issue_key, live_key
 from eventcoord.store import held_locks, rows_ahead
 from eventcoord.store.key_spans import KeySpans
@@ -311,20 +318,11 @@ def _session_and_claims(
     return _session_in(ctx, rows[0]), _candidates(r[width:] for r in rows if r[width] is not None)
 
 
-def _declared(ctx: Context, statement: Prepared) -> RowsAhead | None:
-    """The read ahead the command declared (``handlers.read_ahead``) of ``statement``."""
-    ahead = ctx.ahead if isinstance(ctx.ahead, tuple) else (ctx.ahead,)
-    for r in ahead:
-        if isinstance(r, RowsAhead) and r.statement is statement:
-            return r
-    return None
-
-
 def _read_ahead(
     conn: Connection, ctx: Context, cmd: ClaimFiles
 ) -> tuple[SessionState | None, list[domain.ClaimRow]] | None:
     """The claim's session and candidates as the batch read them ahead, if they still hold."""
-    wanted = _declared(ctx, _CLAIMS_AHEAD)
+    wanted = declared_ahead(ctx, _CLAIMS_AHEAD)
     if wanted is None or cmd.session_id in rows_ahead.revived(conn):
         return None  # a sign of life since: its session's row is not what it read
     rows = rows_ahead.read(conn, wanted)
@@ -439,7 +437,7 @@ def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision
     }
     anyone_waits: bool | None = None  # not known: the line is read
     if _lock_held(conn, ctx):  # the batch took the lock: read ahead for it, or one round trip
-        wanted = _declared(ctx, _RELEASES_AHEAD)
+        wanted = declared_ahead(ctx, _RELEASES_AHEAD)
         ahead = None
         if wanted is not None and cmd.session_id not in rows_ahead.revived(conn):
             ahead = rows_ahead.read(conn, wanted)

@@ -415,12 +415,12 @@ def lock_project_rules(conn: Connection, ctx: Context, project: str) -> ProjectR
     if conn.dialect.name == "postgresql" and not held_locks.held(conn, held_locks.guard(ctx.workspace, key)):
         row = _LOCKED_RULES.first(conn, {"ws": ctx.workspace, "key": key, "project": project})  # one round trip
         held_locks.hold(conn, held_locks.guard(ctx.workspace, key))
-        return _rules(row)
+        return project_rules(row)
     lock_guard(conn, ctx.workspace, key)
-    return _rules(_RULES.first(conn, {"ws": ctx.workspace, "project": project}))
+    return project_rules(_RULES.first(conn, {"ws": ctx.workspace, "project": project}))
 
 
-def _rules(row: Sequence[Any] | None) -> ProjectRules:
+def project_rules(row: Sequence[Any] | None) -> ProjectRules:
     """A project's rules from (wip_limit, lock_delay_seconds, agent_wip_limit), NULLs if never configured."""
     if row is None or row[0] is None:
         return ProjectRules()
@@ -544,7 +544,7 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
         caller = load_session_and_lock_guard(conn, ctx, cmd.session_id, key)
         row = _CLAIM_READS.first(conn, params)
         assert row is not None  # the one-row base
-    rules = _rules(row[_AT_RULES])
+    rules = project_rules(row[_AT_RULES])
     registry = None if row[_AT_ISSUE.start] is None else domain.IssueState(*row[_AT_ISSUE])
     lease = None if row[_AT_LEASE.start] is None else domain.LeaseState(*row[_AT_LEASE])
     view = issue_view_with(conn, ctx, cmd.issue, registry, lease, declared=bool(row[_AT_DECLARED]))
@@ -580,7 +580,7 @@ def _line_after_lock(conn: Connection, ctx: Context, issue: str, project: str) -
     line = load_line(conn, ctx, "issue", issue)
     if not line:
         return None
-    rules = _rules(_RULES.first(conn, {"ws": ctx.workspace, "project": project}))
+    rules = project_rules(_RULES.first(conn, {"ws": ctx.workspace, "project": project}))
     view = load_issue_view(conn, ctx, issue)
     reg = view.registry
     delay = (

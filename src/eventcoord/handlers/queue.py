@@ -23,11 +23,19 @@ from sqlalchemy.sql import Executable, Select
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Context, Decision
 from eventcoord.domain import queue as domain
+from eventcoord.domain import streams
 from eventcoord.domain.handoff import IssueLine
 from eventcoord.domain.issues import IssueView, LeaseState
 from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import SessionState
-from eventcoord.handlers.common import SESSION_COLUMNS, WS, load_session, load_sessions, own_session
+from eventcoord.handlers.common import (
+    SESSION_COLUMNS,
+    WS,
+    declared_ahead,
+    load_session,
+    load_sessions,
+    own_session,
+)
 from eventcoord.handlers.files import overlap_candidates
 from eventcoord.handlers.issues import (
     issue_line,
@@ -35,6 +43,7 @@ from eventcoord.handlers.issues import (
     load_issue_view,
     load_lease,
     lock_project,
+    project_rules,
 )
 from eventcoord.liveness import not_live_clause
 from eventcoord.projections.queue import (
@@ -47,7 +56,10 @@ from eventcoord.projections.queue import (
     statuses,
 )
 from eventcoord.projections.tables import issues, leases, sessions, work_items
+from eventcoord.store import held_locks, rows_ahead
+from eventcoord.store.held_locks import GuardLock
 from eventcoord.store.prepared import Prepared, indexed_by, unindexed
+from eventcoord.store.rows_ahead import RowsAhead
 from eventcoord.store.schema import workspaces
 
 PAGE = 100
@@ -157,6 +169,80 @@ _SESSION_AND_SUSPECTS = Prepared(
 )
 
 
+_STALE_SUSPECTS = (
+    "ARRAY(SELECT work_items.session_id FROM work_items CROSS JOIN LATERAL (SELECT 1 FROM sessions"
+    " WHERE sessions.session_id = work_items.session_id AND sessions.kind <> 'human'"
+    " AND (sessions.ended_us IS NOT NULL OR sessions.last_seen_us <= CAST(:cutoff AS bigint)) OFFSET 0) AS stale"
+    f" WHERE {PG_LIVE_KEY} = {{active}})"
+)
+"""PostgreSQL: ``_pg_suspects`` as an array, the active live key the SQL expression given
+(``{active}``) and the batch's cutoff bound."""
+#: PostgreSQL: what a pull reads once its project's guard is held, for many pulls at once
+#: (every parameter a list, one entry per pull; rows by ``n``, the entry's ordinal; the
+#: batch's ``cutoff``), once the batch holds their projects' guards (``store/rows_ahead.py``):
+#: the project's rules, the project's suspects (``_SESSION_AND_SUSPECTS``'s array), the
+#: caller's session, locked, and the first page of ready items in pull order, locked
+#: ``SKIP LOCKED`` (``_FIRST_PAGE``): one row per item, or one of NULLs when there is none.
+_PULLS_AHEAD = Prepared(
+    lambda d: text(
+        "SELECT a.n, p.wip_limit, p.lock_delay_seconds, p.agent_wip_limit,"
+        f" {_STALE_SUSPECTS.format(active='a.active')},"
+        f" {', '.join('c.' + c.name for c in SESSION_COLUMNS)},"
+        f" {', '.join('q.' + c.name for c in _ITEM_COLUMNS)}"
+        " FROM unnest(CAST(:ws AS text[]), CAST(:project AS text[]), CAST(:sid AS text[]),"
+        " CAST(:active AS text[]), CAST(:queued AS text[]), CAST(:mine AS text[]))"
+        " WITH ORDINALITY AS a(ws, project, sid, active, queued, mine, n)"
+        # each a lateral probe by its key (``OFFSET 0``: never flattened into a join that a
+        # generic plan could answer by reading a whole table)
+        " LEFT JOIN LATERAL (SELECT * FROM projects WHERE projects.workspace = a.ws"
+        " AND projects.project = a.project OFFSET 0) AS p ON true"
+        # by its id alone (the primary key), as ``_SESSION_AND_SUSPECTS`` reads it
+        " LEFT JOIN LATERAL (SELECT * FROM sessions AS c WHERE c.session_id = a.sid AND (c.workspace || '') = a.ws"
+        " FOR UPDATE) AS c ON true"
+        f" LEFT JOIN LATERAL ({_first_page_of('a.queued', 'a.mine')}) AS q ON true"
+        " ORDER BY a.n, q.priority DESC, q.enqueued_position"
+    )
+)
+#: PostgreSQL: the guards of the projects of many work items (``ws`` and ``key``, the items,
+#: in pairs) locked at once for a batch's transitions (start_work, finish_work), skipping any
+#: another transaction holds. Rows: workspace, guard key, item (``held_locks.item_guard``).
+#: The key is ``streams.project``'s, built in SQL from its prefix.
+_ITEM_GUARDS_AHEAD = Prepared(
+    lambda d: text(
+        "SELECT g.workspace, g.key, w.item"
+        " FROM unnest(CAST(:ws AS text[]), CAST(:key AS text[])) AS w(workspace, item)"
+        # each a lateral probe by its key (never a join that reads every item or guard)
+        " CROSS JOIN LATERAL (SELECT project FROM work_items WHERE work_items.item_id = w.item"
+        " AND (work_items.workspace || '') = w.workspace OFFSET 0) AS i"
+        " CROSS JOIN LATERAL (SELECT workspace, key FROM guards WHERE guards.workspace = w.workspace"
+        f" AND guards.key = '{streams.project('')}' || i.project OFFSET 0 FOR UPDATE SKIP LOCKED) AS g"
+    ),
+    writes="guards",
+)
+_ITEM_ACTIVE_KEY = "a.ws || E'\\x01' || i.project || E'\\x01active'"
+#: PostgreSQL: what a transition reads, for many at once (``ws``, ``item``, ``sid``: lists;
+#: rows by ``n``; the batch's ``cutoff``), once the batch holds the guards of their items'
+#: projects: the item, locked (``load_item``, then ``WorkReads.locked_item``), its project's
+#: rules and suspects, and the caller's session, locked (``_SESSION_AND_SUSPECTS``).
+_TRANSITIONS_AHEAD = Prepared(
+    lambda d: text(
+        f"SELECT a.n, {', '.join('i.' + c.name for c in _ITEM_COLUMNS)},"
+        " p.wip_limit, p.lock_delay_seconds, p.agent_wip_limit,"
+        # (the item's project's active live key: ``live_key``'s, built in SQL)
+        f" {_STALE_SUSPECTS.format(active=_ITEM_ACTIVE_KEY)},"
+        f" {', '.join('c.' + c.name for c in SESSION_COLUMNS)}"
+        " FROM unnest(CAST(:ws AS text[]), CAST(:item AS text[]), CAST(:sid AS text[]))"
+        " WITH ORDINALITY AS a(ws, item, sid, n)"
+        f" LEFT JOIN LATERAL (SELECT {', '.join(c.name for c in _ITEM_COLUMNS)} FROM work_items"
+        " WHERE work_items.item_id = a.item AND (work_items.workspace || '') = a.ws FOR UPDATE) AS i ON true"
+        " LEFT JOIN LATERAL (SELECT * FROM projects WHERE projects.workspace = a.ws"
+        " AND projects.project = i.project OFFSET 0) AS p ON true"
+        " LEFT JOIN LATERAL (SELECT * FROM sessions AS c WHERE c.session_id = a.sid AND (c.workspace || '') = a.ws"
+        " FOR UPDATE) AS c ON true"
+        " ORDER BY a.n"
+    )
+)
+
 # A project's ready items (queued, waiting on nothing: 0016_queue_ready) in pull order,
 # highest priority first, then in enqueue order, a page at a time: those on no issue
 # another session holds (0017_queue_held), that is, the ones no one holds and the puller's
@@ -208,6 +294,18 @@ def _in_pull_order(d: str, on_issue: bool, after: bool) -> Executable:
         for q, name in ((ready, "ready"), (mine, "mine"))
     )
     return text(" UNION ALL ".join(parts) + _IN_ORDER)
+
+
+def _first_page_of(queued: str, mine: str) -> str:
+    """PostgreSQL: ``_FIRST_PAGE``'s first page, its keys the SQL expressions given."""
+    columns = ", ".join(c.name for c in _ITEM_COLUMNS)
+    order = f" ORDER BY priority DESC, enqueued_position LIMIT {FIRST_PAGES[0]}"
+    parts = (
+        f"SELECT {columns} FROM (SELECT {columns} FROM work_items WHERE {PG_LIVE_KEY} = {key}"
+        f"{order} FOR UPDATE SKIP LOCKED) AS {name}"
+        for key, name in ((queued, "ready"), (mine, "mine"))
+    )
+    return " UNION ALL ".join(parts) + order
 
 
 _FIRST_PAGE = Prepared(lambda d: _in_pull_order(d, on_issue=False, after=False))
@@ -303,9 +401,11 @@ def _pages(
     params: dict[str, Any],
     after: domain.ItemState | None,
     on_page: Callable[[list[domain.ItemState]], None],
+    read: list[domain.ItemState] | None = None,
 ) -> Iterator[list[domain.ItemState]]:
     """Pages of items in pull order (after ``after``), read by ``first`` then ``then``;
-    ``on_page`` sees each before its items are yielded.
+    ``on_page`` sees each before its items are yielded. ``read``: the first page (of
+    ``FIRST_PAGES[0]``, after no item), read ahead by the batch.
 
     Pages grow (4, 32, then ``PAGE``): a pull usually takes one of the first items, and
     every row a page reads is decoded and, on PostgreSQL, locked until commit (``SKIP
@@ -314,12 +414,13 @@ def _pages(
     pages = 0
     while True:
         size = FIRST_PAGES[pages] if pages < len(FIRST_PAGES) else PAGE
-        if after is None:
-            rows = first.rows(conn, {**params, "page": size})
+        if read is not None and pages == 0 and after is None:
+            page = read
+        elif after is None:
+            page = [_item(r) for r in first.rows(conn, {**params, "page": size})]
         else:
             place = {"priority": after.priority, "priority2": after.priority, "after": after.enqueued_position}
-            rows = then.rows(conn, {**params, **place, "page": size})
-        page = [_item(r) for r in rows]
+            page = [_item(r) for r in then.rows(conn, {**params, **place, "page": size})]
         on_page(page)
         yield page
         if len(page) < size:
@@ -343,9 +444,11 @@ class QueuedItems:
         *,
         caller: str,
         recovered: Collection[str],
+        first_page: list[domain.ItemState] | None = None,
     ) -> None:
         self.conn, self.ctx, self.project, self.on_page = conn, ctx, project, on_page
         self.caller, self.recovered = caller, sorted(recovered)
+        self.first_page = first_page
         self._only: frozenset[str] | None = None
 
     def narrow(self, issues: Collection[str]) -> None:
@@ -360,7 +463,8 @@ class QueuedItems:
             "me": self.caller,
             "mine": held_key(ws, project, self.caller),
         }
-        free = itertools.chain.from_iterable(_pages(self.conn, _FIRST_PAGE, _NEXT_PAGE, params, None, self.on_page))
+        pages = _pages(self.conn, _FIRST_PAGE, _NEXT_PAGE, params, None, self.on_page, self.first_page)
+        free = itertools.chain.from_iterable(pages)
         last: domain.ItemState | None = None
         for item in heapq.merge(free, *(self._on_issue(i, None) for i in self.recovered), key=lambda i: i.order):
             if self._only is not None:  # the rest: without an issue, or on one of those
@@ -392,6 +496,11 @@ class WorkReads:
         #: The workers of the project's active items that were stale, read with the caller's
         #: session (PostgreSQL's pull): ``stale_work`` reads them otherwise.
         self.suspects: Collection[str | None] | None = None
+        #: The first page of the project's ready items in pull order, read ahead by a
+        #: PostgreSQL batch for the caller (``_PULLS_AHEAD``): ``queued`` reads it otherwise.
+        self.first_page: list[domain.ItemState] | None = None
+        #: Items read locked ahead by a PostgreSQL batch (a transition's own, ``_TRANSITIONS_AHEAD``).
+        self.locked: dict[str, domain.ItemState] = {}
         # What a pull asks of the queued items, read a page at a time (``read_ahead``) and
         # kept for the command: the blockers' statuses (an item asked for and missing has
         # none), and the exclusive claims that could overlap the paths asked for so far.
@@ -403,10 +512,18 @@ class WorkReads:
         return load_stale_work(self.conn, self.ctx, self.project, caller, self.suspects)
 
     def locked_item(self, item_id: str) -> domain.ItemState | None:
-        return load_item(self.conn, self.ctx, item_id, lock=True)
+        return self.locked.get(item_id) or load_item(self.conn, self.ctx, item_id, lock=True)
 
     def queued(self, caller: str, recovered: Collection[str]) -> QueuedItems:
-        return QueuedItems(self.conn, self.ctx, self.project, self.read_ahead, caller=caller, recovered=recovered)
+        return QueuedItems(
+            self.conn,
+            self.ctx,
+            self.project,
+            self.read_ahead,
+            caller=caller,
+            recovered=recovered,
+            first_page=self.first_page,
+        )
 
     def read_ahead(self, page: Sequence[domain.ItemState]) -> None:
         """Read what a pull asks of a page's items for the whole page: its blockers' statuses
@@ -476,6 +593,7 @@ class WorkReads:
 
 
 def enqueue_work(conn: Connection, ctx: Context, cmd: EnqueueWork) -> Decision:
+    _project_locked(conn, ctx, cmd.project)
     wip_limit = lock_project(conn, ctx, cmd.project)
     existing: list[str] = []
     if cmd.blocked_by:
@@ -517,19 +635,136 @@ def _session_locked(conn: Connection, ctx: Context, session_id: str, reads: Work
     return own_session(ctx, row[:-1])
 
 
+def pull_rows_ahead(workspace: str, cmd: ClaimNextWork) -> RowsAhead:
+    """What a pull reads once its project's guard is held, which a PostgreSQL batch may
+    read ahead for all its pulls (``store/rows_ahead.py``).
+
+    Its project's items are named as one row of ``work_items`` (by the project), which no
+    write of an item (named by its id) names: instead every command that writes a
+    project's items forgets the reads made under the project's guard
+    (:func:`_project_locked`), and ending a session, which writes items without that
+    guard, writes ``sessions`` too, which forgets every read of ``sessions``.
+    """
+    ws, project, sid = workspace, cmd.project, cmd.session_id
+    return RowsAhead(
+        _PULLS_AHEAD,
+        (
+            ("ws", ws),
+            ("project", project),
+            ("sid", sid),
+            ("active", live_key(ws, project, "active")),
+            ("queued", live_key(ws, project, "queued")),
+            ("mine", held_key(ws, project, sid)),
+        ),
+        (("projects", (ws, project)), ("sessions", (sid,)), ("work_items", ("project", ws, project))),
+        held_locks.guard(ws, streams.project(project)),
+        many=True,
+        cutoff=True,
+    )
+
+
+def _project_locked(conn: Connection, ctx: Context, project: str) -> None:
+    """A queue command on ``project``, which may write its items, is about to take its guard:
+    the reads ahead made under it for other commands may no longer hold (:func:`pull_rows_ahead`)."""
+    rows_ahead.forget_under(conn, held_locks.guard(ctx.workspace, streams.project(project)))
+
+
+#: Where ``_PULLS_AHEAD``'s columns are (after the ordinal): rules, suspects, session, item.
+_AT_RULES = slice(0, 3)
+_AT_SUSPECTS = 3
+_AT_SESSION = slice(4, 4 + len(SESSION_COLUMNS))
+_AT_ITEM = slice(_AT_SESSION.stop, None)
+
+
+def _pull_read_ahead(conn: Connection, ctx: Context, cmd: ClaimNextWork) -> tuple[Any, ...] | None:
+    """The pull's rows as the batch read them ahead, if they still hold."""
+    wanted = declared_ahead(ctx, _PULLS_AHEAD)
+    if wanted is None or cmd.session_id in rows_ahead.revived(conn):
+        return None  # a sign of life since: its session's row is not what it read
+    return rows_ahead.read(conn, wanted)
+
+
 def claim_next_work(conn: Connection, ctx: Context, cmd: ClaimNextWork) -> Decision:
-    wip_limit = lock_project(conn, ctx, cmd.project)
-    reads = WorkReads(conn, ctx, cmd.project, wip_limit)
-    session = _session_locked(conn, ctx, cmd.session_id, reads)
+    ahead = _pull_read_ahead(conn, ctx, cmd)
+    _project_locked(conn, ctx, cmd.project)
+    if ahead is None:
+        wip_limit = lock_project(conn, ctx, cmd.project)
+        reads = WorkReads(conn, ctx, cmd.project, wip_limit)
+        session = _session_locked(conn, ctx, cmd.session_id, reads)
+    else:  # the batch holds the project's guard and read what follows it for this pull
+        first = ahead[0]
+        wip_limit = project_rules(first[_AT_RULES]).wip_limit
+        reads = WorkReads(conn, ctx, cmd.project, wip_limit)
+        reads.suspects = set(first[_AT_SUSPECTS] or ())
+        reads.first_page = [_item(row[_AT_ITEM]) for row in ahead if row[_AT_ITEM][0] is not None]
+        row = first[_AT_SESSION]
+        session = None if row[0] is None else own_session(ctx, row)
     state = domain.ClaimNextState(session, wip_limit, reads)
     return domain.decide_claim_next_work(state, cmd, ctx)
 
 
+def transition_lock_ahead(workspace: str, item_id: str) -> GuardLock:
+    """What a transition locks first, its item's project's guard, which a PostgreSQL batch
+    can lock ahead for all its transitions."""
+    return GuardLock(_ITEM_GUARDS_AHEAD, workspace, item_id, via=held_locks.ITEM_GUARDS)
+
+
+def transition_rows_ahead(workspace: str, cmd: StartWork | FinishWork) -> RowsAhead:
+    """What a transition reads once its item's project's guard is held, which a PostgreSQL
+    batch may read ahead for all its transitions (``store/rows_ahead.py``).
+
+    Its project's rows are named through its item: the item's own writes by its id; its
+    project's other items by the guard it was read under (:func:`pull_rows_ahead`'s rule;
+    the batch files a read under an item's guard with its project's guard); the project's
+    rules by no key any write names: they are written only by SQL the batch cannot place,
+    which forgets every read ahead.
+    """
+    ws, item, sid = workspace, cmd.item_id, cmd.session_id
+    return RowsAhead(
+        _TRANSITIONS_AHEAD,
+        (("ws", ws), ("item", item), ("sid", sid)),
+        (("work_items", (item,)), ("sessions", (sid,)), ("projects", ("item", ws, item))),
+        held_locks.item_guard(ws, item),
+        cutoff=True,
+    )
+
+
+#: Where ``_TRANSITIONS_AHEAD``'s columns are (after the ordinal): item, rules, suspects, session.
+_AT_T_ITEM = slice(0, len(_ITEM_COLUMNS))
+_AT_T_RULES = slice(_AT_T_ITEM.stop, _AT_T_ITEM.stop + 3)
+_AT_T_SUSPECTS = _AT_T_RULES.stop
+_AT_T_SESSION = slice(_AT_T_SUSPECTS + 1, None)
+
+
+def _transition_read_ahead(
+    conn: Connection, ctx: Context, item_id: str, session_id: str | None
+) -> domain.TransitionState | None:
+    """The transition's state as the batch read it ahead, if it still holds (None: read it)."""
+    wanted = declared_ahead(ctx, _TRANSITIONS_AHEAD)
+    if wanted is None or session_id in rows_ahead.revived(conn):
+        return None  # a sign of life since: its session's row is not what it read
+    row = rows_ahead.read(conn, wanted)
+    if row is None or row[0] is None:  # (a missing item: read for itself, it costs one probe)
+        return None
+    item = _item(row[_AT_T_ITEM])
+    _project_locked(conn, ctx, item.project)
+    reads = WorkReads(conn, ctx, item.project, project_rules(row[_AT_T_RULES]).wip_limit)
+    reads.suspects = set(row[_AT_T_SUSPECTS] or ())
+    reads.locked[item.item_id] = item
+    own = row[_AT_T_SESSION]
+    session = own_session(ctx, own) if session_id is not None and own[0] is not None else None
+    return domain.TransitionState(item, session, reads)
+
+
 def _transition_state(conn: Connection, ctx: Context, item_id: str, session_id: str | None) -> domain.TransitionState:
     """The item (nothing else when it is missing), its project locked, the caller's session locked."""
+    ahead = _transition_read_ahead(conn, ctx, item_id, session_id)
+    if ahead is not None:
+        return ahead
     item = load_item(conn, ctx, item_id)
     if item is None:
         return domain.TransitionState(None, None)
+    _project_locked(conn, ctx, item.project)
     wip_limit = lock_project(conn, ctx, item.project)
     reads = WorkReads(conn, ctx, item.project, wip_limit)
     session = _session_locked(conn, ctx, session_id, reads) if session_id is not None else None

@@ -69,6 +69,7 @@ class Batch:
     """Provisional positions, staged events and deferred idempotency answers of a batch."""
 
     __slots__ = (
+        "_ahead_by_lock",
         "_ahead_by_row",
         "_ahead_by_spans",
         "_ahead_by_table",
@@ -79,6 +80,7 @@ class Batch:
         "chained",
         "deferred",
         "events",
+        "guard_of",
         "liveness",
         "lo",
         "locked",
@@ -136,6 +138,9 @@ class Batch:
         #: Row locks the running fast pass holds (``held_locks``): a command that would
         #: take one again skips that statement.
         self.locked: set[tuple[str, ...]] = set()
+        #: Of those noted through another row (``held_locks.lease_guard``, ``item_guard``),
+        #: the guard locked: reads ahead made under one are forgotten with the guard's.
+        self.guard_of: dict[tuple[str, ...], tuple[str, ...]] = {}
         #: Commands' reads done ahead for the pass (``rows_ahead``), by read; the sessions a
         #: sign of life revived since (live for their declarers).
         self.rows_ahead: dict[Any, tuple[Any, ...]] = {}
@@ -145,6 +150,8 @@ class Batch:
         #: is nothing.
         self._ahead_by_row: dict[tuple[str, tuple[Any, ...]], list[Any]] = {}
         self._ahead_by_table: dict[str, list[Any]] = {}
+        #: The reads ahead by the lock they were made under (``rows_ahead.forget_under``).
+        self._ahead_by_lock: dict[tuple[str, ...], list[Any]] = {}
         #: The reads ahead that name rows of a table by ranges (``KeySpans``: file claims'
         #: probes), with that key: a write is compared with each (``rows_meet``).
         self._ahead_by_spans: dict[str, list[tuple[Any, tuple[Any, ...]]]] = {}
@@ -190,6 +197,7 @@ class Batch:
         self.renumber = set()
         self.sessions_read.clear()
         self.locked.clear()
+        self.guard_of.clear()
         self.drop_rows_ahead()
         self.revived.clear()
         self.liveness = None
@@ -197,6 +205,7 @@ class Batch:
     def hold_ahead(self, read: Any, row: tuple[Any, ...]) -> None:
         """Keep ``row``, read ahead for ``read`` (a ``rows_ahead.RowsAhead``), while it holds."""
         self.rows_ahead[read] = row
+        self._ahead_by_lock.setdefault(self.guard_of.get(read.lock, read.lock), []).append(read)
         for table, key in read.keys:
             self._ahead_by_table.setdefault(table, []).append(read)
             if has_spans(key):
@@ -210,6 +219,7 @@ class Batch:
         self.rows_ahead.clear()
         self._ahead_by_row.clear()
         self._ahead_by_table.clear()
+        self._ahead_by_lock.clear()
         self._ahead_by_spans.clear()
         self._spans_index.clear()
 
@@ -277,6 +287,12 @@ class Batch:
                 if add is not None and self._move_ahead(r, table, add):
                     continue
                 self.rows_ahead.pop(r, None)
+
+    def forget_under(self, lock: tuple[str, ...]) -> None:
+        """Forget the reads ahead made under ``lock`` (``rows_ahead.forget_under``), or under a
+        lock noted through it (``guard_of``)."""
+        for r in self._ahead_by_lock.pop(lock, ()):
+            self.rows_ahead.pop(r, None)
 
     def _meeting(self, table: str, by_spans: Sequence[tuple[Any, tuple[Any, ...]]], written: KeySpans) -> list[Any]:
         """The reads ahead of ranges of ``table`` that rows at ``written`` may lie in."""

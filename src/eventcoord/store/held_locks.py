@@ -59,6 +59,9 @@ class GuardLock:
     workspace: str
     key: str
     table: str = "guards"
+    #: What a statement whose ``key`` names something else (an issue, an item) notes it
+    #: locked by it: ``(via, workspace, key)`` (``lease_guard``, ``item_guard``).
+    via: str = "lease-guards"
 
 
 def guard(workspace: str, key: str) -> Lock:
@@ -70,6 +73,16 @@ def lease_guard(workspace: str, issue: str) -> Lock:
     """Noted when the guard of the project of an issue's unreleased lease was locked ahead
     (a release's); the lease's project is still to be checked against its guard."""
     return ("lease-guards", workspace, issue)
+
+
+#: ``GuardLock.via`` of a statement that locks the guards of items' projects.
+ITEM_GUARDS = "item-guards"
+
+
+def item_guard(workspace: str, item_id: str) -> Lock:
+    """Noted when the guard of the project of a work item was locked ahead (a transition's:
+    an item never changes project)."""
+    return (ITEM_GUARDS, workspace, item_id)
 
 
 def held(conn: Connection, lock: Lock) -> bool:
@@ -90,10 +103,10 @@ def lock_ahead(conn: Connection, wanted: Sequence[GuardLock]) -> None:
     b = batch.current(conn)
     if b is None or not b.carry:
         return
-    kinds: dict[tuple[Prepared, str], set[tuple[str, str]]] = {}
+    kinds: dict[tuple[Prepared, str, str], set[tuple[str, str]]] = {}
     for g in wanted:
-        kinds.setdefault((g.statement, g.table), set()).add((g.workspace, g.key))
-    for (statement, table), keys in kinds.items():
+        kinds.setdefault((g.statement, g.table, g.via), set()).add((g.workspace, g.key))
+    for (statement, table, via), keys in kinds.items():
         pairs = sorted(keys)
         rows = statement.rows(conn, {"ws": [w for w, _ in pairs], "key": [k for _, k in pairs]})
         for row in rows:
@@ -101,5 +114,6 @@ def lock_ahead(conn: Connection, wanted: Sequence[GuardLock]) -> None:
                 b.locked.add((table, *row))
                 continue
             b.locked.add(guard(row[0], row[1]))
-            if len(row) > 2:  # the issue whose lease's project it guards
-                b.locked.add(lease_guard(row[0], row[2]))
+            if len(row) > 2:  # the issue whose lease's project it guards, the item whose project
+                b.locked.add((via, row[0], row[2]))
+                b.guard_of[(via, row[0], row[2])] = guard(row[0], row[1])

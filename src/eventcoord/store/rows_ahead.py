@@ -44,6 +44,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from eventcoord import liveness
 from eventcoord.store import batch
 from eventcoord.store.held_locks import Lock
 from eventcoord.store.prepared import Prepared
@@ -62,7 +63,9 @@ class RowsAhead:
     ``spread``: parameters whose value is a tuple of any length (a claim's probes): their
     entries of all commands are concatenated, and the parameter ``rn`` says whose each is
     (the command's ordinal). ``many``: the statement returns any number of rows per command
-    (at least one), kept as a tuple of rows.
+    (at least one), kept as a tuple of rows. ``cutoff``: the statement binds ``cutoff``,
+    one value for all, the batch's liveness cutoff (``liveness.cutoff`` of the batch's
+    clock and TTL, which every command of the batch decides with).
     """
 
     statement: Prepared
@@ -72,6 +75,7 @@ class RowsAhead:
     columns: tuple[tuple[str, str, int], ...] = ()
     spread: tuple[str, ...] = ()
     many: bool = False
+    cutoff: bool = False
 
 
 def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
@@ -89,11 +93,15 @@ def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
             continue
         first = reads[0]
         values = [dict(r.params) for r in reads]
-        params = {name: [v[name] for v in values] for name, _ in first.params if name not in first.spread}
+        params: dict[str, Any] = {
+            name: [v[name] for v in values] for name, _ in first.params if name not in first.spread
+        }
         for name in first.spread:
             params[name] = [x for v in values for x in v[name]]
         if first.spread:
             params["rn"] = [n for n, v in enumerate(values, 1) for _ in v[first.spread[0]]]
+        if first.cutoff:
+            params["cutoff"] = liveness.cutoff(b.now_us, b.ttl)
         rows = statement.rows(conn, params)
         if not first.many:
             for row in rows:
@@ -113,6 +121,21 @@ def read(conn: Connection, wanted: RowsAhead) -> tuple[Any, ...] | None:
     if b is None or not b.rows_ahead or b.liveness is not None:
         return None
     return b.rows_ahead.get(wanted)
+
+
+def forget_under(conn: Connection, lock: Lock) -> None:
+    """Forget every read ahead made under ``lock`` (its command's first lock): the running
+    command holds it too and may write what they read, by keys they do not name.
+
+    The queue's reads ahead name a project's items as one row of ``work_items``, while its
+    writes name items by their ids (the events of an item do not say its project); every
+    command that writes a project's items holds the project's guard first (or writes
+    ``sessions``, ending a session, which forgets every read of sessions), so the reads it
+    may change are the ones made under that guard (``handlers/queue.py``).
+    """
+    b = batch.current(conn)
+    if b is not None and b.rows_ahead:
+        b.forget_under(lock)
 
 
 def revived(conn: Connection) -> frozenset[str]:
