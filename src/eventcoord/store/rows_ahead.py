@@ -33,6 +33,12 @@ their rows by ranges of the live key (``KeySpans``): a claim's insert forgets on
 whose ranges hold one of its keys, and a release, whose rows are named by their issue,
 says where they lie (``Prepared(at_spans=…)``) so that reads of other ranges hold.
 
+The queue's pulls and transitions are read ahead too, once their projects' guards are held
+(a transition's through its item: ``held_locks.item_guard``). Their items are written by
+their ids, which name no project, so those reads name the project's items by the project,
+and every queue command forgets the reads made under the guard it takes before it writes
+(``forget_under``; ``handlers/queue.py`` says why nothing else writes them unseen).
+
 A forgotten row is no error: the command reads for itself, as it would have.
 """
 
