@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -22,7 +21,7 @@ from sqlalchemy import Connection, event, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from eventcoord.errors import StoreError, StoreUnavailable
-from eventcoord.store import batch, gathering, pg_writer, stats, writer_lanes
+from eventcoord.store import batch, gathering, pg_writer, stats
 from eventcoord.store.base import EventStore, ReadsAhead, upgrade
 from eventcoord.store.cpu_pressure import CpuPressure
 from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
@@ -82,10 +81,11 @@ class PostgresEventStore(EventStore):
         self._writers = writers
         self._engine: AsyncEngine | None = None
         self._writer_engine: AsyncEngine | None = None
-        #: One line of commands per writer (``store/writer_lanes.py``), and its task.
-        self._lines = [writer_lanes.Lane() for _ in range(writers)]
+        self._pending: list[Job] = []
+        self._wake = asyncio.Event()
         self._lanes: list[asyncio.Task[None]] = []
         self._careful = 0  # batches left to run with savepoints from the start
+        self._gathering = gathering.Gathering()
         self._pressure = CpuPressure()  # read from the event loop's thread, which runs the writers
         self._closing = False
 
@@ -114,16 +114,14 @@ class PostgresEventStore(EventStore):
         # A statement SQLAlchemy runs comes after the command's deferred writes, as written.
         event.listen(self._writer_engine.sync_engine, "before_cursor_execute", _send_deferred_first)
         self._lanes = [
-            asyncio.create_task(self._lane(line), name=f"eventcoord-pg-writer-{i}")
-            for i, line in enumerate(self._lines)
+            asyncio.create_task(self._lane(), name=f"eventcoord-pg-writer-{i}") for i in range(self._writers)
         ]
 
     async def close(self) -> None:
         if self._lanes:
             self._closing = True  # the writers finish what is waiting, then stop
-            for line in self._lines:
-                line.gathering.end()
-                line.wake.set()
+            self._gathering.end()
+            self._wake.set()
             await asyncio.gather(*self._lanes)
             self._lanes = []
         if self._writer_engine is not None:
@@ -147,10 +145,9 @@ class PostgresEventStore(EventStore):
         if not self._lanes or self._closing:
             raise StoreError("postgresql: the store is not started or already closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        line = writer_lanes.choose(self._lines, read_ahead)
-        line.pending.append(Job(fn, future, retry, read_ahead))
-        line.gathering.arrived(len(line.pending))
-        line.wake.set()
+        self._pending.append(Job(fn, future, retry, read_ahead))
+        self._gathering.arrived(len(self._pending))
+        self._wake.set()
         return await future
 
     async def query(self, fn: Callable[[Connection], T]) -> T:
@@ -167,27 +164,27 @@ class PostgresEventStore(EventStore):
                 raise StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}") from e
             raise
 
-    async def _lane(self, line: writer_lanes.Lane) -> None:
-        """One writer: whenever it is free, take every command waiting in its line (up to MAX_BATCH).
+    async def _lane(self) -> None:
+        """One writer: whenever it is free, take every waiting command (up to MAX_BATCH).
 
         With two writers, one decides the next batch while the other waits for its commit
         to reach the disk (the commit holds the position counter, so commits still take
-        turns). A command arriving alone finds its writer free and is committed at once; one
-        arriving while its writer is busy joins that writer's next batch.
+        turns). A command arriving alone finds a free writer and is committed at once; one
+        arriving while every writer is busy joins the next batch.
         """
         conn: AsyncConnection | None = None
         loop = asyncio.get_running_loop()
         took = 0.0  # how long the last batch took
         try:
             while True:
-                if line.pending:
-                    jobs, line.pending = line.pending[:MAX_BATCH], line.pending[MAX_BATCH:]
+                if self._pending:
+                    jobs, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
                     try:
                         if conn is None:
                             assert self._writer_engine is not None
                             conn = await self._writer_engine.connect()
                         began = loop.time()
-                        again, lost = await self._run(conn, jobs, line)
+                        again, lost = await self._run(conn, jobs)
                         took = loop.time() - began
                     except Exception as e:  # a bug here must not stop the writer for good
                         again, lost = [], True
@@ -203,33 +200,32 @@ class PostgresEventStore(EventStore):
                         await _drop(conn)
                         conn = None
                     # Jobs to decide again go first, in front of the newcomers.
-                    line.pending[:0] = again
-                    if len(jobs) > 1 and len(line.pending) < len(jobs):  # under load: gather more
+                    self._pending[:0] = again
+                    if len(jobs) > 1 and len(self._pending) < len(jobs):  # under load: gather more
                         starved = self._pressure.starved(loop.time())
                         stats.CPU_PRESSURE.set(self._pressure.pressure)
-                        await line.gathering.wait(len(jobs), gathering.window(took, starved))
+                        await self._gathering.wait(len(jobs), gathering.window(took, starved))
                     continue
                 if self._closing:
                     return
-                line.wake.clear()
-                await line.wake.wait()
+                self._wake.clear()
+                await self._wake.wait()
         finally:
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await conn.close()
 
-    def _waiting(self, line: writer_lanes.Lane) -> bool:
-        """Whether commands wait for the writer of ``line`` (its committing batch then begins the next one)."""
-        return bool(line.pending) and not self._closing
+    def _waiting(self) -> bool:
+        """Whether commands wait for a writer (a committing batch then begins the next one)."""
+        return bool(self._pending) and not self._closing
 
-    async def _run(self, conn: AsyncConnection, jobs: list[Job], line: writer_lanes.Lane) -> tuple[list[Job], bool]:
+    async def _run(self, conn: AsyncConnection, jobs: list[Job]) -> tuple[list[Job], bool]:
         """Run one batch and settle its jobs; returns those to decide again, and whether the connection failed."""
         savepoints = self._careful > 0
         attempts = sum(j.attempts for j in jobs)
         lost = False
         try:
-            waiting = functools.partial(self._waiting, line)
-            outcomes, aborted = await conn.run_sync(pg_writer.run_batch, jobs, savepoints, waiting)
+            outcomes, aborted = await conn.run_sync(pg_writer.run_batch, jobs, savepoints, self._waiting)
         except Exception as e:  # the connection failed: the batch's outcome is unknown
             failure = (
                 StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}")
