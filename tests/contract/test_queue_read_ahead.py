@@ -199,6 +199,54 @@ async def test_a_pull_read_ahead_sees_what_a_finish_before_it_in_the_batch_re_qu
     assert finished["status"] == "cancelled" and started["status"] == "running"
     assert pulled["item"]["item_id"] == lost  # re-queued by the finish's recovery, then pulled
     assert elsewhere["item"] is not None
-    if store.dialect == "postgresql":  # both kinds read ahead in the one batch
+    if store.dialect == "postgresql":  # the transitions read ahead; the pull of P read for itself
         assert sum(_TRANSITIONS_AHEAD in q for q in sent) == 1, sent
+        assert sum(_ONE_PULLS_PAGE in q and _PULLS_AHEAD not in q for q in sent) >= 1, sent
+
+
+async def test_a_pull_read_ahead_sees_an_item_enqueued_before_it_in_the_batch(store: Any) -> None:
+    """An enqueue (which reads nothing ahead) before a pull of its project in one batch:
+    the pull's first page, read ahead before the enqueue, no longer holds (the enqueue
+    forgets the reads under the project's guard), and the new item, first in pull order,
+    is the one pulled."""
+    service = Service(store)
+    puller, other = await _register(service, "puller"), await _register(service, "other")
+    await _enqueue(service, "P", priority=1)
+    await _enqueue(service, "R")
+    with statements_sent() as sent:
+        enqueued, pulled, elsewhere = await asyncio.gather(
+            execute(service, {"type": "enqueue_work", "project": "P", "priority": 9}),
+            execute(service, {"type": "claim_next_work", "session_id": puller, "project": "P"}),
+            execute(service, {"type": "claim_next_work", "session_id": other, "project": "R"}),
+        )
+    assert _result(pulled)["item"]["item_id"] == _result(enqueued)["item_id"]
+    assert _result(elsewhere)["item"] is not None
+    if store.dialect == "postgresql":  # both pulls read ahead, the one of P read again
         assert sum(_PULLS_AHEAD in q for q in sent) == 1, sent
+        assert sum(_ONE_PULLS_PAGE in q and _PULLS_AHEAD not in q for q in sent) == 1, sent
+
+
+async def test_only_the_first_queue_command_under_a_guard_is_read_ahead(store: Any, backend: str) -> None:
+    """Each queue command forgets the reads made under its project's guard, so a batch
+    reads ahead only the first under each guard: four pulls and two finishes of one
+    project, and a pull of another, read ahead two pulls (one statement), no transition."""
+    service, sids = await _sixteen_agents(store, backend)
+    items = [await _enqueue(service, "P", priority=9 - i) for i in range(8)]
+    await _enqueue(service, "R")
+    for sid in sids[:2]:
+        _result(await execute(service, {"type": "claim_next_work", "session_id": sid, "project": "P"}))
+    with statements_sent() as sent:
+        answers = await asyncio.gather(
+            *(execute(service, {"type": "claim_next_work", "session_id": s, "project": "P"}) for s in sids[2:6]),
+            *(
+                execute(service, {"type": "finish_work", "session_id": s, "item_id": i, "outcome": "cancelled"})
+                for s, i in zip(sids[:2], items[:2], strict=True)
+            ),
+            execute(service, {"type": "claim_next_work", "session_id": sids[6], "project": "R"}),
+        )
+    results = [_result(a) for a in answers]
+    assert [r["item"]["item_id"] for r in results[:4]] == items[2:6]
+    assert [r["status"] for r in results[4:6]] == ["cancelled"] * 2
+    reads = [q for q in sent if _PULLS_AHEAD in q]
+    assert len(reads) == 1, sent
+    assert not any(_TRANSITIONS_AHEAD in q for q in sent), sent

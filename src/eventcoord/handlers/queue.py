@@ -660,6 +660,7 @@ def pull_rows_ahead(workspace: str, cmd: ClaimNextWork) -> RowsAhead:
         held_locks.guard(ws, streams.project(project)),
         many=True,
         cutoff=True,
+        first_under=True,
     )
 
 
@@ -726,6 +727,7 @@ def transition_rows_ahead(workspace: str, cmd: StartWork | FinishWork) -> RowsAh
         (("work_items", (item,)), ("sessions", (sid,)), ("projects", ("item", ws, item))),
         held_locks.item_guard(ws, item),
         cutoff=True,
+        first_under=True,
     )
 
 

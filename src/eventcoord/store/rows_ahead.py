@@ -71,7 +71,11 @@ class RowsAhead:
     (the command's ordinal). ``many``: the statement returns any number of rows per command
     (at least one), kept as a tuple of rows. ``cutoff``: the statement binds ``cutoff``,
     one value for all, the batch's liveness cutoff (``liveness.cutoff`` of the batch's
-    clock and TTL, which every command of the batch decides with).
+    clock and TTL, which every command of the batch decides with). ``first_under``: only
+    the first command of the batch under its lock (or the guard it was noted through,
+    ``Batch.guard_of``) is read ahead: the reads of the queue's commands, each of which
+    forgets the reads made under its guard (:func:`forget_under`), so that a later one's
+    would never serve.
     """
 
     statement: Prepared
@@ -82,6 +86,7 @@ class RowsAhead:
     spread: tuple[str, ...] = ()
     many: bool = False
     cutoff: bool = False
+    first_under: bool = False
 
 
 def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
@@ -91,8 +96,14 @@ def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
     if b is None or not b.carry:
         return
     kinds: dict[Prepared, list[RowsAhead]] = {}
+    under: set[tuple[str, ...]] = set()
     for r in wanted:
         if r.lock in b.locked and r not in b.rows_ahead:
+            if r.first_under:
+                guard = b.guard_of.get(r.lock, r.lock)
+                if guard in under:
+                    continue
+                under.add(guard)
             kinds.setdefault(r.statement, []).append(r)
     for statement, reads in kinds.items():
         if len(reads) < 2:
