@@ -250,3 +250,58 @@ async def test_only_the_first_queue_command_under_a_guard_is_read_ahead(store: A
     reads = [q for q in sent if _PULLS_AHEAD in q]
     assert len(reads) == 1, sent
     assert not any(_TRANSITIONS_AHEAD in q for q in sent), sent
+
+
+async def test_a_stale_worker_s_heartbeat_earlier_in_the_batch_keeps_its_item_from_a_pull_read_ahead(
+    store: Any,
+) -> None:
+    """A fast pass carries a heartbeat's write (to its end, or until something reads that
+    row), and the pulls' reads ahead still serve meanwhile: a sign of life of another
+    session only makes a suspect live. A stale worker that heartbeats before a pull of its
+    project in the batch is live again: the pull must not recover its item, and takes the
+    next one."""
+    service = Service(store)
+    worker, puller, other = [await _register(service, name) for name in ("worker", "puller", "other")]
+    held = await _enqueue(service, "P", priority=9)
+    nxt = await _enqueue(service, "P", priority=1)
+    await _enqueue(service, "R")
+    _result(await execute(service, {"type": "claim_next_work", "session_id": worker, "project": "P"}))
+    await store.transact(_gone_quiet(worker))
+    with statements_sent() as sent:
+        beat, pulled, elsewhere = await asyncio.gather(
+            execute(service, {"type": "heartbeat_agent", "session_id": worker}),
+            execute(service, {"type": "claim_next_work", "session_id": puller, "project": "P"}),
+            execute(service, {"type": "claim_next_work", "session_id": other, "project": "R"}),
+        )
+    _result(beat)
+    assert _result(pulled)["item"]["item_id"] == nxt  # the worker is live again: its item stays
+    assert _result(elsewhere)["item"] is not None
+    rows = await store.query(
+        lambda conn: conn.execute(text("SELECT item_id, status, session_id FROM work_items WHERE project = 'P'")).all()
+    )
+    assert sorted(rows) == sorted([(held, "claimed", worker), (nxt, "claimed", puller)])
+    if store.dialect == "postgresql":
+        # Both read ahead; the pull of P used its read although the heartbeat was carried
+        # (the worker's row is written, then read locked, before it counts as a suspect).
+        # That write forgets every other read of sessions: the pull of R reads again.
+        assert sum(_PULLS_AHEAD in q for q in sent) == 1, sent
+        assert sum(_ONE_PULLS_PAGE in q and _PULLS_AHEAD not in q for q in sent) == 1, sent
+
+
+async def test_a_puller_s_own_heartbeat_earlier_in_the_batch_is_seen_by_its_pull(store: Any) -> None:
+    """A session gone quiet heartbeats, then pulls, in one batch: its session row read
+    ahead (from before the heartbeat, which the batch carries) must not serve, or the pull
+    would find it not live."""
+    service = Service(store)
+    puller, other = await _register(service, "puller"), await _register(service, "other")
+    item = await _enqueue(service, "P")
+    await _enqueue(service, "R")
+    await store.transact(_gone_quiet(puller))
+    beat, pulled, elsewhere = await asyncio.gather(
+        execute(service, {"type": "heartbeat_agent", "session_id": puller}),
+        execute(service, {"type": "claim_next_work", "session_id": puller, "project": "P"}),
+        execute(service, {"type": "claim_next_work", "session_id": other, "project": "R"}),
+    )
+    _result(beat)
+    assert _result(pulled)["item"]["item_id"] == item
+    assert _result(elsewhere)["item"] is not None

@@ -682,7 +682,7 @@ def _pull_read_ahead(conn: Connection, ctx: Context, cmd: ClaimNextWork) -> tupl
     wanted = declared_ahead(ctx, _PULLS_AHEAD)
     if wanted is None or cmd.session_id in rows_ahead.revived(conn):
         return None  # a sign of life since: its session's row is not what it read
-    return rows_ahead.read(conn, wanted)
+    return rows_ahead.read(conn, wanted, others_life_ok=True, own=cmd.session_id)
 
 
 def claim_next_work(conn: Connection, ctx: Context, cmd: ClaimNextWork) -> Decision:
@@ -745,7 +745,7 @@ def _transition_read_ahead(
     wanted = declared_ahead(ctx, _TRANSITIONS_AHEAD)
     if wanted is None or session_id in rows_ahead.revived(conn):
         return None  # a sign of life since: its session's row is not what it read
-    row = rows_ahead.read(conn, wanted)
+    row = rows_ahead.read(conn, wanted, others_life_ok=True, own=session_id)
     if row is None or row[0] is None:  # (a missing item: read for itself, it costs one probe)
         return None
     item = _item(row[_AT_T_ITEM])

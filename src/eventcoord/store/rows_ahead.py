@@ -131,11 +131,21 @@ def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
             b.hold_ahead(reads[n - 1], tuple(of_one))
 
 
-def read(conn: Connection, wanted: RowsAhead) -> tuple[Any, ...] | None:
+def read(
+    conn: Connection, wanted: RowsAhead, *, others_life_ok: bool = False, own: str | None = None
+) -> tuple[Any, ...] | None:
     """The row read ahead for ``wanted``, if it still holds (else None: the command reads
-    for itself)."""
+    for itself).
+
+    ``others_life_ok``: what it read stays true whatever signs of life the batch carries
+    for sessions other than ``own`` (the command's session, None: none), so those do not
+    keep it from serving (the queue's reads: the project's suspects are each re-read,
+    locked, before they count, and a sign of life only makes a suspect live).
+    """
     b = batch.current(conn)
-    if b is None or not b.rows_ahead or b.liveness is not None:
+    if b is None or not b.rows_ahead:
+        return None
+    if b.liveness is not None and (not others_life_ok or (own is not None and b.liveness.has(own))):
         return None
     return b.rows_ahead.get(wanted)
 
