@@ -661,6 +661,7 @@ def pull_rows_ahead(workspace: str, cmd: ClaimNextWork) -> RowsAhead:
         many=True,
         cutoff=True,
         first_under=True,
+        alone=True,  # its own reads: rules, session and suspects, the first page
     )
 
 
@@ -728,6 +729,7 @@ def transition_rows_ahead(workspace: str, cmd: StartWork | FinishWork) -> RowsAh
         held_locks.item_guard(ws, item),
         cutoff=True,
         first_under=True,
+        alone=True,  # its own reads: the item, rules, session and suspects, the item locked
     )
 
 

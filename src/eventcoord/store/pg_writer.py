@@ -413,13 +413,15 @@ def _attempt(
             rows = [r for r in ahead if isinstance(r, RowsAhead)]
             try:
                 # One lock of many rows, instead of one each; or one guard that several reads
-                # ahead rely on (claims of one project), which are then read in one statement.
-                if len({(g.table, g.workspace, g.key) for g in guards}) > 1 or (guards and len(rows) > 1):
+                # ahead rely on (claims of one project), which are then read in one statement,
+                # or one read that saves several statements alone (a pull's, a transition's).
+                worth = len(rows) > 1 or any(r.alone for r in rows)
+                if len({(g.table, g.workspace, g.key) for g in guards}) > 1 or (guards and worth):
                     held_locks.lock_ahead(conn, guards)
                 reads = [r for r in ahead if isinstance(r, SessionRead)]
                 if len(reads) > 1:  # one read of many rows, instead of one each
                     session_rows.read_ahead(conn, reads)
-                if len(rows) > 1:  # after the guards they rely on
+                if worth:  # after the guards they rely on
                     rows_ahead.read_ahead(conn, rows)
             except Exception as e:  # e.g. a new guard another batch inserts: decide them carefully
                 if connection_lost(e):

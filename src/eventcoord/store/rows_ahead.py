@@ -75,7 +75,8 @@ class RowsAhead:
     the first command of the batch under its lock (or the guard it was noted through,
     ``Batch.guard_of``) is read ahead: the reads of the queue's commands, each of which
     forgets the reads made under its guard (:func:`forget_under`), so that a later one's
-    would never serve.
+    would never serve. ``alone``: worth reading ahead for one command too (its own reads
+    are several statements: the queue's), where others are read ahead only for two or more.
     """
 
     statement: Prepared
@@ -87,6 +88,7 @@ class RowsAhead:
     many: bool = False
     cutoff: bool = False
     first_under: bool = False
+    alone: bool = False
 
 
 def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
@@ -106,7 +108,7 @@ def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
                 under.add(guard)
             kinds.setdefault(r.statement, []).append(r)
     for statement, reads in kinds.items():
-        if len(reads) < 2:
+        if len(reads) < 2 and not reads[0].alone:
             continue
         first = reads[0]
         values = [dict(r.params) for r in reads]
