@@ -908,6 +908,62 @@ async def test_a_batch_s_reads_ahead_probe_each_row_by_its_own_index(store: Any,
     await check("after ANALYZE")
 
 
+async def test_the_queue_s_reads_ahead_probe_each_row_by_its_own_index(store: Any, backend: str) -> None:
+    """PostgreSQL reads ahead for a batch's pulls (their projects' rules, suspects, the
+    caller's session and first page) and transitions (the items' projects' guards, then
+    the item, rules, suspects and session) over arrays: each row a probe of its own index,
+    never a join that reads a whole table, and the project's items only through their live
+    key, on empty tables, filled before ANALYZE and after."""
+    if backend != "postgresql":
+        pytest.skip("only PostgreSQL's batch reads ahead")
+    from eventcoord.projections.queue import held_key, live_key
+
+    n = 4
+    projects = ["Q", "R", "Q", "S"]
+    pulls = {
+        "ws": [WS] * n,
+        "project": projects,
+        "sid": [f"s{i}" for i in range(n)],
+        "active": [live_key(WS, p, "active") for p in projects],
+        "queued": [live_key(WS, p, "queued") for p in projects],
+        "mine": [held_key(WS, p, f"s{i}") for i, p in enumerate(projects)],
+        "cutoff": 5_000,
+    }
+    items = ["live-6", "live-7", "it-1", "missing"]
+    transitions = {"ws": [WS] * n, "item": items, "sid": ["s1", "s2", "s3", "s4"], "cutoff": 5_000}
+    statements = [
+        (queue_handler._PULLS_AHEAD, pulls),
+        (queue_handler._TRANSITIONS_AHEAD, transitions),
+        (queue_handler._ITEM_GUARDS_AHEAD, {"ws": [WS] * n, "key": items}),
+    ]
+    expected = [
+        ["ix_work_items_live_key", "projects_pkey", "sessions_pkey"],
+        ["ix_work_items_live_key", "projects_pkey", "sessions_pkey", "work_items_pkey"],
+        ["guards_pkey", "work_items_pkey"],
+    ]
+
+    async def check(when: str) -> None:
+        for (stmt, _), index, plan in zip(statements, expected, await _generic_plans(store, statements), strict=True):
+            where = (when, _sql(stmt, backend), plan)
+            assert "Hash" not in plan and "Seq Scan on work_items" not in plan, where  # probes, never joins
+            assert "status_order" not in plan and "ix_work_items_order" not in plan, where
+            if when == "empty tables":  # every row by its own index
+                assert _index_of(plan) == index and "Seq Scan" not in plan, where
+            for by in ("ix_work_items_live_key", "work_items_pkey", "sessions_pkey", "guards_pkey"):
+                if by in index:
+                    assert by in _index_of(plan), where
+
+    await check("empty tables")
+    people, queued = _queue_history()
+    await store.transact(lambda conn: conn.execute(sessions.insert(), people))
+    await store.transact(lambda conn: conn.execute(work_items.insert(), queued))
+    guard_rows = [{"workspace": WS, "key": f"project:G{i}"} for i in range(5_000)]
+    await store.transact(lambda conn: conn.execute(guards.insert(), guard_rows))
+    await check("filled, before ANALYZE")
+    await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
+    await check("after ANALYZE")
+
+
 async def test_a_project_s_or_a_session_s_live_leases_are_read_by_their_own_index(store: Any, backend: str) -> None:
     """The cap's count of a project's live leases (``_LIVE_LEASES``), an agent's leases in a
     project (``_AGENT_HELD``) and the issues a session holds (``_HELD_ISSUES``, a pull at the
