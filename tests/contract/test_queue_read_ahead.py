@@ -25,6 +25,7 @@ from tests.contract.test_group_commit import (
     _sixteen_agents,
     encoded,
     execute,
+    stat,
     statements_sent,
 )
 
@@ -54,6 +55,7 @@ async def test_pulls_and_finishes_in_many_projects_send_a_statement_or_two_per_b
     each batch locks the guards once, reads ahead once, and sends nothing per command
     until its writes at the end."""
     service, sids = await _sixteen_agents(store, backend)
+    read_before, served_before = stat("reads_ahead"), stat("reads_ahead_served")
     wanted = {}
     for i in range(16):
         await _enqueue(service, f"Q{i}", priority=0)
@@ -84,6 +86,9 @@ async def test_pulls_and_finishes_in_many_projects_send_a_statement_or_two_per_b
     # COMMIT; the lone first command's six or so. Was 3-4 per command.
     assert len(pulls_sent) <= 18, pulls_sent
     assert len(finishes_sent) <= 18, finishes_sent
+    # the store counts them (/metrics): 15 or 16 of each kind read ahead, and every one served
+    read, served = stat("reads_ahead") - read_before, stat("reads_ahead_served") - served_before
+    assert 30 <= read <= 32 and served == read, (read, served)
     statuses = await store.query(
         lambda conn: conn.execute(text("SELECT status, count(*) FROM work_items GROUP BY status")).all()
     )

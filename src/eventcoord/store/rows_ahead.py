@@ -51,7 +51,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from eventcoord import liveness
-from eventcoord.store import batch
+from eventcoord.store import batch, stats
 from eventcoord.store.held_locks import Lock
 from eventcoord.store.prepared import Prepared
 
@@ -122,6 +122,7 @@ def read_ahead(conn: Connection, wanted: Sequence[RowsAhead]) -> None:
         if first.cutoff:
             params["cutoff"] = liveness.cutoff(b.now_us, b.ttl)
         rows = statement.rows(conn, params)
+        stats.READS_AHEAD.inc(len(reads))
         if not first.many:
             for row in rows:
                 b.hold_ahead(reads[int(row[0]) - 1], tuple(row[1:]))
@@ -149,7 +150,10 @@ def read(
         return None
     if b.liveness is not None and (not others_life_ok or (own is not None and b.liveness.has(own))):
         return None
-    return b.rows_ahead.get(wanted)
+    row = b.rows_ahead.get(wanted)
+    if row is not None:
+        stats.READS_AHEAD_SERVED.inc()
+    return row
 
 
 def forget_under(conn: Connection, lock: Lock) -> None:

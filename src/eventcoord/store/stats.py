@@ -3,7 +3,9 @@
 The average batch is ``commands / batches``; ``again`` counts commands a PostgreSQL batch
 handed to the next one (a lost race, a lock wait cut short, a requeue), ``lost_races``
 the races among them, ``rollbacks`` the fast passes that had to be rolled back, ``chained``
-the PostgreSQL batches whose COMMIT began the next batch's transaction; ``cpu_pressure``
+the PostgreSQL batches whose COMMIT began the next batch's transaction; ``reads_ahead``
+the commands whose first reads a batch read ahead, ``reads_ahead_served`` those whose
+read then served them (the rest is the read ahead's waste); ``cpu_pressure``
 how long the event loop's thread waits for a CPU per second it runs, as a PostgreSQL writer
 last read it under load (``cpu_pressure.py``). The SQLite store also shows its write-ahead
 log: its length at the last checkpoint, and the checkpoints that held the writer so that it
@@ -36,6 +38,16 @@ LOST_RACES = Counter(
 CHAINED = Counter(
     "eventcoord_store_chained_total",
     "Batches whose COMMIT also began the next batch's transaction (PostgreSQL, commands waiting).",
+    registry=REGISTRY,
+)
+READS_AHEAD = Counter(
+    "eventcoord_store_reads_ahead_total",
+    "Commands whose first reads a PostgreSQL batch read ahead with others' (rows_ahead).",
+    registry=REGISTRY,
+)
+READS_AHEAD_SERVED = Counter(
+    "eventcoord_store_reads_ahead_served_total",
+    "Of those, the reads that served their command (the others were forgotten: the batch wrote what they read).",
     registry=REGISTRY,
 )
 CPU_PRESSURE = Gauge(
