@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 from sqlalchemy import Connection, bindparam, func, literal_column, select, text, true
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql import Executable, Select
 
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
@@ -169,14 +170,18 @@ _SESSION_AND_SUSPECTS = Prepared(
 )
 
 
+_NOT_LIVE_SQL = str(
+    not_live_clause(sessions.c.last_seen_us, sessions.c.ended_us, literal_column("CAST(:cutoff AS bigint)")).compile(
+        dialect=postgresql.dialect()  # type: ignore[no-untyped-call]
+    )
+)
 _STALE_SUSPECTS = (
     "ARRAY(SELECT work_items.session_id FROM work_items CROSS JOIN LATERAL (SELECT 1 FROM sessions"
-    " WHERE sessions.session_id = work_items.session_id AND sessions.kind <> 'human'"
-    " AND (sessions.ended_us IS NOT NULL OR sessions.last_seen_us <= CAST(:cutoff AS bigint)) OFFSET 0) AS stale"
-    f" WHERE {PG_LIVE_KEY} = {{active}})"
+    f" WHERE sessions.session_id = work_items.session_id AND sessions.kind <> 'human' AND ({_NOT_LIVE_SQL})"
+    f" OFFSET 0) AS stale WHERE {PG_LIVE_KEY} = {{active}})"
 )
 """PostgreSQL: ``_pg_suspects`` as an array, the active live key the SQL expression given
-(``{active}``) and the batch's cutoff bound."""
+(``{active}``) and the batch's cutoff bound (stale: ``liveness.not_live_clause``)."""
 #: PostgreSQL: what a pull reads once its project's guard is held, for many pulls at once
 #: (every parameter a list, one entry per pull; rows by ``n``, the entry's ordinal; the
 #: batch's ``cutoff``), once the batch holds their projects' guards (``store/rows_ahead.py``):
@@ -671,6 +676,20 @@ def _project_locked(conn: Connection, ctx: Context, project: str) -> None:
     rows_ahead.forget_under(conn, held_locks.guard(ctx.workspace, streams.project(project)))
 
 
+def _reads_ahead(
+    conn: Connection, ctx: Context, project: str, wip_limit: int, suspects: Collection[str] | None
+) -> WorkReads:
+    """The reads of a project whose rules and suspects the batch read ahead."""
+    reads = WorkReads(conn, ctx, project, wip_limit)
+    reads.suspects = set(suspects or ())
+    return reads
+
+
+def _session_ahead(ctx: Context, row: Sequence[Any]) -> SessionState | None:
+    """The caller's session from its columns read ahead (NULLs: none)."""
+    return None if row[0] is None else own_session(ctx, row)
+
+
 #: Where ``_PULLS_AHEAD``'s columns are (after the ordinal): rules, suspects, session, item.
 _AT_RULES = slice(0, 3)
 _AT_SUSPECTS = 3
@@ -696,11 +715,9 @@ def claim_next_work(conn: Connection, ctx: Context, cmd: ClaimNextWork) -> Decis
     else:  # the batch holds the project's guard and read what follows it for this pull
         first = ahead[0]
         wip_limit = project_rules(first[_AT_RULES]).wip_limit
-        reads = WorkReads(conn, ctx, cmd.project, wip_limit)
-        reads.suspects = set(first[_AT_SUSPECTS] or ())
+        reads = _reads_ahead(conn, ctx, cmd.project, wip_limit, first[_AT_SUSPECTS])
         reads.first_page = [_item(row[_AT_ITEM]) for row in ahead if row[_AT_ITEM][0] is not None]
-        row = first[_AT_SESSION]
-        session = None if row[0] is None else own_session(ctx, row)
+        session = _session_ahead(ctx, first[_AT_SESSION])
     state = domain.ClaimNextState(session, wip_limit, reads)
     return domain.decide_claim_next_work(state, cmd, ctx)
 
@@ -740,9 +757,7 @@ _AT_T_SUSPECTS = _AT_T_RULES.stop
 _AT_T_SESSION = slice(_AT_T_SUSPECTS + 1, None)
 
 
-def _transition_read_ahead(
-    conn: Connection, ctx: Context, item_id: str, session_id: str | None
-) -> domain.TransitionState | None:
+def _transition_read_ahead(conn: Connection, ctx: Context, session_id: str | None) -> domain.TransitionState | None:
     """The transition's state as the batch read it ahead, if it still holds (None: read it)."""
     wanted = declared_ahead(ctx, _TRANSITIONS_AHEAD)
     if wanted is None or session_id in rows_ahead.revived(conn):
@@ -752,17 +767,15 @@ def _transition_read_ahead(
         return None
     item = _item(row[_AT_T_ITEM])
     _project_locked(conn, ctx, item.project)
-    reads = WorkReads(conn, ctx, item.project, project_rules(row[_AT_T_RULES]).wip_limit)
-    reads.suspects = set(row[_AT_T_SUSPECTS] or ())
+    reads = _reads_ahead(conn, ctx, item.project, project_rules(row[_AT_T_RULES]).wip_limit, row[_AT_T_SUSPECTS])
     reads.locked[item.item_id] = item
-    own = row[_AT_T_SESSION]
-    session = own_session(ctx, own) if session_id is not None and own[0] is not None else None
+    session = _session_ahead(ctx, row[_AT_T_SESSION]) if session_id is not None else None
     return domain.TransitionState(item, session, reads)
 
 
 def _transition_state(conn: Connection, ctx: Context, item_id: str, session_id: str | None) -> domain.TransitionState:
     """The item (nothing else when it is missing), its project locked, the caller's session locked."""
-    ahead = _transition_read_ahead(conn, ctx, item_id, session_id)
+    ahead = _transition_read_ahead(conn, ctx, session_id)
     if ahead is not None:
         return ahead
     item = load_item(conn, ctx, item_id)
