@@ -458,7 +458,17 @@ class _Tier:
 
 
 async def _tier_setup(t: _Tier) -> None:
-    """What every store has: the measured sessions, a live holder of ``conf/x.py``, the projects."""
+    """What every store has: the measured sessions, a live holder of ``conf/x.py``, the projects,
+    and a day's TTL: the load's agents at work stay live through the measurement."""
+
+    def day_ttl(conn: Any) -> None:
+        from sqlalchemy import update
+
+        from eventcoord.store.schema import settings
+
+        conn.execute(update(settings).where(settings.c.key == "ttl_seconds").values(value="86400"))
+
+    await t.store.transact(day_ttl)
     t.me, t.other = await t.register("measured"), await t.register("holder")
     await t.send({"type": "configure_project", "project": "M", "wip_limit": TIER_WIP})
     await t.send({"type": "configure_project", "project": "H", "wip_limit": TIER_WIP})
@@ -524,10 +534,14 @@ async def _tier_history(t: _Tier, cycles: int, workers: int = 16) -> None:
     await asyncio.gather(*(worker(w) for w in range(workers)))
 
 
-async def _tier_load(t: _Tier, live_claims: int, live_leases: int, queued: int, workers: int = 16) -> None:
+async def _tier_load(
+    t: _Tier, live_claims: int, live_leases: int, queued: int, in_work: int, workers: int = 16
+) -> None:
     """Live rows that the measured commands must not read: claims in other paths, leases,
     and items queued in the measured queue behind the measured item (a lower priority):
-    each pull must find its item first without reading or sorting them."""
+    each pull must find its item first without reading or sorting them; and ``in_work`` of
+    those items taken by as many live agents, one each (every queue command looks for the
+    project's stale workers, and must not walk the live ones)."""
     holder = await t.register("load-claims")
     for start in range(0, live_claims, 100):
         paths = [f"load/d{i % 100}/f{i}.py" for i in range(start, min(start + 100, live_claims))]
@@ -544,7 +558,15 @@ async def _tier_load(t: _Tier, live_claims: int, live_leases: int, queued: int, 
         await _queue_blocked(t, len(range(w, queued, workers)))  # blocked, ahead of the pulls behind them
         await _queue_held(t, f"E-LOAD-{w}", range(w, queued, workers))  # on held issues, likewise
 
+    async def at_work(w: int) -> None:
+        for k in range(w, in_work, workers):
+            sid = await t.register(f"at-work-{k}")
+            taken = await t.send({"type": "claim_next_work", "session_id": sid, "project": "Q"})
+            if taken.get("item") is None:
+                raise RuntimeError(f"{t.label}: no queued item of Q left for agent {k} at work (--queued)")
+
     await asyncio.gather(*(worker(w) for w in range(workers)))
+    await asyncio.gather(*(at_work(w) for w in range(workers)))
 
 
 async def _tier_sample(t: _Tier, k: int, lat: dict[str, list[float]], inner: dict[str, list[float]]) -> None:
@@ -613,7 +635,7 @@ TIER_LABELS = ("fresh", "history", "load")
 
 
 def tiers_child(
-    db: str | None, cycles: int, live_claims: int, live_leases: int, queued: int, samples: int
+    db: str | None, cycles: int, live_claims: int, live_leases: int, queued: int, in_work: int, samples: int
 ) -> dict[str, Any]:
     """Fresh, history and load stores on one backend (fresh databases made outside the loop)."""
     with contextlib.ExitStack() as stack:
@@ -624,7 +646,7 @@ def tiers_child(
         else:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eventcoord-tiers-")))
             urls = {label: f"sqlite+aiosqlite:///{folder}/{label}.db" for label in TIER_LABELS}
-        return asyncio.run(_tiers(urls, cycles, live_claims, live_leases, queued, samples))
+        return asyncio.run(_tiers(urls, cycles, live_claims, live_leases, queued, in_work, samples))
 
 
 async def _tiers(
@@ -633,6 +655,7 @@ async def _tiers(
     live_claims: int,
     live_leases: int,
     queued: int,
+    in_work: int,
     samples: int,
     chunk: int = 10,
 ) -> dict[str, Any]:
@@ -654,7 +677,7 @@ async def _tiers(
         await _tier_history(tiers["history"], cycles)
         out["history_fill_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
-        await _tier_load(tiers["load"], live_claims, live_leases, queued)
+        await _tier_load(tiers["load"], live_claims, live_leases, queued, in_work)
         out["load_fill_s"] = round(time.perf_counter() - t0, 1)
         if os.environ.get("TIERS_ANALYZE"):  # diagnosis: the same with planner statistics gathered
             for t in tiers.values():
@@ -699,6 +722,7 @@ def run_tiers(args: argparse.Namespace) -> dict[str, Any]:
                 str(args.live_claims),
             ]
             argv += ["--live-leases", str(args.live_leases), "--queued", str(args.queued)]
+            argv += ["--in-work", str(args.in_work)]
             argv += ["--samples", str(args.samples)] + (["--db", args.db] if args.db else [])
             print(
                 f"{name}: filling history ({args.cycles:,} cycles of every command) and load, then measuring ...",
@@ -773,12 +797,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=5000,
         help="load: items queued behind the measured pulls, and ahead of the pulls at the cap (default 5,000)",
     )
+    tiers.add_argument(
+        "--in-work",
+        type=int,
+        default=3000,
+        help="load: of those queued behind the pulls, how many live agents have taken, one each (default 3,000)",
+    )
     tiers.add_argument("--samples", type=int, default=300, help="timed samples of each command per store (default 300)")
     tiers.add_argument("--tiers-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.tiers_child:
         print(
-            json.dumps(tiers_child(args.db, args.cycles, args.live_claims, args.live_leases, args.queued, args.samples))
+            json.dumps(
+                tiers_child(
+                    args.db, args.cycles, args.live_claims, args.live_leases, args.queued, args.in_work, args.samples
+                )
+            )
         )
         return 0
     if args.tiers:

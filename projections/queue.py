@@ -25,6 +25,7 @@ from eventcoord.events import (
     WorkRequeued,
     WorkStarted,
 )
+from eventcoord.store import batch
 from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared, text_list, unindexed
@@ -256,6 +257,8 @@ _STARTED = Prepared(
     lambda d: update(work_items).where(_ITEM).values(status=bindparam("status"), updated_us=bindparam("at")),
     rows=ONE_ITEM,
 )
+
+
 _FINISHED = Prepared(
     lambda d: (
         update(work_items)
@@ -264,6 +267,98 @@ _FINISHED = Prepared(
     ),
     rows=ONE_ITEM,
 )
+# ``sessions.active_items``, the items a session works on (claimed or running): the queue's
+# stale workers are found among the sessions that work on something (0018_stale_workers).
+# A claim adds one to its worker and a re-queue takes one from it (only an item in work is
+# re-queued, and its event names its worker). A finish takes one from the item's worker,
+# read from the item: its ``session_id``, which only an item in work holds (a queued one
+# has none; a re-queue clears it) and a finish keeps, so it names the worker before the
+# finish is written and after. (The event names who finished it: an admin may finish
+# another's item, or cancel a queued one.) Neither statement reads what the other changes,
+# and nothing the appliers do reads ``active_items``: a PostgreSQL batch's fast pass carries
+# them all to one statement before its end (``WorkCounts``).
+_WORKER_COUNT = Prepared(
+    lambda d: (
+        update(sessions)
+        .where(sessions.c.session_id == bindparam("sid"))
+        .values(active_items=sessions.c.active_items + bindparam("delta"))
+    ),
+    session_row="sid",
+    counts_work=True,
+)
+_ITEM_WORKER_DONE = Prepared(
+    lambda d: (
+        update(sessions)
+        .where(sessions.c.session_id == select(work_items.c.session_id).where(_ITEM).scalar_subquery())
+        .values(active_items=sessions.c.active_items - literal_column("1"))
+    ),
+    rows=ONE_ITEM,
+    counts_work=True,
+)
+#: PostgreSQL: what ``WorkCounts`` carries, as one statement over arrays: the sessions'
+#: changes (``$1``, ``$2``) and the finished items whose worker loses one (``$3``), summed
+#: per session (one UPDATE of each row), each session and item a probe of its key.
+_WORK_COUNTS_ARRAYS = (
+    "UPDATE sessions AS s SET active_items = s.active_items + d.work FROM (SELECT x.sid, sum(x.work) AS work FROM"
+    " (SELECT p.sid, p.work FROM unnest($1::varchar[], $2::int[]) AS p(sid, work)"
+    " UNION ALL SELECT i.session_id, -1 FROM unnest($3::varchar[]) AS f(item) CROSS JOIN LATERAL"
+    " (SELECT session_id FROM work_items WHERE work_items.item_id = f.item OFFSET 0) AS i"
+    " WHERE i.session_id IS NOT NULL) AS x GROUP BY x.sid) AS d"
+    " WHERE s.session_id = d.sid AND d.work <> 0"
+)
+
+
+class WorkCounts:
+    """The changes to ``sessions.active_items`` a PostgreSQL batch's fast pass carries.
+
+    Every claim, finish and re-queue changes its worker's count; written one by one they
+    are deferred writes of ``sessions`` rows, which keep a batch's other writes and reads
+    of those rows from going together (a row may be written once per statement). Carried
+    instead, they cost one statement per batch, sent before its end statement (its rows
+    were locked by the commands' own reads, but an admin's finish of another's item names
+    a row the batch may not hold: not under the counter's lock).
+    """
+
+    __slots__ = ("deltas", "items")
+
+    def __init__(self) -> None:
+        self.deltas: dict[str, int] = {}
+        self.items: list[str] = []
+
+    def as_arrays(self) -> tuple[str, list[Any]]:
+        """The one statement and its arguments."""
+        return _WORK_COUNTS_ARRAYS, [list(self.deltas), list(self.deltas.values()), self.items]
+
+
+def _carried_counts(conn: Connection) -> WorkCounts | None:
+    """The running PostgreSQL batch's carried counts (begun if none), in a fast pass;
+    carrying counts as a write (a refusal after it rolls the pass back). None: write now."""
+    b = batch.current(conn)
+    if b is None or not b.carry:
+        return None
+    counts: WorkCounts | None = b.work_counts
+    if counts is None:
+        counts = b.work_counts = WorkCounts()
+    b.writes += 1
+    return counts
+
+
+def _worker_count(conn: Connection, session_id: str, delta: int) -> None:
+    counts = _carried_counts(conn)
+    if counts is None:
+        _WORKER_COUNT.write(conn, {"sid": session_id, "delta": delta})
+    else:
+        counts.deltas[session_id] = counts.deltas.get(session_id, 0) + delta
+
+
+def _worker_done(conn: Connection, workspace: str, item_id: str) -> None:
+    counts = _carried_counts(conn)
+    if counts is None:
+        _ITEM_WORKER_DONE.write(conn, {"item": item_id, "ws": workspace})
+    else:
+        counts.items.append(item_id)
+
+
 _REQUEUED = Prepared(
     lambda d: (
         update(work_items)
@@ -401,6 +496,7 @@ def claimed(conn: Connection, r: RecordedEvent) -> None:
         "actor": e.actor_key,
     }
     _CLAIMED.write(conn, {**params, "host": e.host, "token": e.fencing_token, "at": r.recorded_us})
+    _worker_count(conn, e.session_id, 1)
     detail = None if e.fencing_token is None else f"fencing_token={e.fencing_token}"
     _ledger(conn, r, e.item_id, "claimed", e.session_id, detail, e.actor_key, e.host)
 
@@ -417,6 +513,7 @@ def finished(conn: Connection, r: RecordedEvent) -> None:
     assert isinstance(e, WorkFinished)
     ws, at = r.metadata.workspace, r.recorded_us
     params = {"item": e.item_id, "ws": ws, "status": e.outcome, "outcome": e.outcome, "at": at}
+    _worker_done(conn, ws, e.item_id)
     if e.outcome == "done" and conn.dialect.name == "postgresql":
         _FINISH_UNBLOCKING.write(conn, params)
     else:
@@ -428,6 +525,8 @@ def finished(conn: Connection, r: RecordedEvent) -> None:
 def requeued(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkRequeued)
+    if e.session_id is not None:  # (always: only an item in work is re-queued, and its event names its worker)
+        _worker_count(conn, e.session_id, -1)
     _REQUEUED.write(conn, {"item": e.item_id, "ws": r.metadata.workspace, "status": "queued", "at": r.recorded_us})
     _ledger(conn, r, e.item_id, "requeued", e.session_id, e.reason)
 

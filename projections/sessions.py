@@ -34,12 +34,13 @@ _REGISTER = Prepared(
             **{
                 c.name: bindparam(c.name)
                 for c in sessions.columns
-                if c.name not in ("stable", "ended_us", "heartbeats")
+                if c.name not in ("stable", "ended_us", "heartbeats", "active_items")
             },
             # A boolean the drivers take as is (no SQLAlchemy bind processing), as in files.py.
             "stable": cast(bindparam("stable", type_=NullType()), Boolean),
             "ended_us": null(),
             "heartbeats": literal_column("0"),
+            "active_items": literal_column("0"),
         }
     )
 )

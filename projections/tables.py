@@ -35,6 +35,10 @@ sessions = Table(
     Column("heartbeats", BigInt, nullable=False),
     # The token that registered the session (SPEC §5: sessions are bound to it).
     Column("token_id", String(40), nullable=True),
+    # The session's claimed and running work items, kept by the queue projection: the stale
+    # workers a queue command recovers are found among the sessions that work on something
+    # (ix_sessions_stale_workers, 0018_stale_workers), not by walking the items in work.
+    Column("active_items", Integer, nullable=False, server_default="0"),
     Index("ix_sessions_workspace_seen", "workspace", "last_seen_us"),
     # (workspace, working_on) equality plus the liveness range: the declarers query never
     # scans every live session of the workspace.
@@ -47,6 +51,16 @@ sessions = Table(
 # ix_sessions_declaring_key ON sessions ((CASE WHEN ended_us IS NULL THEN workspace || E'\x01'
 #   || working_on END), last_seen_us) WHERE (…) IS NOT NULL — an issue's live declarers
 #   (handlers/issues.py): the only index that reads them, holding only sessions that declare.
+#: The non-human sessions that work on an item, by last sign of life: the stale ones are a
+#: range of it (handlers/queue.py's suspects). SQLite's statements name it; PostgreSQL's
+#: (0018) is on ``PG_WORKER_KEY`` (handlers/queue.py) and ``last_seen_us``, partial likewise.
+WORKING = "active_items > 0 AND kind <> 'human'"
+Index(
+    "ix_sessions_stale_workers",
+    sessions.c.workspace,
+    sessions.c.last_seen_us,
+    sqlite_where=text(WORKING),
+).ddl_if(dialect="sqlite")
 
 projects = Table(
     "projects",

@@ -590,6 +590,8 @@ def _queue_history() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             "last_seen_us": 1_000 + i,
             "ended_us": None if i < 16 else 2_000 + i,
             "heartbeats": 0,
+            # s1 and s2 work on an item of Q each (below): the stale workers' index holds them
+            "active_items": 1 if i in (1, 2) else 0,
         }
         for i in range(2_000)
     ]
@@ -626,7 +628,6 @@ def _queue_history() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 #: The queue's reads of live items (every queue command runs ``_SUSPECTS``; a pull, the
 #: pages), each with the indexes it may read: (statement, parameters, PostgreSQL, SQLite).
 _QUEUE_KEY = queue_projection.live_key(WS, "Q", "queued")
-_ACTIVE_KEY = queue_projection.live_key(WS, "Q", "active")
 #: Who pulls: a page holds the items no one holds and its own (0017_queue_held).
 _PASSING: dict[str, Any] = {"me": "s3", "mine": queue_projection.held_key(WS, "Q", "s3")}
 
@@ -634,9 +635,9 @@ _PASSING: dict[str, Any] = {"me": "s3", "mine": queue_projection.held_key(WS, "Q
 _QUEUE: list[tuple[Prepared, dict[str, Any], list[str], list[str]]] = [
     (
         queue_handler._SUSPECTS,
-        {"ws": WS, "project": "Q", "cutoff": 5, "key": _ACTIVE_KEY},
-        ["ix_work_items_live_key", "sessions_pkey"],
-        ["ix_work_items_queue", "sqlite_autoindex_sessions_1"],
+        {"ws": WS, "project": "Q", "cutoff": 5},
+        ["ix_sessions_stale_workers", "ix_work_items_session"],
+        ["ix_sessions_stale_workers", "ix_work_items_session"],
     ),
     # the pages: the ready items no one holds and the puller's own, two walks merged; no
     # lease is read (each item's issue was probed for one before 0017_queue_held)
@@ -750,8 +751,8 @@ async def test_a_session_is_read_by_its_key_whatever_the_statistics(store: Any, 
     statements: list[tuple[Prepared, dict[str, Any]]] = [(common._SESSION, by_id), (common._SESSION_FOR_UPDATE, by_id)]
     expected = [[key], [key]]
     if pg:
-        statements.append((queue_handler._SESSION_AND_SUSPECTS, {**by_id, "cutoff": 5, "key": _ACTIVE_KEY}))
-        expected.append(["ix_work_items_live_key", key])
+        statements.append((queue_handler._SESSION_AND_SUSPECTS, {**by_id, "cutoff": 5, "project": "Q"}))
+        expected.append(["ix_sessions_stale_workers", "ix_work_items_session", key])
 
     async def check(when: str) -> None:
         plans = await (_generic_plans(store, statements) if pg else _plans(store, statements))
@@ -770,7 +771,7 @@ async def test_a_session_is_read_by_its_key_whatever_the_statistics(store: Any, 
 async def test_the_queue_statements_find_the_same_items_on_both_backends(store: Any, backend: str) -> None:
     """The live-key statements (PostgreSQL) answer what the column comparisons (SQLite) do."""
     people, items = _queue_history()
-    people[1]["ended_us"] = 3_000  # s1 (holds a claimed item of Q) ended: a suspect
+    people[1]["last_seen_us"] = 4  # s1 (holds a claimed item of Q) last seen before the cutoff: a suspect
     await store.transact(lambda conn: conn.execute(sessions.insert(), people))
     await store.transact(lambda conn: conn.execute(work_items.insert(), items))
 
@@ -924,7 +925,6 @@ async def test_the_queue_s_reads_ahead_probe_each_row_by_its_own_index(store: An
         "ws": [WS] * n,
         "project": projects,
         "sid": [f"s{i}" for i in range(n)],
-        "active": [live_key(WS, p, "active") for p in projects],
         "queued": [live_key(WS, p, "queued") for p in projects],
         "mine": [held_key(WS, p, f"s{i}") for i, p in enumerate(projects)],
         "cutoff": 5_000,
@@ -937,8 +937,14 @@ async def test_the_queue_s_reads_ahead_probe_each_row_by_its_own_index(store: An
         (queue_handler._ITEM_GUARDS_AHEAD, {"ws": [WS] * n, "key": items}),
     ]
     expected = [
-        ["ix_work_items_live_key", "projects_pkey", "sessions_pkey"],
-        ["ix_work_items_live_key", "projects_pkey", "sessions_pkey", "work_items_pkey"],
+        [
+            "ix_sessions_stale_workers",
+            "ix_work_items_live_key",
+            "ix_work_items_session",
+            "projects_pkey",
+            "sessions_pkey",
+        ],
+        ["ix_sessions_stale_workers", "ix_work_items_session", "projects_pkey", "sessions_pkey", "work_items_pkey"],
         ["guards_pkey", "work_items_pkey"],
     ]
 
@@ -949,7 +955,13 @@ async def test_the_queue_s_reads_ahead_probe_each_row_by_its_own_index(store: An
             assert "status_order" not in plan and "ix_work_items_order" not in plan, where
             if when == "empty tables":  # every row by its own index
                 assert _index_of(plan) == index and "Seq Scan" not in plan, where
-            for by in ("ix_work_items_live_key", "work_items_pkey", "sessions_pkey", "guards_pkey"):
+            for by in (
+                "ix_work_items_live_key",
+                "work_items_pkey",
+                "sessions_pkey",
+                "guards_pkey",
+                "ix_sessions_stale_workers",
+            ):
                 if by in index:
                     assert by in _index_of(plan), where
 

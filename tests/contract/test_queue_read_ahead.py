@@ -32,7 +32,7 @@ from tests.contract.test_group_commit import (
 from eventcoord.service import Outcome, Service
 
 #: Parts of the statements the reads ahead send (one each per batch).
-_PULLS_AHEAD = "AS a(ws, project, sid, active, queued, mine, n)"
+_PULLS_AHEAD = "AS a(ws, project, sid, queued, mine, n)"
 _TRANSITIONS_AHEAD = "AS a(ws, item, sid, n)"
 _ITEM_GUARDS_AHEAD = "AS w(workspace, item)"
 #: A pull's own read of its first page, and a transition's own read of its item.

@@ -17,9 +17,8 @@ from functools import reduce
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, bindparam, func, literal_column, select, text, true
-from sqlalchemy.dialects import postgresql
-from sqlalchemy.sql import Executable, Select
+from sqlalchemy import Connection, bindparam, func, literal_column, select, text
+from sqlalchemy.sql import Executable
 
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
 from eventcoord.context import Context, Decision
@@ -46,7 +45,6 @@ from eventcoord.handlers.issues import (
     lock_project,
     project_rules,
 )
-from eventcoord.liveness import not_live_clause
 from eventcoord.projections.queue import (
     ONE_ITEM,
     PG_LIVE_KEY,
@@ -56,7 +54,7 @@ from eventcoord.projections.queue import (
     queued_issue_key,
     statuses,
 )
-from eventcoord.projections.tables import issues, leases, sessions, work_items
+from eventcoord.projections.tables import issues, leases, work_items
 from eventcoord.store import held_locks, rows_ahead
 from eventcoord.store.held_locks import GuardLock
 from eventcoord.store.prepared import Prepared, indexed_by, unindexed
@@ -112,76 +110,62 @@ _ITEM_SELECT = select(*_ITEM_COLUMNS).where(
 )
 _ITEM_PLAIN = Prepared(lambda d: _ITEM_SELECT, rows=ONE_ITEM)  # (another item's writes may go with it)
 _ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update(), rows=ONE_ITEM)
-# The workers of the project's claimed and running items that are stale (one row per item,
-# deduplicated by the caller: usually none), read from the items to their sessions only: no
-# index of work_items by session may serve it (after ANALYZE both planners drove from the
-# sessions, or walked ``ix_work_items_session`` for a DISTINCT: each session's every item).
-# PostgreSQL reads the items by their live key (``PG_LIVE_KEY``), the only index that can
-# serve them (with ``workspace = $1 AND project = $2`` a planner without statistics read
-# ``ix_work_items_status_order`` by the workspace alone, every item the workspace ever had;
-# 0012_queue_live_key), then probes each one's session in a lateral subquery (``OFFSET 0``
-# keeps it from being flattened into a join that a generic plan made on small tables hashed
-# every session for). SQLite reads ``ix_work_items_queue`` (the statuses literal, so both are
-# searched) and joins the sessions by their key (``|| ''`` on the items' side).
-_STALE_WORKER = (sessions.c.kind != "human") & not_live_clause(
-    sessions.c.last_seen_us, sessions.c.ended_us, bindparam("cutoff")
+# The stale workers of a project: the non-human sessions that work on an item
+# (``active_items > 0``) and were last seen at or before the cutoff, each with an item in
+# work in the project, read from the sessions to their items (0018_stale_workers). The
+# sessions are a range of ``ix_sessions_stale_workers``, which holds only the non-human
+# sessions that work on something (``WORKING``): the live workers, however many, are not
+# passed (walking the project's items in work and probing
+# each one's session was not flat with load: 3,000 items in work made a pull six times
+# slower). An ended session works on nothing (ending it re-queues its items), so the range
+# of last signs of life is the whole of ``not_live_clause`` here. Each one's items are
+# probed through ``ix_work_items_session`` (session, status), the one index that leads with
+# the session (the project and workspace are checked, not searched by: ``|| ''``).
+# PostgreSQL reads the index by ``PG_WORKER_KEY``, which no other index holds, and probes
+# the items in a lateral subquery (``LIMIT 1``: never flattened into a join); SQLite's
+# statement names its indexes.
+#: A session's worker key on PostgreSQL (``{s}``: the table's name or alias): its workspace
+#: while it is not human and works on an item, NULL otherwise; ``ix_sessions_stale_workers``
+#: is on it (and partial on ``WORKING``, which its readers state too, as its planner needs).
+PG_WORKER_KEY = "(CASE WHEN {s}.active_items > 0 AND {s}.kind <> 'human' THEN {s}.workspace END)"
+_STALE_WORKERS = (
+    "SELECT s.session_id FROM sessions AS s CROSS JOIN LATERAL (SELECT 1 FROM work_items AS w"
+    " WHERE w.session_id = s.session_id AND w.status IN ('claimed', 'running')"
+    " AND (w.project || '') = {project} AND (w.workspace || '') = s.workspace LIMIT 1) AS held"
+    f" WHERE {PG_WORKER_KEY.format(s='s')} = {{ws}} AND s.active_items > 0 AND s.kind <> 'human'"
+    " AND s.last_seen_us <= CAST(:cutoff AS bigint)"
 )
-
-
-def _pg_suspects() -> Select[Any]:
-    return (
-        select(work_items.c.session_id)
-        .select_from(
-            work_items.join(
-                select(literal_column("1").label("one"))
-                .where((sessions.c.session_id == work_items.c.session_id) & _STALE_WORKER)
-                .offset(literal_column("0"))
-                .lateral("stale"),
-                true(),
-            )
-        )
-        .where(literal_column(PG_LIVE_KEY) == bindparam("key"))
-    )
-
-
+"""PostgreSQL: the stale workers of a project (``{ws}``, ``{project}``: SQL expressions)
+at the batch's or command's cutoff."""
+_STALE_WORKERS_SQLITE = (
+    "SELECT s.session_id FROM sessions AS s INDEXED BY ix_sessions_stale_workers"
+    " WHERE s.workspace = :ws AND s.active_items > 0 AND s.last_seen_us <= :cutoff AND s.kind <> 'human'"
+    " AND EXISTS (SELECT 1 FROM work_items AS w INDEXED BY ix_work_items_session"
+    " WHERE w.session_id = s.session_id AND w.status IN ('claimed', 'running')"
+    " AND w.project = :project AND w.workspace = s.workspace)"
+)
 _SUSPECTS = Prepared(
-    lambda d: (
-        select(work_items.c.session_id)
-        .select_from(work_items.join(sessions, sessions.c.session_id == unindexed(work_items.c.session_id)))
-        .where(
-            (work_items.c.workspace == WS)
-            & (work_items.c.project == bindparam("project"))
-            & _ACTIVE_LITERAL
-            & _STALE_WORKER
-        )
+    lambda d: text(
+        _STALE_WORKERS_SQLITE
         if d == "sqlite"
-        else _pg_suspects()
-    )
+        else _STALE_WORKERS.format(ws="CAST(:ws AS text)", project="CAST(:project AS text)")
+    ),
+    reads=("sessions", "work_items"),
 )
-# PostgreSQL: a pull's session locked, with its project's suspects (``_SUSPECTS``, as an
-# array) in the same statement: one round trip where there were two. Both are read after
-# the project's guard, which the pull took in a statement before.
+_STALE_SUSPECTS = "ARRAY(" + _STALE_WORKERS + ")"
+"""PostgreSQL: the project's stale workers as an array (``_STALE_WORKERS``)."""
+# PostgreSQL: a pull's session locked, with its project's suspects (``_STALE_SUSPECTS``) in
+# the same statement: one round trip where there were two. Both are read after the
+# project's guard, which the pull took in a statement before.
 _SESSION_AND_SUSPECTS = Prepared(
-    lambda d: (
-        select(*SESSION_COLUMNS, select(func.array_agg(_pg_suspects().subquery().c.session_id)).scalar_subquery())
-        .where((sessions.c.session_id == bindparam("sid")) & (unindexed(sessions.c.workspace) == WS))
-        .with_for_update(of=sessions)
-    )
+    lambda d: text(
+        f"SELECT {', '.join('sessions.' + c.name for c in SESSION_COLUMNS)},"
+        f" {_STALE_SUSPECTS.format(ws='CAST(:ws AS text)', project='CAST(:project AS text)')}"
+        " FROM sessions WHERE sessions.session_id = :sid AND (sessions.workspace || '') = :ws"
+        " FOR UPDATE OF sessions"
+    ),
+    reads=("sessions", "work_items"),
 )
-
-
-_NOT_LIVE_SQL = str(
-    not_live_clause(sessions.c.last_seen_us, sessions.c.ended_us, literal_column("CAST(:cutoff AS bigint)")).compile(
-        dialect=postgresql.dialect()  # type: ignore[no-untyped-call]
-    )
-)
-_STALE_SUSPECTS = (
-    "ARRAY(SELECT work_items.session_id FROM work_items CROSS JOIN LATERAL (SELECT 1 FROM sessions"
-    f" WHERE sessions.session_id = work_items.session_id AND sessions.kind <> 'human' AND ({_NOT_LIVE_SQL})"
-    f" OFFSET 0) AS stale WHERE {PG_LIVE_KEY} = {{active}})"
-)
-"""PostgreSQL: ``_pg_suspects`` as an array, the active live key the SQL expression given
-(``{active}``) and the batch's cutoff bound (stale: ``liveness.not_live_clause``)."""
 #: PostgreSQL: what a pull reads once its project's guard is held, for many pulls at once
 #: (every parameter a list, one entry per pull; rows by ``n``, the entry's ordinal; the
 #: batch's ``cutoff``), once the batch holds their projects' guards (``store/rows_ahead.py``):
@@ -191,12 +175,12 @@ _STALE_SUSPECTS = (
 _PULLS_AHEAD = Prepared(
     lambda d: text(
         "SELECT a.n, p.wip_limit, p.lock_delay_seconds, p.agent_wip_limit,"
-        f" {_STALE_SUSPECTS.format(active='a.active')},"
+        f" {_STALE_SUSPECTS.format(ws='a.ws', project='a.project')},"
         f" {', '.join('c.' + c.name for c in SESSION_COLUMNS)},"
         f" {', '.join('q.' + c.name for c in _ITEM_COLUMNS)}"
         " FROM unnest(CAST(:ws AS text[]), CAST(:project AS text[]), CAST(:sid AS text[]),"
-        " CAST(:active AS text[]), CAST(:queued AS text[]), CAST(:mine AS text[]))"
-        " WITH ORDINALITY AS a(ws, project, sid, active, queued, mine, n)"
+        " CAST(:queued AS text[]), CAST(:mine AS text[]))"
+        " WITH ORDINALITY AS a(ws, project, sid, queued, mine, n)"
         # each a lateral probe by its key (``OFFSET 0``: never flattened into a join that a
         # generic plan could answer by reading a whole table)
         " LEFT JOIN LATERAL (SELECT * FROM projects WHERE projects.workspace = a.ws"
@@ -224,7 +208,6 @@ _ITEM_GUARDS_AHEAD = Prepared(
     ),
     writes="guards",
 )
-_ITEM_ACTIVE_KEY = "a.ws || E'\\x01' || i.project || E'\\x01active'"
 #: PostgreSQL: what a transition reads, for many at once (``ws``, ``item``, ``sid``: lists;
 #: rows by ``n``; the batch's ``cutoff``), once the batch holds the guards of their items'
 #: projects: the item, locked (``load_item``, then ``WorkReads.locked_item``), its project's
@@ -233,8 +216,7 @@ _TRANSITIONS_AHEAD = Prepared(
     lambda d: text(
         f"SELECT a.n, {', '.join('i.' + c.name for c in _ITEM_COLUMNS)},"
         " p.wip_limit, p.lock_delay_seconds, p.agent_wip_limit,"
-        # (the item's project's active live key: ``live_key``'s, built in SQL)
-        f" {_STALE_SUSPECTS.format(active=_ITEM_ACTIVE_KEY)},"
+        f" {_STALE_SUSPECTS.format(ws='a.ws', project='i.project')},"
         f" {', '.join('c.' + c.name for c in SESSION_COLUMNS)}"
         " FROM unnest(CAST(:ws AS text[]), CAST(:item AS text[]), CAST(:sid AS text[]))"
         " WITH ORDINALITY AS a(ws, item, sid, n)"
@@ -372,9 +354,8 @@ def load_stale_work(
     caller's session) are given. Lock
     order: the workers' sessions (sorted), their items, then the leases of their issues.
     """
-    key = live_key(ctx.workspace, project, "active")
     if suspects is None:
-        params = {"ws": ctx.workspace, "project": project, "cutoff": ctx.cutoff_us, "key": key}
+        params = {"ws": ctx.workspace, "project": project, "cutoff": ctx.cutoff_us}
         suspects = {r[0] for r in _SUSPECTS.rows(conn, params)}
     worker_ids = sorted(s for s in suspects if s is not None and s != caller)
     if not worker_ids:
@@ -384,15 +365,14 @@ def load_stale_work(
         s = load_session(conn, ctx, sid, lock=True, own=False)
         if s is not None:
             workers[sid] = s
-    if conn.dialect.name == "sqlite":
-        of_workers = (
-            (work_items.c.workspace == ctx.workspace)
-            & (work_items.c.project == project)
-            & work_items.c.status.in_(domain.ACTIVE)
-            & work_items.c.session_id.in_(worker_ids)
-        )
-    else:  # by the live keys, like _SUSPECTS
-        of_workers = (literal_column(PG_LIVE_KEY) == key) & unindexed(work_items.c.session_id).in_(worker_ids)
+    # Each worker's items in work by ``ix_work_items_session``, the only index that leads
+    # with the session (the project's items in work, however many, are not walked).
+    of_workers = (
+        work_items.c.session_id.in_(worker_ids)
+        & work_items.c.status.in_(domain.ACTIVE)
+        & (unindexed(work_items.c.project) == project)
+        & (unindexed(work_items.c.workspace) == ctx.workspace)
+    )
     rows = conn.execute(select(*_ITEM_COLUMNS).where(of_workers).order_by(work_items.c.item_id).with_for_update()).all()
     stale = domain.stale_items((_item(r) for r in rows), workers, ctx, caller)
     issues_of = dict.fromkeys(i.issue for i in stale if i.issue is not None)
@@ -627,12 +607,7 @@ def _session_locked(conn: Connection, ctx: Context, session_id: str, reads: Work
     project's suspects (``reads.suspects``) in the same round trip."""
     if conn.dialect.name != "postgresql":
         return load_session(conn, ctx, session_id, lock=True)
-    params = {
-        "sid": session_id,
-        "ws": ctx.workspace,
-        "cutoff": ctx.cutoff_us,
-        "key": live_key(ctx.workspace, reads.project, "active"),
-    }
+    params = {"sid": session_id, "ws": ctx.workspace, "cutoff": ctx.cutoff_us, "project": reads.project}
     row = _SESSION_AND_SUSPECTS.first(conn, params)
     if row is None:
         return None
@@ -657,7 +632,6 @@ def pull_rows_ahead(workspace: str, cmd: ClaimNextWork) -> RowsAhead:
             ("ws", ws),
             ("project", project),
             ("sid", sid),
-            ("active", live_key(ws, project, "active")),
             ("queued", live_key(ws, project, "queued")),
             ("mine", held_key(ws, project, sid)),
         ),

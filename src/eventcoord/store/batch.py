@@ -96,6 +96,7 @@ class Batch:
         "sessions_read",
         "ttl",
         "usual_lock_timeout",
+        "work_counts",
         "writes",
     )
 
@@ -178,6 +179,10 @@ class Batch:
         #: before anything reads the rows they change, and before the end statement
         #: (``prepared.send_carried``). None: nothing carried.
         self.liveness: Any = None
+        #: The changes to the sessions' items in work carried so far
+        #: (``projections.queue.WorkCounts``), written by one statement before the end
+        #: statement (``send_work_counts``). None: nothing carried.
+        self.work_counts: Any = None
         #: Set when the last batch's COMMIT also began the next transaction (commands were
         #: waiting): the database clock and TTL its end statement read, and when
         #: (``time.monotonic()``). Not cleared by :meth:`reset`: it belongs to the connection.
@@ -201,6 +206,7 @@ class Batch:
         self.drop_rows_ahead()
         self.revived.clear()
         self.liveness = None
+        self.work_counts = None
 
     def hold_ahead(self, read: Any, row: tuple[Any, ...]) -> None:
         """Keep ``row``, read ahead for ``read`` (a ``rows_ahead.RowsAhead``), while it holds."""
@@ -230,6 +236,7 @@ class Batch:
         life: bool,
         added: dict[str, tuple[str, int]] | None = None,
         spans_at: dict[str, Any] | None = None,
+        counts_work: bool = False,
     ) -> None:
         """A statement that may write ``writes_to`` (None: unknown tables), the rows ``keys``
         name there, runs or is deferred: forget the reads ahead it may change
@@ -247,6 +254,9 @@ class Batch:
         ``spans_at``: by table, a ``KeySpans`` holding every row it changes there, where its
         key names them otherwise (``Prepared(at_spans=…)``): the reads ahead of ranges are
         compared with it (else a plain key cannot be told apart from a range: all forgotten).
+
+        ``counts_work``: of ``sessions`` it only adds to ``active_items``, which no read ahead
+        returns (``Prepared(counts_work=…)``): none of sessions is forgotten.
         """
         if writes_to is None:
             self.drop_rows_ahead()
@@ -255,6 +265,8 @@ class Batch:
             key = None if keys is None else keys.get(table)
             if table == "sessions" and life and key is not None:
                 self.revived.add(key[0])
+                continue
+            if table == "sessions" and counts_work:
                 continue
             add = None
             by_spans = self._ahead_by_spans.get(table, ())
@@ -361,6 +373,7 @@ class Batch:
         if self._moved_ahead:
             self.drop_rows_ahead()
         self.liveness = None  # carried only in a pass without savepoints: none to keep
+        self.work_counts = None
 
     def take(self, count: int) -> int:
         """Hand out ``count`` consecutive provisional positions; returns the first."""

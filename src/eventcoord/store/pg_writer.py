@@ -462,11 +462,15 @@ def _attempt(
                     return _Abort(None if b.mixed else i, e)
                 outcomes[i] = failed(job, e, first)
             first = False
-        if b.deferred or (b.liveness is not None and not b.appended):
+        if b.deferred or b.work_counts is not None or (b.liveness is not None and not b.appended):
             try:
                 # The carried liveness goes with the end statement (its rows are ours):
                 # only a batch that appended nothing, and so has no end statement, sends it.
                 send_deferred(conn)
+                if b.work_counts is not None:  # before the counter's lock: a row may be another's
+                    sql, args = b.work_counts.as_arrays()
+                    b.work_counts = None
+                    await_(raw.execute(sql, *args))
                 if not b.appended:
                     send_carried(conn)
             except Exception as e:  # e.g. a row another batch holds: decide them carefully

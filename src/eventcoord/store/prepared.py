@@ -89,6 +89,7 @@ class _Pg:
         "adds",
         "at_spans",
         "counts_pending_life",
+        "counts_work",
         "defaults",
         "dml",
         "life_only",
@@ -115,6 +116,7 @@ class _Pg:
         session_facts: bool = False,
         adds: Mapping[str, tuple[str, str]] | None = None,
         at_spans: Mapping[str, str] | None = None,
+        counts_work: bool = False,
     ) -> None:
         compiled = stmt.compile(dialect=_ASYNCPG)  # type: ignore[attr-defined]
         assert not compiled._bind_processors, "a Prepared statement's types need no bind processing"
@@ -153,9 +155,13 @@ class _Pg:
         #: Whether it may read or write ``sessions`` (the text is searched too: SQL text
         #: names no tables to find) more than facts a sign of life never changes, and the
         #: parameter naming the one row it touches there.
-        self.reads_sessions = not session_facts and (
-            "sessions" in self.tables or _SESSIONS.search(self.sql) is not None
+        self.reads_sessions = (
+            not session_facts
+            and not counts_work
+            and ("sessions" in self.tables or _SESSIONS.search(self.sql) is not None)
         )
+        #: Of ``sessions`` it only adds to ``active_items`` (``Prepared``).
+        self.counts_work = counts_work
         self.session_row = session_row
         #: The tables it touches in one row only (or rows of one key): the parameters that
         #: name it, by table.
@@ -215,6 +221,7 @@ class Prepared:
         session_facts: bool = False,
         adds: Mapping[str, tuple[str, str]] | None = None,
         at_spans: Mapping[str, str] | None = None,
+        counts_work: bool = False,
     ) -> None:
         """``writes``: for a statement in SQL text, the one table it reads and changes, which
         lets :meth:`write` defer it (a built statement's tables are found in it).
@@ -245,6 +252,12 @@ class Prepared:
         holds every row the write changes there, by the key reads of ranges probe (a release
         of file claims: their live keys): a PostgreSQL batch's reads ahead of ranges that it
         does not meet are kept (``rows`` still decides what it may go with).
+        ``counts_work``: of ``sessions`` it changes only ``active_items``, by adding to it
+        (the items a session works on, ``projections/queue.py``). No read ahead and no
+        sessions row read (``session_rows``) returns that column, so none is forgotten for
+        it; the one read of it, the queue's stale workers, is right before or after it (a
+        claim's worker is live, a finish only takes a worker away); and the signs of life
+        carried for its row need not be written first (the two commute).
         """
         self._build = build
         self._writes = writes
@@ -256,6 +269,7 @@ class Prepared:
         self._session_facts = session_facts
         self._adds = adds
         self._at_spans = at_spans
+        self._counts_work = counts_work
         self._stmts: dict[str, Executable] = {}
         self._sqlite_sql: str | None = None
         self._defaults: dict[str, Any] = {}
@@ -293,6 +307,7 @@ class Prepared:
                 self._session_facts,
                 self._adds,
                 self._at_spans,
+                self._counts_work,
             )
         return pg
 
@@ -618,7 +633,9 @@ def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None) -> batc
             _forget_sessions_read(pending, pg, params)
         if pending.rows_ahead and pg.writes_to != frozenset():
             keys = None if params is None else pg.keys(params)
-            pending.forget_rows_ahead(pg.writes_to, keys, pg.life_only, pg.added(params), pg.spans_at(params))
+            pending.forget_rows_ahead(
+                pg.writes_to, keys, pg.life_only, pg.added(params), pg.spans_at(params), pg.counts_work
+            )
         if pending.liveness is not None and _meets_carried(pending, pg, params):
             send_carried(conn)
     return pending
@@ -627,7 +644,7 @@ def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None) -> batc
 def _forget_sessions_read(pending: batch.Batch, pg: _Pg, params: Mapping[str, Any] | None) -> None:
     """``pg`` is about to run or be deferred: the ``sessions`` rows read ahead that it may
     write no longer hold (``session_rows``)."""
-    if pg.writes_to is not None and "sessions" not in pg.writes_to:
+    if (pg.writes_to is not None and "sessions" not in pg.writes_to) or pg.counts_work:
         return
     if pg.session_row is not None and params is not None:
         pending.sessions_read.pop(params[pg.session_row], None)
