@@ -31,6 +31,7 @@ from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared, text_list, unindexed
 
 from .base import Appliers
+from .sessions import LAST_SEEN_AFTER, LIVENESS_UNNEST, Liveness
 from .tables import QUEUED_ON_ISSUE, leases, sessions, work_blockers, work_items, work_ledger
 
 
@@ -295,16 +296,31 @@ _ITEM_WORKER_DONE = Prepared(
     rows=ONE_ITEM,
     counts_work=True,
 )
-#: PostgreSQL: what ``WorkCounts`` carries, as one statement over arrays: the sessions'
-#: changes (``$1``, ``$2``) and the finished items whose worker loses one (``$3``), summed
-#: per session (one UPDATE of each row), each session and item a probe of its key.
-_WORK_COUNTS_ARRAYS = (
-    "UPDATE sessions AS s SET active_items = s.active_items + d.work FROM (SELECT x.sid, sum(x.work) AS work FROM"
-    " (SELECT p.sid, p.work FROM unnest($1::varchar[], $2::int[]) AS p(sid, work)"
-    " UNION ALL SELECT i.session_id, -1 FROM unnest($3::varchar[]) AS f(item) CROSS JOIN LATERAL"
+#: PostgreSQL: what ``WorkCounts`` carries, per session (``{sid}``, ``{work}``, ``{items}``:
+#: its parameters): the sessions' changes and, for each finished item, one fewer for its
+#: worker, summed per session (a row is updated once per statement), each item a probe of its key.
+_WORK_SUMS = (
+    "SELECT x.sid, sum(x.work)::int AS work FROM (SELECT p.sid, p.work FROM unnest({sid}::varchar[], {work}::int[])"
+    " AS p(sid, work) UNION ALL SELECT i.session_id, -1 FROM unnest({items}::varchar[]) AS f(item) CROSS JOIN LATERAL"
     " (SELECT session_id FROM work_items WHERE work_items.item_id = f.item OFFSET 0) AS i"
-    " WHERE i.session_id IS NOT NULL) AS x GROUP BY x.sid) AS d"
-    " WHERE s.session_id = d.sid AND d.work <> 0"
+    " WHERE i.session_id IS NOT NULL) AS x GROUP BY x.sid"
+)
+_WORK_COUNTS_ARRAYS = (
+    "UPDATE sessions AS s SET active_items = s.active_items + c.work"
+    f" FROM ({_WORK_SUMS.format(sid='$1', work='$2', items='$3')}) AS c WHERE s.session_id = c.sid AND c.work <> 0"
+)
+#: The same with the batch's carried liveness (``sessions.LIVENESS_ARRAYS``'s ``$1…$6``):
+#: one UPDATE of each row either touches.
+_WORK_COUNTS_AND_LIVENESS = (
+    "UPDATE sessions AS s SET heartbeats = s.heartbeats + v.n,"
+    " working_on = CASE WHEN v.declared THEN v.working_on ELSE s.working_on END,"
+    f" last_seen_us = {LAST_SEEN_AFTER.format(v='v', s='s')}, active_items = s.active_items + v.work"
+    " FROM (SELECT coalesce(l.sid, c.sid) AS sid, coalesce(l.n, 0) AS n, coalesce(l.seen, 0) AS seen,"
+    " coalesce(l.declared, false) AS declared, l.working_on, coalesce(l.after, 0) AS after,"
+    " coalesce(c.work, 0) AS work"
+    f" FROM {LIVENESS_UNNEST} AS l(sid, n, seen, declared, working_on, after)"
+    f" FULL JOIN ({_WORK_SUMS.format(sid='$7', work='$8', items='$9')}) AS c ON c.sid = l.sid) AS v"
+    " WHERE s.session_id = v.sid"
 )
 
 
@@ -314,9 +330,11 @@ class WorkCounts:
     Every claim, finish and re-queue changes its worker's count; written one by one they
     are deferred writes of ``sessions`` rows, which keep a batch's other writes and reads
     of those rows from going together (a row may be written once per statement). Carried
-    instead, they cost one statement per batch, sent before its end statement (its rows
-    were locked by the commands' own reads, but an admin's finish of another's item names
-    a row the batch may not hold: not under the counter's lock).
+    instead, they ride on the batch's end statement, with its carried liveness: each row
+    they change is one the batch holds locked (a claim's and a finish's caller, read
+    locked; a recovery's stale workers, locked before their items are; an admin's finish
+    of another's item locks that worker, ``handlers.queue.finish_work``), so under the
+    counter's lock they wait for no one.
     """
 
     __slots__ = ("deltas", "items")
@@ -325,9 +343,13 @@ class WorkCounts:
         self.deltas: dict[str, int] = {}
         self.items: list[str] = []
 
-    def as_arrays(self) -> tuple[str, list[Any]]:
-        """The one statement and its arguments."""
-        return _WORK_COUNTS_ARRAYS, [list(self.deltas), list(self.deltas.values()), self.items]
+    def as_arrays(self, liveness: Liveness | None = None) -> tuple[str, list[Any]]:
+        """One statement writing these (and ``liveness``, forgotten then) and its arguments."""
+        own = [list(self.deltas), list(self.deltas.values()), self.items]
+        if liveness is None:
+            return _WORK_COUNTS_ARRAYS, own
+        _, columns = liveness.as_arrays()
+        return _WORK_COUNTS_AND_LIVENESS, [*columns, *own]
 
 
 def _carried_counts(conn: Connection) -> WorkCounts | None:

@@ -154,15 +154,20 @@ def _write_many(conn: Connection, pending: dict[str, _Pending]) -> None:
 #: PostgreSQL: what ``_write_many`` writes, as one statement over arrays (``$1…$6``), so a
 #: batch's end statement can carry it (``pg_writer.end_statement``). Per session: the
 #: heartbeats counted, the last one's time and declaration, then the sign of life after.
+#: A session's last sign of life after its pending heartbeats and sign of life (``{v}``: the
+#: pending row, ``{s}``: the session's).
+LAST_SEEN_AFTER = (
+    "CASE WHEN {v}.after > 0 AND {s}.ended_us IS NULL"
+    " AND {v}.after > (CASE WHEN {v}.n > 0 THEN {v}.seen ELSE {s}.last_seen_us END) THEN {v}.after"
+    " WHEN {v}.n > 0 THEN {v}.seen ELSE {s}.last_seen_us END"
+)
+#: The pending rows' arrays (``as_arrays``'s columns, ``$1…$6``).
+LIVENESS_UNNEST = "unnest($1::varchar[], $2::bigint[], $3::bigint[], $4::boolean[], $5::varchar[], $6::bigint[])"
 _LIVENESS_ARRAYS = (
     "UPDATE sessions AS s SET heartbeats = s.heartbeats + v.n,"
     " working_on = CASE WHEN v.declared THEN v.working_on ELSE s.working_on END,"
-    " last_seen_us = CASE"
-    " WHEN v.after > 0 AND s.ended_us IS NULL"
-    " AND v.after > (CASE WHEN v.n > 0 THEN v.seen ELSE s.last_seen_us END) THEN v.after"
-    " WHEN v.n > 0 THEN v.seen ELSE s.last_seen_us END"
-    " FROM unnest($1::varchar[], $2::bigint[], $3::bigint[], $4::boolean[], $5::varchar[], $6::bigint[])"
-    " AS v(sid, n, seen, declared, working_on, after) WHERE s.session_id = v.sid"
+    f" last_seen_us = {LAST_SEEN_AFTER.format(v='v', s='s')}"
+    f" FROM {LIVENESS_UNNEST} AS v(sid, n, seen, declared, working_on, after) WHERE s.session_id = v.sid"
 )
 
 

@@ -101,9 +101,10 @@ async def test_every_way_an_item_enters_or_leaves_work_keeps_its_worker_s_count(
 
 
 async def test_concurrent_pulls_and_finishes_keep_every_count(store: Any) -> None:
-    """Sixteen agents pull at once, then finish at once, then pull and end at once: in a
-    PostgreSQL batch the counts are carried to one statement before its end (several
-    changes of one session summed there). Each round, the counts equal a recount."""
+    """Sixteen agents pull at once, then pull and heartbeat at once, then finish at once,
+    then pull, are finished by an admin and end at once: in a PostgreSQL batch the counts
+    are carried to its end statement (several changes of one session summed there, and
+    written with the carried heartbeats). Each round, the counts equal a recount."""
     service = Service(store)
     sids = [await _register(service, f"w{i}") for i in range(16)]
     for i in range(40):
@@ -114,8 +115,16 @@ async def test_concurrent_pulls_and_finishes_keep_every_count(store: Any) -> Non
         return str(got["item"]["item_id"])
 
     first = await asyncio.gather(*(pull(s, f"P{i % 2}") for i, s in enumerate(sids)))
-    second = await asyncio.gather(*(pull(s, f"P{(i + 1) % 2}") for i, s in enumerate(sids)))
+    # with a heartbeat of each in the same batches: on PostgreSQL the counts and the carried
+    # heartbeats are one UPDATE of each row
+    beats = [_send(service, {"type": "heartbeat_agent", "session_id": s}) for s in sids]
+    second = (await asyncio.gather(*(pull(s, f"P{(i + 1) % 2}") for i, s in enumerate(sids)), *beats))[:16]
     assert (await _assert_counted(store, "two pulls each")) == dict.fromkeys(sids, 2)
+
+    def heartbeats(conn: Connection) -> dict[str, int]:
+        return {sid: n for sid, n in conn.execute(select(sessions.c.session_id, sessions.c.heartbeats))}
+
+    assert await store.query(heartbeats) == dict.fromkeys(sids, 1)
     await asyncio.gather(
         *(
             _send(service, {"type": "finish_work", "session_id": s, "item_id": item, "outcome": "cancelled"})

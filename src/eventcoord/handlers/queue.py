@@ -767,4 +767,12 @@ def start_work(conn: Connection, ctx: Context, cmd: StartWork) -> Decision:
 
 
 def finish_work(conn: Connection, ctx: Context, cmd: FinishWork) -> Decision:
-    return domain.decide_finish_work(_transition_state(conn, ctx, cmd.item_id, cmd.session_id), cmd, ctx)
+    state = _transition_state(conn, ctx, cmd.item_id, cmd.session_id)
+    worker = None if state.item is None else state.item.session_id
+    if worker is not None and worker != cmd.session_id:
+        # An admin's finish of another's item takes one from that worker's count of items in
+        # work, which a PostgreSQL batch writes with its end statement, under the counter's
+        # lock (projections.queue.WorkCounts): its row is locked now, as a worker's own is by
+        # its finish's read, so that statement waits for no one.
+        load_session(conn, ctx, worker, lock=True, own=False)
+    return domain.decide_finish_work(state, cmd, ctx)

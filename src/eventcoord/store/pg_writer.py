@@ -462,16 +462,16 @@ def _attempt(
                     return _Abort(None if b.mixed else i, e)
                 outcomes[i] = failed(job, e, first)
             first = False
-        if b.deferred or b.work_counts is not None or (b.liveness is not None and not b.appended):
+        if b.deferred or ((b.liveness is not None or b.work_counts is not None) and not b.appended):
             try:
                 # The carried liveness goes with the end statement (its rows are ours):
                 # only a batch that appended nothing, and so has no end statement, sends it.
                 send_deferred(conn)
-                if b.work_counts is not None:  # before the counter's lock: a row may be another's
-                    sql, args = b.work_counts.as_arrays()
-                    b.work_counts = None
-                    await_(raw.execute(sql, *args))
                 if not b.appended:
+                    if b.work_counts is not None:  # (else they go with the end statement)
+                        sql, args = b.work_counts.as_arrays()
+                        b.work_counts = None
+                        await_(raw.execute(sql, *args))
                     send_carried(conn)
             except Exception as e:  # e.g. a row another batch holds: decide them carefully
                 if connection_lost(e):
@@ -513,8 +513,13 @@ def _end(b: Batch) -> tuple[Resolve, tuple[int, int] | None]:
     clock = None
     if b.appended:
         renumber = None if b.renumber is None else frozenset(b.renumber & _position_tables())
-        carried, carried_args = (None, []) if b.liveness is None else b.liveness.as_arrays()
-        b.liveness = None
+        carried: str | None = None
+        carried_args: list[Any] = []
+        if b.work_counts is not None:  # the items in work each session gained or lost, with the liveness
+            carried, carried_args = b.work_counts.as_arrays(b.liveness)
+        elif b.liveness is not None:
+            carried, carried_args = b.liveness.as_arrays()
+        b.liveness = b.work_counts = None
         sql = _END.get((renumber, carried))
         if sql is None:
             sql = _END[(renumber, carried)] = end_statement(renumber, carried)
