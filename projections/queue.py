@@ -31,7 +31,7 @@ from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared, text_list, unindexed
 
 from .base import Appliers
-from .sessions import LAST_SEEN_AFTER, LIVENESS_UNNEST, Liveness
+from .sessions import Liveness
 from .tables import QUEUED_ON_ISSUE, leases, sessions, work_blockers, work_items, work_ledger
 
 
@@ -275,9 +275,8 @@ _FINISHED = Prepared(
 # read from the item: its ``session_id``, which only an item in work holds (a queued one
 # has none; a re-queue clears it) and a finish keeps, so it names the worker before the
 # finish is written and after. (The event names who finished it: an admin may finish
-# another's item, or cancel a queued one.) Neither statement reads what the other changes,
-# and nothing the appliers do reads ``active_items``: a PostgreSQL batch's fast pass carries
-# them all to one statement before its end (``WorkCounts``).
+# another's item, or cancel a queued one.) Nothing the appliers do reads ``active_items``:
+# a PostgreSQL batch's fast pass carries the changes to its end statement (``WorkCounts``).
 _WORKER_COUNT = Prepared(
     lambda d: (
         update(sessions)
@@ -296,63 +295,50 @@ _ITEM_WORKER_DONE = Prepared(
     rows=ONE_ITEM,
     counts_work=True,
 )
-#: PostgreSQL: what ``WorkCounts`` carries, per session (``{sid}``, ``{work}``, ``{items}``:
-#: its parameters): the sessions' changes and, for each finished item, one fewer for its
-#: worker, summed per session (a row is updated once per statement), each item a probe of its key.
-_WORK_SUMS = (
-    "SELECT x.sid, sum(x.work)::int AS work FROM (SELECT p.sid, p.work FROM unnest({sid}::varchar[], {work}::int[])"
-    " AS p(sid, work) UNION ALL SELECT i.session_id, -1 FROM unnest({items}::varchar[]) AS f(item) CROSS JOIN LATERAL"
-    " (SELECT session_id FROM work_items WHERE work_items.item_id = f.item OFFSET 0) AS i"
-    " WHERE i.session_id IS NOT NULL) AS x GROUP BY x.sid"
-)
+#: PostgreSQL: what ``WorkCounts`` carries alone, one probe of each session's key (a
+#: session once: the changes are summed per session first).
 _WORK_COUNTS_ARRAYS = (
-    "UPDATE sessions AS s SET active_items = s.active_items + c.work"
-    f" FROM ({_WORK_SUMS.format(sid='$1', work='$2', items='$3')}) AS c WHERE s.session_id = c.sid AND c.work <> 0"
-)
-#: The same with the batch's carried liveness (``sessions.LIVENESS_ARRAYS``'s ``$1…$6``):
-#: one UPDATE of each row either touches.
-_WORK_COUNTS_AND_LIVENESS = (
-    "UPDATE sessions AS s SET heartbeats = s.heartbeats + v.n,"
-    " working_on = CASE WHEN v.declared THEN v.working_on ELSE s.working_on END,"
-    f" last_seen_us = {LAST_SEEN_AFTER.format(v='v', s='s')}, active_items = s.active_items + v.work"
-    " FROM (SELECT coalesce(l.sid, c.sid) AS sid, coalesce(l.n, 0) AS n, coalesce(l.seen, 0) AS seen,"
-    " coalesce(l.declared, false) AS declared, l.working_on, coalesce(l.after, 0) AS after,"
-    " coalesce(c.work, 0) AS work"
-    f" FROM {LIVENESS_UNNEST} AS l(sid, n, seen, declared, working_on, after)"
-    f" FULL JOIN ({_WORK_SUMS.format(sid='$7', work='$8', items='$9')}) AS c ON c.sid = l.sid) AS v"
-    " WHERE s.session_id = v.sid"
+    "UPDATE sessions AS s SET active_items = s.active_items + v.work"
+    " FROM unnest($1::varchar[], $2::int[]) AS v(sid, work) WHERE s.session_id = v.sid"
 )
 
 
 class WorkCounts:
-    """The changes to ``sessions.active_items`` a PostgreSQL batch's fast pass carries.
+    """The changes to ``sessions.active_items`` a PostgreSQL batch's fast pass carries, per session.
 
     Every claim, finish and re-queue changes its worker's count; written one by one they
     are deferred writes of ``sessions`` rows, which keep a batch's other writes and reads
     of those rows from going together (a row may be written once per statement). Carried
-    instead, they ride on the batch's end statement, with its carried liveness: each row
-    they change is one the batch holds locked (a claim's and a finish's caller, read
-    locked; a recovery's stale workers, locked before their items are; an admin's finish
-    of another's item locks that worker, ``handlers.queue.finish_work``), so under the
-    counter's lock they wait for no one.
+    instead, they ride on the batch's end statement, with its carried liveness (one UPDATE
+    of each row, ``sessions.Liveness.as_arrays``). Each row they change is one the batch
+    holds locked (a claim's and a finish's caller, read locked; a recovery's stale workers,
+    locked before their items are; an admin's finish of another's item locks that worker,
+    ``handlers.queue.finish_work``), so under the counter's lock they wait for no one.
+
+    A finish's worker is the item's ``session_id`` as the batch last saw it
+    (``workers``): as its command read it, locked (:func:`note_worker`), then as the
+    batch's claims and re-queues of it set it.
     """
 
-    __slots__ = ("deltas", "items")
+    __slots__ = ("deltas", "workers")
 
     def __init__(self) -> None:
         self.deltas: dict[str, int] = {}
-        self.items: list[str] = []
+        #: By item: its worker as the batch last saw it (None: no one's).
+        self.workers: dict[str, str | None] = {}
+
+    def __bool__(self) -> bool:
+        """Whether a count changes."""
+        return bool(self.deltas)
 
     def as_arrays(self, liveness: Liveness | None = None) -> tuple[str, list[Any]]:
         """One statement writing these (and ``liveness``, forgotten then) and its arguments."""
-        own = [list(self.deltas), list(self.deltas.values()), self.items]
-        if liveness is None:
-            return _WORK_COUNTS_ARRAYS, own
-        _, columns = liveness.as_arrays()
-        return _WORK_COUNTS_AND_LIVENESS, [*columns, *own]
+        if liveness is not None:
+            return liveness.as_arrays(self.deltas)
+        return _WORK_COUNTS_ARRAYS, [list(self.deltas), list(self.deltas.values())]
 
 
-def _carried_counts(conn: Connection) -> WorkCounts | None:
+def _carried_counts(conn: Connection, write: bool = True) -> WorkCounts | None:
     """The running PostgreSQL batch's carried counts (begun if none), in a fast pass;
     carrying counts as a write (a refusal after it rolls the pass back). None: write now."""
     b = batch.current(conn)
@@ -361,24 +347,40 @@ def _carried_counts(conn: Connection) -> WorkCounts | None:
     counts: WorkCounts | None = b.work_counts
     if counts is None:
         counts = b.work_counts = WorkCounts()
-    b.writes += 1
+    if write:
+        b.writes += 1
     return counts
 
 
-def _worker_count(conn: Connection, session_id: str, delta: int) -> None:
+def note_worker(conn: Connection, item_id: str, session_id: str | None) -> None:
+    """A command read ``item_id`` locked, with ``session_id`` as its worker: in a PostgreSQL
+    batch's fast pass its finish takes one from that worker without reading the item."""
+    counts = _carried_counts(conn, write=False)
+    if counts is not None:
+        counts.workers[item_id] = session_id
+
+
+def _worker_count(conn: Connection, item_id: str, session_id: str | None, delta: int) -> None:
+    """``session_id`` gained (1) or lost (-1) the item ``item_id`` from its work."""
     counts = _carried_counts(conn)
     if counts is None:
-        _WORKER_COUNT.write(conn, {"sid": session_id, "delta": delta})
-    else:
+        if session_id is not None:
+            _WORKER_COUNT.write(conn, {"sid": session_id, "delta": delta})
+        return
+    counts.workers[item_id] = session_id if delta > 0 else None
+    if session_id is not None:
         counts.deltas[session_id] = counts.deltas.get(session_id, 0) + delta
 
 
 def _worker_done(conn: Connection, workspace: str, item_id: str) -> None:
+    """The item ``item_id`` finished: one fewer for its worker, if it had one."""
     counts = _carried_counts(conn)
-    if counts is None:
+    if counts is None or item_id not in counts.workers:  # (its worker not known: read it)
         _ITEM_WORKER_DONE.write(conn, {"item": item_id, "ws": workspace})
-    else:
-        counts.items.append(item_id)
+        return
+    worker = counts.workers.pop(item_id)
+    if worker is not None:
+        counts.deltas[worker] = counts.deltas.get(worker, 0) - 1
 
 
 _REQUEUED = Prepared(
@@ -518,7 +520,7 @@ def claimed(conn: Connection, r: RecordedEvent) -> None:
         "actor": e.actor_key,
     }
     _CLAIMED.write(conn, {**params, "host": e.host, "token": e.fencing_token, "at": r.recorded_us})
-    _worker_count(conn, e.session_id, 1)
+    _worker_count(conn, e.item_id, e.session_id, 1)
     detail = None if e.fencing_token is None else f"fencing_token={e.fencing_token}"
     _ledger(conn, r, e.item_id, "claimed", e.session_id, detail, e.actor_key, e.host)
 
@@ -547,8 +549,7 @@ def finished(conn: Connection, r: RecordedEvent) -> None:
 def requeued(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkRequeued)
-    if e.session_id is not None:  # (always: only an item in work is re-queued, and its event names its worker)
-        _worker_count(conn, e.session_id, -1)
+    _worker_count(conn, e.item_id, e.session_id, -1)  # (only an item in work is re-queued: it names its worker)
     _REQUEUED.write(conn, {"item": e.item_id, "ws": r.metadata.workspace, "status": "queued", "at": r.recorded_us})
     _ledger(conn, r, e.item_id, "requeued", e.session_id, e.reason)
 

@@ -154,20 +154,25 @@ def _write_many(conn: Connection, pending: dict[str, _Pending]) -> None:
 #: PostgreSQL: what ``_write_many`` writes, as one statement over arrays (``$1…$6``), so a
 #: batch's end statement can carry it (``pg_writer.end_statement``). Per session: the
 #: heartbeats counted, the last one's time and declaration, then the sign of life after.
-#: A session's last sign of life after its pending heartbeats and sign of life (``{v}``: the
-#: pending row, ``{s}``: the session's).
-LAST_SEEN_AFTER = (
-    "CASE WHEN {v}.after > 0 AND {s}.ended_us IS NULL"
-    " AND {v}.after > (CASE WHEN {v}.n > 0 THEN {v}.seen ELSE {s}.last_seen_us END) THEN {v}.after"
-    " WHEN {v}.n > 0 THEN {v}.seen ELSE {s}.last_seen_us END"
-)
-#: The pending rows' arrays (``as_arrays``'s columns, ``$1…$6``).
-LIVENESS_UNNEST = "unnest($1::varchar[], $2::bigint[], $3::bigint[], $4::boolean[], $5::varchar[], $6::bigint[])"
-_LIVENESS_ARRAYS = (
+_LIVENESS_SET = (
     "UPDATE sessions AS s SET heartbeats = s.heartbeats + v.n,"
     " working_on = CASE WHEN v.declared THEN v.working_on ELSE s.working_on END,"
-    f" last_seen_us = {LAST_SEEN_AFTER.format(v='v', s='s')}"
-    f" FROM {LIVENESS_UNNEST} AS v(sid, n, seen, declared, working_on, after) WHERE s.session_id = v.sid"
+    " last_seen_us = CASE"
+    " WHEN v.after > 0 AND s.ended_us IS NULL"
+    " AND v.after > (CASE WHEN v.n > 0 THEN v.seen ELSE s.last_seen_us END) THEN v.after"
+    " WHEN v.n > 0 THEN v.seen ELSE s.last_seen_us END"
+)
+_LIVENESS_ARRAYS = (
+    _LIVENESS_SET
+    + " FROM unnest($1::varchar[], $2::bigint[], $3::bigint[], $4::boolean[], $5::varchar[], $6::bigint[])"
+    " AS v(sid, n, seen, declared, working_on, after) WHERE s.session_id = v.sid"
+)
+#: The same with the changes to the sessions' counts of items in work (``$7``; the queue
+#: projection's ``WorkCounts``): one UPDATE of each row either touches.
+_LIVENESS_AND_WORK_ARRAYS = (
+    _LIVENESS_SET + ", active_items = s.active_items + v.work"
+    " FROM unnest($1::varchar[], $2::bigint[], $3::bigint[], $4::boolean[], $5::varchar[], $6::bigint[], $7::int[])"
+    " AS v(sid, n, seen, declared, working_on, after, work) WHERE s.session_id = v.sid"
 )
 
 
@@ -220,14 +225,18 @@ class Liveness:
         """Whether something is pending for session ``sid``."""
         return sid in self._pending
 
-    def as_arrays(self) -> tuple[str, list[Any]]:
+    def as_arrays(self, work: dict[str, int] | None = None) -> tuple[str, list[Any]]:
         """Everything pending as one PostgreSQL statement and its arguments; forgets it.
+        ``work``: with these changes to sessions' counts of items in work, by session.
 
         Only for rows the transaction already holds locked (a batch's carried heartbeats:
         each was locked by its own read): the statement then waits for no lock.
         """
         items = list(self._pending.items())
         self._pending.clear()
+        if work:  # the sessions whose counts change, with nothing pending of their liveness
+            pending, nothing = {sid for sid, _ in items}, _Pending()
+            items += [(sid, nothing) for sid in work if sid not in pending]
         columns: list[Any] = [
             [sid for sid, _ in items],
             [p.beats for _, p in items],
@@ -236,7 +245,9 @@ class Liveness:
             [p.working_on for _, p in items],
             [p.after for _, p in items],
         ]
-        return _LIVENESS_ARRAYS, columns
+        if not work:
+            return _LIVENESS_ARRAYS, columns
+        return _LIVENESS_AND_WORK_ARRAYS, [*columns, [work.get(sid, 0) for sid, _ in items]]
 
     def flush(self, conn: Connection, sid: str | None = None) -> None:
         """Write what is pending (of one session, or all)."""

@@ -51,6 +51,7 @@ from eventcoord.projections.queue import (
     PG_QUEUED_ISSUE_KEY,
     held_key,
     live_key,
+    note_worker,
     queued_issue_key,
     statuses,
 )
@@ -497,7 +498,10 @@ class WorkReads:
         return load_stale_work(self.conn, self.ctx, self.project, caller, self.suspects)
 
     def locked_item(self, item_id: str) -> domain.ItemState | None:
-        return self.locked.get(item_id) or load_item(self.conn, self.ctx, item_id, lock=True)
+        item = self.locked.get(item_id) or load_item(self.conn, self.ctx, item_id, lock=True)
+        if item is not None:  # its worker as read locked: what its finish takes one from
+            note_worker(self.conn, item_id, item.session_id)
+        return item
 
     def queued(self, caller: str, recovered: Collection[str]) -> QueuedItems:
         return QueuedItems(
@@ -768,11 +772,14 @@ def start_work(conn: Connection, ctx: Context, cmd: StartWork) -> Decision:
 
 def finish_work(conn: Connection, ctx: Context, cmd: FinishWork) -> Decision:
     state = _transition_state(conn, ctx, cmd.item_id, cmd.session_id)
-    worker = None if state.item is None else state.item.session_id
-    if worker is not None and worker != cmd.session_id:
+    item, reads = state.item, state.reads
+    if item is not None and isinstance(reads, WorkReads) and item.session_id not in (None, cmd.session_id):
         # An admin's finish of another's item takes one from that worker's count of items in
         # work, which a PostgreSQL batch writes with its end statement, under the counter's
-        # lock (projections.queue.WorkCounts): its row is locked now, as a worker's own is by
-        # its finish's read, so that statement waits for no one.
-        load_session(conn, ctx, worker, lock=True, own=False)
+        # lock (projections.queue.WorkCounts): the item is read locked, then its worker's
+        # row is locked too, as a worker's own is by its finish's read, so that statement
+        # waits for no one.
+        locked = reads.locked[item.item_id] = reads.locked_item(item.item_id) or item
+        if locked.session_id not in (None, cmd.session_id):
+            load_session(conn, ctx, locked.session_id, lock=True, own=False)
     return domain.decide_finish_work(state, cmd, ctx)

@@ -462,13 +462,13 @@ def _attempt(
                     return _Abort(None if b.mixed else i, e)
                 outcomes[i] = failed(job, e, first)
             first = False
-        if b.deferred or ((b.liveness is not None or b.work_counts is not None) and not b.appended):
+        if b.deferred or ((b.liveness is not None or b.work_counts) and not b.appended):
             try:
                 # The carried liveness goes with the end statement (its rows are ours):
                 # only a batch that appended nothing, and so has no end statement, sends it.
                 send_deferred(conn)
                 if not b.appended:
-                    if b.work_counts is not None:  # (else they go with the end statement)
+                    if b.work_counts:  # (else they go with the end statement)
                         sql, args = b.work_counts.as_arrays()
                         b.work_counts = None
                         await_(raw.execute(sql, *args))
@@ -515,7 +515,7 @@ def _end(b: Batch) -> tuple[Resolve, tuple[int, int] | None]:
         renumber = None if b.renumber is None else frozenset(b.renumber & _position_tables())
         carried: str | None = None
         carried_args: list[Any] = []
-        if b.work_counts is not None:  # the items in work each session gained or lost, with the liveness
+        if b.work_counts:  # the items in work each session gained or lost, with the liveness
             carried, carried_args = b.work_counts.as_arrays(b.liveness)
         elif b.liveness is not None:
             carried, carried_args = b.liveness.as_arrays()
