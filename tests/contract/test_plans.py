@@ -722,6 +722,9 @@ async def test_the_queue_reads_only_live_items_whatever_the_statistics(store: An
         if backend == "postgresql":  # the count reads the session's active items only
             count = plans[[stmt for stmt, _ in statements].index(queue_handler._OTHER_ACTIVE)]
             assert re.search(r"Index Cond: .*session_id.*status", count), (when, count)
+            # and so do the stale workers' probes: never every item a stale worker ever had
+            suspects = plans[[stmt for stmt, _ in statements].index(queue_handler._SUSPECTS)]
+            assert len(re.findall(r"Index Cond: .*session_id.*status", suspects)) == 2, (when, suspects)
 
     await check("empty tables")
     people, items = _queue_history()

@@ -17,7 +17,7 @@ from functools import reduce
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, bindparam, func, literal_column, select, text
+from sqlalchemy import Connection, bindparam, func, literal_column, or_, select, text
 from sqlalchemy.sql import Executable
 
 from eventcoord.commands import ClaimNextWork, EnqueueWork, FinishWork, StartWork
@@ -129,10 +129,15 @@ _ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update(), rows=ONE_I
 #: while it is not human and works on an item, NULL otherwise; ``ix_sessions_stale_workers``
 #: is on it (and partial on ``WORKING``, which its readers state too, as its planner needs).
 PG_WORKER_KEY = "(CASE WHEN {s}.active_items > 0 AND {s}.kind <> 'human' THEN {s}.workspace END)"
+_IN_WORK_OF = (
+    "SELECT 1 FROM work_items AS w WHERE w.session_id = s.session_id AND w.status = '{status}'"
+    " AND (w.project || '') = {{project}} AND (w.workspace || '') = s.workspace"
+)
+# (a probe per status: with ``status IN (…)`` PostgreSQL's generic plan searched the index by
+# the session alone and filtered the statuses, walking every item a stale worker ever had)
 _STALE_WORKERS = (
-    "SELECT s.session_id FROM sessions AS s CROSS JOIN LATERAL (SELECT 1 FROM work_items AS w"
-    " WHERE w.session_id = s.session_id AND w.status IN ('claimed', 'running')"
-    " AND (w.project || '') = {project} AND (w.workspace || '') = s.workspace LIMIT 1) AS held"
+    "SELECT s.session_id FROM sessions AS s CROSS JOIN LATERAL"
+    f" ({_IN_WORK_OF.format(status='claimed')} UNION ALL {_IN_WORK_OF.format(status='running')} LIMIT 1) AS held"
     f" WHERE {PG_WORKER_KEY.format(s='s')} = {{ws}} AND s.active_items > 0 AND s.kind <> 'human'"
     " AND s.last_seen_us <= CAST(:cutoff AS bigint)"
 )
@@ -367,14 +372,16 @@ def load_stale_work(
         if s is not None:
             workers[sid] = s
     # Each worker's items in work by ``ix_work_items_session``, the only index that leads
-    # with the session (the project's items in work, however many, are not walked).
-    of_workers = (
-        work_items.c.session_id.in_(worker_ids)
-        & work_items.c.status.in_(domain.ACTIVE)
-        & (unindexed(work_items.c.project) == project)
-        & (unindexed(work_items.c.workspace) == ctx.workspace)
+    # with the session (the project's items in work, however many, are not walked), a
+    # search of (session, status) per status: with ``status IN (…)`` PostgreSQL searched
+    # by the session alone, walking every item a stale worker ever had.
+    of_workers = (unindexed(work_items.c.project) == project) & (unindexed(work_items.c.workspace) == ctx.workspace)
+    by_status = or_(
+        *((work_items.c.session_id.in_(worker_ids) & (work_items.c.status == status)) for status in domain.ACTIVE)
     )
-    rows = conn.execute(select(*_ITEM_COLUMNS).where(of_workers).order_by(work_items.c.item_id).with_for_update()).all()
+    rows = conn.execute(
+        select(*_ITEM_COLUMNS).where(of_workers & by_status).order_by(work_items.c.item_id).with_for_update()
+    ).all()
     stale = domain.stale_items((_item(r) for r in rows), workers, ctx, caller)
     issues_of = dict.fromkeys(i.issue for i in stale if i.issue is not None)
     return domain.StaleWork(stale, {issue: load_lease(conn, ctx, issue, lock=True) for issue in issues_of})
