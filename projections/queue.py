@@ -31,7 +31,7 @@ from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared, text_list, unindexed
 
 from .base import Appliers
-from .sessions import Liveness
+from .sessions import WORK_ARRAYS, Liveness
 from .tables import QUEUED_ON_ISSUE, leases, sessions, work_blockers, work_items, work_ledger
 
 
@@ -295,12 +295,6 @@ _ITEM_WORKER_DONE = Prepared(
     rows=ONE_ITEM,
     counts_work=True,
 )
-#: PostgreSQL: what ``WorkCounts`` carries alone, one probe of each session's key (a
-#: session once: the changes are summed per session first).
-_WORK_COUNTS_ARRAYS = (
-    "UPDATE sessions AS s SET active_items = s.active_items + v.work"
-    " FROM unnest($1::varchar[], $2::int[]) AS v(sid, work) WHERE s.session_id = v.sid"
-)
 
 
 class WorkCounts:
@@ -335,7 +329,7 @@ class WorkCounts:
         """One statement writing these (and ``liveness``, forgotten then) and its arguments."""
         if liveness is not None:
             return liveness.as_arrays(self.deltas)
-        return _WORK_COUNTS_ARRAYS, [list(self.deltas), list(self.deltas.values())]
+        return WORK_ARRAYS, [list(self.deltas), list(self.deltas.values())]
 
 
 def _carried_counts(conn: Connection, write: bool = True) -> WorkCounts | None:

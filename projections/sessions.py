@@ -162,17 +162,33 @@ _LIVENESS_SET = (
     " AND v.after > (CASE WHEN v.n > 0 THEN v.seen ELSE s.last_seen_us END) THEN v.after"
     " WHEN v.n > 0 THEN v.seen ELSE s.last_seen_us END"
 )
-_LIVENESS_ARRAYS = (
-    _LIVENESS_SET
-    + " FROM unnest($1::varchar[], $2::bigint[], $3::bigint[], $4::boolean[], $5::varchar[], $6::bigint[])"
-    " AS v(sid, n, seen, declared, working_on, after) WHERE s.session_id = v.sid"
+#: Each pending row's session, probed by its key (``{columns}``: the pending rows' names): the
+#: row is then updated by its position (``ctid``). Joined to ``sessions`` by the key, a generic
+#: plan made without statistics hashed the whole table (a heartbeat with 3,000 more sessions
+#: cost 1.3 times as much, ``bench/history.py --tiers``); a lateral probe is one index
+#: search whatever the statistics, and a row found by its position, one read. Each row is
+#: locked by this transaction already (see ``as_arrays``), so its position stands.
+_BY_KEY = (
+    " FROM (SELECT p.*, t.loc FROM unnest({arrays}) AS p({columns}) CROSS JOIN LATERAL"
+    " (SELECT ctid AS loc FROM sessions WHERE sessions.session_id = p.sid OFFSET 0) AS t) AS v WHERE s.ctid = v.loc"
+)
+_LIVENESS_ARRAYS = _LIVENESS_SET + _BY_KEY.format(
+    arrays="$1::varchar[], $2::bigint[], $3::bigint[], $4::boolean[], $5::varchar[], $6::bigint[]",
+    columns="sid, n, seen, declared, working_on, after",
 )
 #: The same with the changes to the sessions' counts of items in work (``$7``; the queue
 #: projection's ``WorkCounts``): one UPDATE of each row either touches.
 _LIVENESS_AND_WORK_ARRAYS = (
-    _LIVENESS_SET + ", active_items = s.active_items + v.work"
-    " FROM unnest($1::varchar[], $2::bigint[], $3::bigint[], $4::boolean[], $5::varchar[], $6::bigint[], $7::int[])"
-    " AS v(sid, n, seen, declared, working_on, after, work) WHERE s.session_id = v.sid"
+    _LIVENESS_SET
+    + ", active_items = s.active_items + v.work"
+    + _BY_KEY.format(
+        arrays="$1::varchar[], $2::bigint[], $3::bigint[], $4::boolean[], $5::varchar[], $6::bigint[], $7::int[]",
+        columns="sid, n, seen, declared, working_on, after, work",
+    )
+)
+#: The changes to the sessions' counts of items in work alone (``$1``, ``$2``).
+WORK_ARRAYS = "UPDATE sessions AS s SET active_items = s.active_items + v.work" + _BY_KEY.format(
+    arrays="$1::varchar[], $2::int[]", columns="sid, work"
 )
 
 

@@ -84,3 +84,44 @@ async def test_the_carried_statement_writes_what_the_per_session_statements_writ
     assert got["b"] == got["a"], got
     assert got["a"]["0"] == (2, T + 6, None, None) and got["a"]["1"][2] == "X-1" and got["a"]["2"][2] is None
     assert got["a"]["5"][1] == T + 7 and got["a"]["4"][1] == T and got["a"]["6"][1] == T
+
+
+async def test_the_carried_statements_probe_each_session_by_its_key_whatever_the_statistics(
+    store: Any, backend: str, db_url: str
+) -> None:
+    """The carried liveness, with the counts of items in work and without, and the counts
+    alone, find each row by a probe of its key, then by its position: on an empty table,
+    filled (3,000 sessions) before ANALYZE and after. Joined by the key, the generic plan
+    made before ANALYZE hashed the whole table: a heartbeat with 3,000 more sessions cost
+    1.3 times as much (``bench/history.py --tiers``)."""
+    if backend != "postgresql":
+        pytest.skip("the carried statements are PostgreSQL's batch")
+    from eventcoord.projections import sessions as sessions_projection
+
+    statements = {
+        "liveness": (sessions_projection._LIVENESS_ARRAYS, 6),
+        "liveness and work": (sessions_projection._LIVENESS_AND_WORK_ARRAYS, 7),
+        "work": (sessions_projection.WORK_ARRAYS, 2),
+    }
+    raw = await asyncpg.connect(db_url.replace("+asyncpg", ""))
+    try:
+        await raw.execute("SET plan_cache_mode = force_generic_plan")
+
+        async def check(when: str) -> None:
+            for name, (sql, n) in statements.items():
+                plan = "\n".join(r[0] for r in await raw.fetch(f"EXPLAIN (COSTS OFF) {sql}", *([None] * n)))
+                where = (when, name, plan)
+                assert "Seq Scan" not in plan and "Hash" not in plan, where
+                assert "Index Scan using sessions_pkey" in plan and "Tid Scan on sessions" in plan, where
+
+        await check("empty table")
+        await raw.execute(
+            "INSERT INTO sessions (session_id, workspace, actor_key, identity_source, stable, kind, registered_us,"
+            " last_seen_us, heartbeats, active_items) SELECT 's' || g, 'default', 'a' || g, 't', true, 'agent', g, g,"
+            " 0, g % 2 FROM generate_series(1, 3000) AS g"
+        )
+        await check("filled, before ANALYZE")
+        await raw.execute("ANALYZE sessions")
+        await check("after ANALYZE")
+    finally:
+        await raw.close()
