@@ -1013,3 +1013,15 @@ async def test_a_project_s_or_a_session_s_live_leases_are_read_by_their_own_inde
     await check("2,000 leases of 200 other projects, before ANALYZE")
     await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
     await check("after ANALYZE")
+
+
+async def test_the_writer_plans_its_statements_generically_from_their_first_run(store: Any, backend: str) -> None:
+    """PostgreSQL: the plans these tests assert are the generic ones, and those are what the
+    writer runs from a statement's first run. PostgreSQL's default planned a statement anew
+    at every run while its generic plan's estimate looked dearer than its custom plans: a
+    batch's end statement with its carried rows, ~0.3 ms each time (a pull in process took
+    2.25 ms, 1.71 ms with this)."""
+    if backend != "postgresql":
+        pytest.skip("SQLite has no plan cache of this kind")
+    mode = await store.transact(lambda conn: conn.exec_driver_sql("SHOW plan_cache_mode").scalar_one())
+    assert mode == "force_generic_plan"
