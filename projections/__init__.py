@@ -25,7 +25,7 @@ PROJECTIONS = (sessions, leases, files, messages, queue, named_leases, waits)
 
 #: The tables each projection owns, by name (``rebuild(only=NAME)`` empties and refills those).
 OWNED: dict[str, tuple[Table, ...]] = {
-    "sessions": (tables.sessions,),
+    "sessions": (tables.sessions, tables.session_work),
     "leases": (tables.projects, tables.issues, tables.leases, tables.project_leases),
     "files": (tables.file_claims, tables.conflicts),
     "messages": (tables.messages,),
@@ -187,6 +187,11 @@ def rebuild(
             conn.execute(table.insert(), [dict(zip(cols, row, strict=True)) for row in rows])
     if (base_rows or {}).get(tables.work_items.name) and tables.work_items in targets:
         conn.execute(queue.MARK_ALL_HELD)  # (a snapshot from before 0017_queue_held has no marks)
+        if tables.sessions in targets and not (base_rows or {}).get(tables.session_work.name):
+            # nor one from before 0018_stale_workers its items in work (where none was in
+            # work, this finds none either)
+            conn.execute(sessions.FILL_SESSION_WORK)
+            conn.execute(sessions.COUNT_ALL_WORK)
     after, applied = base_position, 0
     while True:
         page = log.read_recorded(conn, after, batch)

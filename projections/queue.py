@@ -25,13 +25,11 @@ from eventcoord.events import (
     WorkRequeued,
     WorkStarted,
 )
-from eventcoord.store import batch
 from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared, text_list, unindexed
 
 from .base import Appliers
-from .sessions import WORK_ARRAYS, Liveness
 from .tables import QUEUED_ON_ISSUE, leases, sessions, work_blockers, work_items, work_ledger
 
 
@@ -268,115 +266,6 @@ _FINISHED = Prepared(
     ),
     rows=ONE_ITEM,
 )
-# ``sessions.active_items``, the items a session works on (claimed or running): the queue's
-# stale workers are found among the sessions that work on something (0018_stale_workers).
-# A claim adds one to its worker and a re-queue takes one from it (only an item in work is
-# re-queued, and its event names its worker). A finish takes one from the item's worker,
-# read from the item: its ``session_id``, which only an item in work holds (a queued one
-# has none; a re-queue clears it) and a finish keeps, so it names the worker before the
-# finish is written and after. (The event names who finished it: an admin may finish
-# another's item, or cancel a queued one.) Nothing the appliers do reads ``active_items``:
-# a PostgreSQL batch's fast pass carries the changes to its end statement (``WorkCounts``).
-_WORKER_COUNT = Prepared(
-    lambda d: (
-        update(sessions)
-        .where(sessions.c.session_id == bindparam("sid"))
-        .values(active_items=sessions.c.active_items + bindparam("delta"))
-    ),
-    session_row="sid",
-    counts_work=True,
-)
-_ITEM_WORKER_DONE = Prepared(
-    lambda d: (
-        update(sessions)
-        .where(sessions.c.session_id == select(work_items.c.session_id).where(_ITEM).scalar_subquery())
-        .values(active_items=sessions.c.active_items - literal_column("1"))
-    ),
-    rows=ONE_ITEM,
-    counts_work=True,
-)
-
-
-class WorkCounts:
-    """The changes to ``sessions.active_items`` a PostgreSQL batch's fast pass carries, per session.
-
-    Every claim, finish and re-queue changes its worker's count; written one by one they
-    are deferred writes of ``sessions`` rows, which keep a batch's other writes and reads
-    of those rows from going together (a row may be written once per statement). Carried
-    instead, they ride on the batch's end statement, with its carried liveness (one UPDATE
-    of each row, ``sessions.Liveness.as_arrays``). Each row they change is one the batch
-    holds locked (a claim's and a finish's caller, read locked; a recovery's stale workers,
-    locked before their items are; an admin's finish of another's item locks that worker,
-    ``handlers.queue.finish_work``), so under the counter's lock they wait for no one.
-
-    A finish's worker is the item's ``session_id`` as the batch last saw it
-    (``workers``): as its command read it, locked (:func:`note_worker`), then as the
-    batch's claims and re-queues of it set it.
-    """
-
-    __slots__ = ("deltas", "workers")
-
-    def __init__(self) -> None:
-        self.deltas: dict[str, int] = {}
-        #: By item: its worker as the batch last saw it (None: no one's).
-        self.workers: dict[str, str | None] = {}
-
-    def __bool__(self) -> bool:
-        """Whether a count changes."""
-        return bool(self.deltas)
-
-    def as_arrays(self, liveness: Liveness | None = None) -> tuple[str, list[Any]]:
-        """One statement writing these (and ``liveness``, forgotten then) and its arguments."""
-        if liveness is not None:
-            return liveness.as_arrays(self.deltas)
-        return WORK_ARRAYS, [list(self.deltas), list(self.deltas.values())]
-
-
-def _carried_counts(conn: Connection, write: bool = True) -> WorkCounts | None:
-    """The running PostgreSQL batch's carried counts (begun if none), in a fast pass;
-    carrying counts as a write (a refusal after it rolls the pass back). None: write now."""
-    b = batch.current(conn)
-    if b is None or not b.carry:
-        return None
-    counts: WorkCounts | None = b.work_counts
-    if counts is None:
-        counts = b.work_counts = WorkCounts()
-    if write:
-        b.writes += 1
-    return counts
-
-
-def note_worker(conn: Connection, item_id: str, session_id: str | None) -> None:
-    """A command read ``item_id`` locked, with ``session_id`` as its worker: in a PostgreSQL
-    batch's fast pass its finish takes one from that worker without reading the item."""
-    counts = _carried_counts(conn, write=False)
-    if counts is not None:
-        counts.workers[item_id] = session_id
-
-
-def _worker_count(conn: Connection, item_id: str, session_id: str | None, delta: int) -> None:
-    """``session_id`` gained (1) or lost (-1) the item ``item_id`` from its work."""
-    counts = _carried_counts(conn)
-    if counts is None:
-        if session_id is not None:
-            _WORKER_COUNT.write(conn, {"sid": session_id, "delta": delta})
-        return
-    counts.workers[item_id] = session_id if delta > 0 else None
-    if session_id is not None:
-        counts.deltas[session_id] = counts.deltas.get(session_id, 0) + delta
-
-
-def _worker_done(conn: Connection, workspace: str, item_id: str) -> None:
-    """The item ``item_id`` finished: one fewer for its worker, if it had one."""
-    counts = _carried_counts(conn)
-    if counts is None or item_id not in counts.workers:  # (its worker not known: read it)
-        _ITEM_WORKER_DONE.write(conn, {"item": item_id, "ws": workspace})
-        return
-    worker = counts.workers.pop(item_id)
-    if worker is not None:
-        counts.deltas[worker] = counts.deltas.get(worker, 0) - 1
-
-
 _REQUEUED = Prepared(
     lambda d: (
         update(work_items)
@@ -514,7 +403,6 @@ def claimed(conn: Connection, r: RecordedEvent) -> None:
         "actor": e.actor_key,
     }
     _CLAIMED.write(conn, {**params, "host": e.host, "token": e.fencing_token, "at": r.recorded_us})
-    _worker_count(conn, e.item_id, e.session_id, 1)
     detail = None if e.fencing_token is None else f"fencing_token={e.fencing_token}"
     _ledger(conn, r, e.item_id, "claimed", e.session_id, detail, e.actor_key, e.host)
 
@@ -531,7 +419,6 @@ def finished(conn: Connection, r: RecordedEvent) -> None:
     assert isinstance(e, WorkFinished)
     ws, at = r.metadata.workspace, r.recorded_us
     params = {"item": e.item_id, "ws": ws, "status": e.outcome, "outcome": e.outcome, "at": at}
-    _worker_done(conn, ws, e.item_id)
     if e.outcome == "done" and conn.dialect.name == "postgresql":
         _FINISH_UNBLOCKING.write(conn, params)
     else:
@@ -543,7 +430,6 @@ def finished(conn: Connection, r: RecordedEvent) -> None:
 def requeued(conn: Connection, r: RecordedEvent) -> None:
     e = r.event
     assert isinstance(e, WorkRequeued)
-    _worker_count(conn, e.item_id, e.session_id, -1)  # (only an item in work is re-queued: it names its worker)
     _REQUEUED.write(conn, {"item": e.item_id, "ws": r.metadata.workspace, "status": "queued", "at": r.recorded_us})
     _ledger(conn, r, e.item_id, "requeued", e.session_id, e.reason)
 

@@ -5,15 +5,27 @@ from __future__ import annotations
 from typing import Any
 
 from msgspec import UNSET
-from sqlalchemy import Boolean, Connection, bindparam, cast, literal_column, null, update
+from sqlalchemy import Boolean, Connection, bindparam, cast, func, literal_column, null, select, update
 from sqlalchemy.types import NullType
 
-from eventcoord.events import DENIALS, AgentEnded, AgentHeartbeat, AgentRegistered
+from eventcoord.events import (
+    DENIALS,
+    AgentEnded,
+    AgentHeartbeat,
+    AgentRegistered,
+    WorkClaimed,
+    WorkFinished,
+    WorkRequeued,
+)
+from eventcoord.store import batch
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared
 
 from .base import Appliers
-from .tables import sessions
+from .tables import session_work, sessions, work_items
+
+#: The row of ``session_work`` these statements name (``Prepared(rows=…)``).
+_ONE_ITEM: dict[str, tuple[str, ...]] = {"session_work": ("item",)}
 
 #: A session's declaring key on PostgreSQL: ``workspace chr(1) working_on`` until it ends,
 #: NULL once ended or while it declares nothing; ``ix_sessions_declaring_key``
@@ -296,7 +308,164 @@ def ended(conn: Connection, r: RecordedEvent) -> None:
     _END.write(conn, {"sid": e.session_id, "at": r.recorded_us, "at2": r.recorded_us})
 
 
+# ``sessions.active_items``, the items a session works on (claimed or running): the queue's
+# stale workers are found among the sessions that work on something (0018_stale_workers).
+# This projection keeps it from the queue's events, with ``session_work``, each item in work
+# and its worker: a claim adds the item and one to its worker; a re-queue removes it and
+# takes one from its worker (its event names the worker); a finish takes one from the
+# worker ``session_work`` names, if the item was in work (its event names who finished it:
+# an admin may finish another's item, or cancel a queued one), and removes it. So this
+# projection reads only its own tables: a rebuild, a check or a replay of it alone keeps the
+# counts. Nothing the appliers do reads ``active_items``: a PostgreSQL batch's fast pass
+# carries the changes to its end statement (``WorkCounts``).
+_WORKER_COUNT = Prepared(
+    lambda d: (
+        update(sessions)
+        .where(sessions.c.session_id == bindparam("sid"))
+        .values(active_items=sessions.c.active_items + bindparam("delta"))
+    ),
+    session_row="sid",
+    counts_work=True,
+)
+_ITEM_WORKER_DONE = Prepared(
+    lambda d: (
+        update(sessions)
+        .where(
+            sessions.c.session_id
+            == select(session_work.c.session_id).where(session_work.c.item_id == bindparam("item")).scalar_subquery()
+        )
+        .values(active_items=sessions.c.active_items - literal_column("1"))
+    ),
+    rows=_ONE_ITEM,
+    counts_work=True,
+)
+_WORK_TAKEN = Prepared(
+    lambda d: session_work.insert().values(
+        item_id=bindparam("item"), workspace=bindparam("ws"), session_id=bindparam("sid")
+    ),
+    rows=_ONE_ITEM,
+)
+_WORK_LEFT = Prepared(
+    lambda d: session_work.delete().where(session_work.c.item_id == bindparam("item")), rows=_ONE_ITEM
+)
+
+
+class WorkCounts:
+    """The changes to ``sessions.active_items`` a PostgreSQL batch's fast pass carries, per session.
+
+    Every claim, finish and re-queue changes its worker's count; written one by one they
+    are deferred writes of ``sessions`` rows, which keep a batch's other writes and reads
+    of those rows from going together (a row may be written once per statement). Carried
+    instead, they ride on the batch's end statement, with its carried liveness (one UPDATE
+    of each row, ``sessions.Liveness.as_arrays``). Each row they change is one the batch
+    holds locked (a claim's and a finish's caller, read locked; a recovery's stale workers,
+    locked before their items are; an admin's finish of another's item locks that worker,
+    ``handlers.queue.finish_work``), so under the counter's lock they wait for no one.
+
+    A finish's worker is the item's ``session_id`` as the batch last saw it
+    (``workers``): as its command read it, locked (:func:`note_worker`), then as the
+    batch's claims and re-queues of it set it.
+    """
+
+    __slots__ = ("deltas", "workers")
+
+    def __init__(self) -> None:
+        self.deltas: dict[str, int] = {}
+        #: By item: its worker as the batch last saw it (None: no one's).
+        self.workers: dict[str, str | None] = {}
+
+    def __bool__(self) -> bool:
+        """Whether a count changes."""
+        return bool(self.deltas)
+
+    def as_arrays(self, liveness: Liveness | None = None) -> tuple[str, list[Any]]:
+        """One statement writing these (and ``liveness``, forgotten then) and its arguments."""
+        if liveness is not None:
+            return liveness.as_arrays(self.deltas)
+        return WORK_ARRAYS, [list(self.deltas), list(self.deltas.values())]
+
+
+def _carried_counts(conn: Connection, write: bool = True) -> WorkCounts | None:
+    """The running PostgreSQL batch's carried counts (begun if none), in a fast pass;
+    carrying counts as a write (a refusal after it rolls the pass back). None: write now."""
+    b = batch.current(conn)
+    if b is None or not b.carry:
+        return None
+    counts: WorkCounts | None = b.work_counts
+    if counts is None:
+        counts = b.work_counts = WorkCounts()
+    if write:
+        b.writes += 1
+    return counts
+
+
+def note_worker(conn: Connection, item_id: str, session_id: str | None) -> None:
+    """A command read ``item_id`` locked, with ``session_id`` as its worker: in a PostgreSQL
+    batch's fast pass its finish takes one from that worker without reading ``session_work``."""
+    counts = _carried_counts(conn, write=False)
+    if counts is not None:
+        counts.workers[item_id] = session_id
+
+
+def _change_count(conn: Connection, session_id: str, delta: int) -> None:
+    counts = _carried_counts(conn)
+    if counts is None:
+        _WORKER_COUNT.write(conn, {"sid": session_id, "delta": delta})
+    else:
+        counts.deltas[session_id] = counts.deltas.get(session_id, 0) + delta
+
+
+def work_claimed(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, WorkClaimed)
+    _WORK_TAKEN.write(conn, {"item": e.item_id, "ws": r.metadata.workspace, "sid": e.session_id})
+    _change_count(conn, e.session_id, 1)
+    note_worker(conn, e.item_id, e.session_id)
+
+
+def work_requeued(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, WorkRequeued)
+    _WORK_LEFT.write(conn, {"item": e.item_id})
+    if e.session_id is not None:  # (always: only an item in work is re-queued, and its event names its worker)
+        _change_count(conn, e.session_id, -1)
+    note_worker(conn, e.item_id, None)
+
+
+def work_finished(conn: Connection, r: RecordedEvent) -> None:
+    e = r.event
+    assert isinstance(e, WorkFinished)
+    counts = _carried_counts(conn)
+    if counts is None or e.item_id not in counts.workers:  # its worker, read from session_work
+        _ITEM_WORKER_DONE.write(conn, {"item": e.item_id})
+    else:  # its worker as the batch last saw it
+        worker = counts.workers.pop(e.item_id)
+        if worker is not None:
+            counts.deltas[worker] = counts.deltas.get(worker, 0) - 1
+    _WORK_LEFT.write(conn, {"item": e.item_id})
+
+
+#: Every item in work and every session's count of them, from the work items: a rebuild
+#: that starts from a snapshot written before 0018_stale_workers (no ``session_work`` rows,
+#: no counts).
+FILL_SESSION_WORK = session_work.insert().from_select(
+    ["item_id", "workspace", "session_id"],
+    select(work_items.c.item_id, work_items.c.workspace, work_items.c.session_id).where(
+        work_items.c.status.in_(("claimed", "running")) & work_items.c.session_id.is_not(None)
+    ),
+)
+COUNT_ALL_WORK = update(sessions).values(
+    active_items=select(func.count()).where(session_work.c.session_id == sessions.c.session_id).scalar_subquery()
+)
+
+
 _SETS_LAST_SEEN = (AgentRegistered, AgentHeartbeat, AgentEnded)
 
 #: Heartbeats are not applied one by one: :class:`Liveness` folds them (``apply`` feeds it).
-APPLIERS: Appliers = {AgentRegistered: registered, AgentEnded: ended}
+APPLIERS: Appliers = {
+    AgentRegistered: registered,
+    AgentEnded: ended,
+    WorkClaimed: work_claimed,
+    WorkRequeued: work_requeued,
+    WorkFinished: work_finished,
+}

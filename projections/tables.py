@@ -62,6 +62,18 @@ Index(
     sqlite_where=text(WORKING),
 ).ddl_if(dialect="sqlite")
 
+#: The items in work (claimed or running), each with its worker: the sessions projection
+#: keeps it from the queue's events, so that a finish, whose event names who finished the
+#: item (an admin may finish another's), takes one from its worker's ``active_items``
+#: without reading the queue's tables (0018_stale_workers). Only items in work have a row.
+session_work = Table(
+    "session_work",
+    metadata,
+    Column("item_id", String(128), primary_key=True),
+    Column("workspace", String(64), nullable=False),
+    Column("session_id", String(128), nullable=False),
+)
+
 projects = Table(
     "projects",
     metadata,
@@ -445,6 +457,7 @@ REPLAY_FREE_INDEXES = frozenset(
 #: Tables a rebuild empties and refills from the log, in dependency-free order.
 READ_MODEL_TABLES = (
     sessions,
+    session_work,
     projects,
     issues,
     leases,

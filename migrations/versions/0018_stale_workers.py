@@ -6,9 +6,13 @@ running item and probing each one's session: with 3,000 items in work by live ag
 pull and a finish took 3.0 ms on SQLite against 0.5 ms with 10 (not flat with load,
 issue 12 item 4). The read model now keeps, on each session, how many items it works on:
 
-* ``sessions.active_items``: the session's claimed and running items. The queue projection
-  keeps it (projections/queue.py): a claim adds one, a finish or re-queue of an item in
-  work takes one from its worker.
+* ``sessions.active_items``: the session's claimed and running items. The sessions
+  projection keeps it from the queue's events (projections/sessions.py): a claim adds one,
+  a finish or re-queue of an item in work takes one from its worker.
+* ``session_work``: the items in work and their workers, kept by the same projection: a
+  finish's event names who finished the item (an admin may finish another's), and the
+  projection finds its worker here rather than in the queue's tables, so that it is
+  rebuilt, checked and replayed on its own.
 * ``ix_sessions_stale_workers``: the non-human sessions that work on something (a human's
   work is never recovered), by workspace and last sign of life, partial on
   ``active_items > 0 AND kind <> 'human'``. The stale ones are a range of it, read
@@ -42,6 +46,16 @@ _WORKER_KEY = f"CASE WHEN {_WORKING} THEN workspace END"
 
 
 def upgrade() -> None:
+    op.create_table(
+        "session_work",
+        sa.Column("item_id", sa.String(128), primary_key=True),
+        sa.Column("workspace", sa.String(64), nullable=False),
+        sa.Column("session_id", sa.String(128), nullable=False),
+    )
+    op.execute(
+        "INSERT INTO session_work (item_id, workspace, session_id) SELECT item_id, workspace, session_id"
+        " FROM work_items WHERE status IN ('claimed', 'running') AND session_id IS NOT NULL"
+    )
     op.add_column("sessions", sa.Column("active_items", sa.Integer, nullable=False, server_default="0"))
     op.execute(
         "UPDATE sessions SET active_items = (SELECT count(*) FROM work_items"
@@ -68,3 +82,4 @@ def downgrade() -> None:
     else:
         op.drop_index("ix_sessions_stale_workers", table_name="sessions")
         op.execute("ALTER TABLE sessions DROP COLUMN active_items")
+    op.drop_table("session_work")

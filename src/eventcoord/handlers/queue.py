@@ -51,10 +51,10 @@ from eventcoord.projections.queue import (
     PG_QUEUED_ISSUE_KEY,
     held_key,
     live_key,
-    note_worker,
     queued_issue_key,
     statuses,
 )
+from eventcoord.projections.sessions import note_worker
 from eventcoord.projections.tables import issues, leases, work_items
 from eventcoord.store import held_locks, rows_ahead
 from eventcoord.store.held_locks import GuardLock
