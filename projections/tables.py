@@ -35,7 +35,7 @@ sessions = Table(
     Column("heartbeats", BigInt, nullable=False),
     # The token that registered the session (SPEC §5: sessions are bound to it).
     Column("token_id", String(40), nullable=True),
-    # The session's claimed and running work items, kept by the queue projection: the stale
+    # The session's claimed and running work items, kept from the queue's events: the stale
     # workers a queue command recovers are found among the sessions that work on something
     # (ix_sessions_stale_workers, 0018_stale_workers), not by walking the items in work.
     Column("active_items", Integer, nullable=False, server_default="0"),

@@ -4,7 +4,7 @@ Every queue command on a project first re-queues the items of its stale non-huma
 workers. It used to find them by walking the project's every item in work and probing
 each one's session, so a pull cost more with every agent at work (3,000 items in work: six
 times the cost of ten). The read model now counts, on each session, the items it works
-on (``sessions.active_items``, kept by the queue projection), and the stale workers are a
+on (``sessions.active_items``, kept by the sessions projection), and the stale workers are a
 range of ``ix_sessions_stale_workers``, which holds only the non-human sessions that work
 on something (0018_stale_workers). These tests hold the count to a recount of the items
 through every way an item enters or leaves work, serially and in concurrent batches, and

@@ -783,7 +783,7 @@ def finish_work(conn: Connection, ctx: Context, cmd: FinishWork) -> Decision:
     if item is not None and isinstance(reads, WorkReads) and item.session_id not in (None, cmd.session_id):
         # An admin's finish of another's item takes one from that worker's count of items in
         # work, which a PostgreSQL batch writes with its end statement, under the counter's
-        # lock (projections.queue.WorkCounts): the item is read locked, then its worker's
+        # lock (projections.sessions.WorkCounts): the item is read locked, then its worker's
         # row is locked too, as a worker's own is by its finish's read, so that statement
         # waits for no one.
         locked = reads.locked[item.item_id] = reads.locked_item(item.item_id) or item

@@ -179,9 +179,10 @@ class Batch:
         #: before anything reads the rows they change, and before the end statement
         #: (``prepared.send_carried``). None: nothing carried.
         self.liveness: Any = None
-        #: The changes to the sessions' items in work carried so far
-        #: (``projections.queue.WorkCounts``), written by one statement before the end
-        #: statement (``send_work_counts``). None: nothing carried.
+        #: The changes to the sessions' counts of items in work carried so far, and each
+        #: item's worker as the batch last saw it (``projections.sessions.WorkCounts``):
+        #: written with the end statement, in one UPDATE of each row with the carried
+        #: liveness (or alone, in a batch that appended nothing). None: nothing carried.
         self.work_counts: Any = None
         #: Set when the last batch's COMMIT also began the next transaction (commands were
         #: waiting): the database clock and TTL its end statement read, and when
