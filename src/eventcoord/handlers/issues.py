@@ -139,8 +139,11 @@ _LEASED_IN_PROJECT = Prepared(
         & (leases.c.issue == bindparam("issue"))
         & leases.c.released_us.is_(None)
         # Not indexable on purpose: only uq_leases_unreleased (workspace, issue) may serve
-        # this, never ix_leases_project_live, whatever the statistics say.
-        & (unindexed(leases.c.project) == bindparam("project"))
+        # this, never ix_leases_project_live, whatever the statistics say. (Not ``project ||
+        # ''``: ``||`` is strict, so comparing it implies ``project IS NOT NULL``, that
+        # index's predicate, and a generic plan made before ANALYZE read it by the
+        # workspace alone, every unreleased lease: 0.5 ms behind 5,000 of them.)
+        & (func.coalesce(leases.c.project, literal_column("''")) == bindparam("project"))
     )
 )
 _LEASE = select(
