@@ -18,8 +18,9 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from sqlalchemy import Connection, func, select, text
-from tests.contract.test_group_commit import _gone_quiet, _register, encoded, execute, statements_sent
+from tests.contract.test_group_commit import _gone_quiet, _register, appender, encoded, execute, statements_sent
 from tests.contract.test_rebuild import assert_rebuild_equals_live
 
 from eventcoord import projections
@@ -222,3 +223,37 @@ async def test_the_stale_workers_read_passes_no_live_worker(store: Any, backend:
             for r in await store.query(lambda conn: conn.execute(text("EXPLAIN QUERY PLAN " + sql), params).all())
         )
         assert "USING INDEX ix_sessions_stale_workers (workspace=? AND last_seen_us<?)" in plan, plan
+
+
+async def test_a_careful_pass_keeps_the_counts_as_a_fast_one_does(store: Any) -> None:
+    """After a pass is rolled back, a PostgreSQL writer runs its next batches with a
+    savepoint per command, and they carry nothing: each command writes its counts itself,
+    and a finish reads its item's worker from ``session_work``. Pulls, an admin's finish of
+    another's item, a worker's finish and an end, in those batches: the counts equal a
+    recount after each (fails when a finish whose worker the batch did not see takes nothing)."""
+    service = Service(store)
+    a, b = [await _register(service, name) for name in ("a", "b")]
+    for _ in range(6):
+        await _send(service, {"type": "enqueue_work", "project": "P"})
+    # a refusal after a write rolls its pass back: the batches after it are careful
+    with pytest.raises(DomainError):
+        await store.transact(appender("careful", refuse=True))
+    if store.dialect == "postgresql":
+        assert store._careful > 0  # (the next batches run with savepoints)
+
+    async def pull(sid: str) -> str:
+        got = await _send(service, {"type": "claim_next_work", "session_id": sid, "project": "P"})
+        return str(got["item"]["item_id"])
+
+    mine, theirs, more = await asyncio.gather(pull(a), pull(b), pull(b))
+    assert (await _assert_counted(store, "careful pulls")) == {a: 1, b: 2}
+    await asyncio.gather(
+        _send(service, {"type": "finish_work", "item_id": theirs, "outcome": "cancelled"}),
+        _send(service, {"type": "finish_work", "session_id": a, "item_id": mine, "outcome": "cancelled"}),
+    )
+    assert (await _assert_counted(store, "careful finishes")) == {b: 1}
+    await _send(service, {"type": "end_agent", "session_id": b})
+    assert (await _assert_counted(store, "careful end")) == {}
+    if store.dialect == "postgresql":
+        assert store._careful > 0, "the commands above ran in careful batches"
+    assert more
