@@ -51,10 +51,20 @@ sessions = Table(
 # ix_sessions_declaring_key ON sessions ((CASE WHEN ended_us IS NULL THEN workspace || E'\x01'
 #   || working_on END), last_seen_us) WHERE (…) IS NOT NULL — an issue's live declarers
 #   (handlers/issues.py): the only index that reads them, holding only sessions that declare.
+
+
+def working(of: str = "") -> str:
+    """The predicate of ``ix_sessions_stale_workers``: a non-human session that works on an
+    item (``of``: the table's name or alias the columns are qualified with). Its readers
+    state it as the index does, so that the planners may use the partial index."""
+    at = f"{of}." if of else ""
+    return f"{at}active_items > 0 AND {at}kind <> 'human'"
+
+
 #: The non-human sessions that work on an item, by last sign of life: the stale ones are a
 #: range of it (handlers/queue.py's suspects). SQLite's statements name it; PostgreSQL's
 #: (0018) is on ``PG_WORKER_KEY`` (handlers/queue.py) and ``last_seen_us``, partial likewise.
-WORKING = "active_items > 0 AND kind <> 'human'"
+WORKING = working()
 Index(
     "ix_sessions_stale_workers",
     sessions.c.workspace,

@@ -55,7 +55,7 @@ from eventcoord.projections.queue import (
     statuses,
 )
 from eventcoord.projections.sessions import note_worker
-from eventcoord.projections.tables import issues, leases, work_items
+from eventcoord.projections.tables import issues, leases, work_items, working
 from eventcoord.store import held_locks, rows_ahead
 from eventcoord.store.held_locks import GuardLock
 from eventcoord.store.prepared import Prepared, indexed_by, unindexed
@@ -115,7 +115,7 @@ _ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update(), rows=ONE_I
 # (``active_items > 0``) and were last seen at or before the cutoff, each with an item in
 # work in the project, read from the sessions to their items (0018_stale_workers). The
 # sessions are a range of ``ix_sessions_stale_workers``, which holds only the non-human
-# sessions that work on something (``WORKING``): the live workers, however many, are not
+# sessions that work on something (``working()``): the live workers, however many, are not
 # passed (walking the project's items in work and probing
 # each one's session was not flat with load: 3,000 items in work made a pull six times
 # slower). An ended session works on nothing (ending it re-queues its items), so the range
@@ -125,10 +125,10 @@ _ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update(), rows=ONE_I
 # PostgreSQL reads the index by ``PG_WORKER_KEY``, which no other index holds, and probes
 # the items in a lateral subquery (``LIMIT 1``: never flattened into a join); SQLite's
 # statement names its indexes.
-#: A session's worker key on PostgreSQL (``{s}``: the table's name or alias): its workspace
-#: while it is not human and works on an item, NULL otherwise; ``ix_sessions_stale_workers``
-#: is on it (and partial on ``WORKING``, which its readers state too, as its planner needs).
-PG_WORKER_KEY = "(CASE WHEN {s}.active_items > 0 AND {s}.kind <> 'human' THEN {s}.workspace END)"
+#: A session's worker key on PostgreSQL, of the sessions aliased ``s``: its workspace while it
+#: is not human and works on an item, NULL otherwise; ``ix_sessions_stale_workers`` is on it
+#: (and partial on ``working()``, which its readers state too, as its planner needs).
+PG_WORKER_KEY = f"(CASE WHEN {working('s')} THEN s.workspace END)"
 _IN_WORK_OF = (
     "SELECT 1 FROM work_items AS w WHERE w.session_id = s.session_id AND w.status = '{status}'"
     " AND (w.project || '') = {{project}} AND (w.workspace || '') = s.workspace"
@@ -138,14 +138,14 @@ _IN_WORK_OF = (
 _STALE_WORKERS = (
     "SELECT s.session_id FROM sessions AS s CROSS JOIN LATERAL"
     f" ({_IN_WORK_OF.format(status='claimed')} UNION ALL {_IN_WORK_OF.format(status='running')} LIMIT 1) AS held"
-    f" WHERE {PG_WORKER_KEY.format(s='s')} = {{ws}} AND s.active_items > 0 AND s.kind <> 'human'"
+    f" WHERE {PG_WORKER_KEY} = {{ws}} AND {working('s')}"
     " AND s.last_seen_us <= CAST(:cutoff AS bigint)"
 )
 """PostgreSQL: the stale workers of a project (``{ws}``, ``{project}``: SQL expressions)
 at the batch's or command's cutoff."""
 _STALE_WORKERS_SQLITE = (
     "SELECT s.session_id FROM sessions AS s INDEXED BY ix_sessions_stale_workers"
-    " WHERE s.workspace = :ws AND s.active_items > 0 AND s.last_seen_us <= :cutoff AND s.kind <> 'human'"
+    f" WHERE s.workspace = :ws AND {working('s')} AND s.last_seen_us <= :cutoff"
     " AND EXISTS (SELECT 1 FROM work_items AS w INDEXED BY ix_work_items_session"
     " WHERE w.session_id = s.session_id AND w.status IN ('claimed', 'running')"
     " AND w.project = :project AND w.workspace = s.workspace)"
