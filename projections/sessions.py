@@ -25,7 +25,7 @@ from .base import Appliers
 from .tables import session_work, sessions, work_items
 
 #: The row of ``session_work`` these statements name (``Prepared(rows=…)``).
-_ONE_ITEM: dict[str, tuple[str, ...]] = {"session_work": ("item",)}
+_WORK_ROW: dict[str, tuple[str, ...]] = {"session_work": ("item",)}
 
 #: A session's declaring key on PostgreSQL: ``workspace chr(1) working_on`` until it ends,
 #: NULL once ended or while it declares nothing; ``ix_sessions_declaring_key``
@@ -336,17 +336,17 @@ _ITEM_WORKER_DONE = Prepared(
         )
         .values(active_items=sessions.c.active_items - literal_column("1"))
     ),
-    rows=_ONE_ITEM,
+    rows=_WORK_ROW,
     counts_work=True,
 )
 _WORK_TAKEN = Prepared(
     lambda d: session_work.insert().values(
         item_id=bindparam("item"), workspace=bindparam("ws"), session_id=bindparam("sid")
     ),
-    rows=_ONE_ITEM,
+    rows=_WORK_ROW,
 )
 _WORK_LEFT = Prepared(
-    lambda d: session_work.delete().where(session_work.c.item_id == bindparam("item")), rows=_ONE_ITEM
+    lambda d: session_work.delete().where(session_work.c.item_id == bindparam("item")), rows=_WORK_ROW
 )
 
 
@@ -377,6 +377,10 @@ class WorkCounts:
     def __bool__(self) -> bool:
         """Whether a count changes."""
         return bool(self.deltas)
+
+    def add(self, session_id: str, delta: int) -> None:
+        """``session_id`` gained (1) or lost (-1) an item in work."""
+        self.deltas[session_id] = self.deltas.get(session_id, 0) + delta
 
     def as_arrays(self, liveness: Liveness | None = None) -> tuple[str, list[Any]]:
         """One statement writing these (and ``liveness``, forgotten then) and its arguments."""
@@ -412,7 +416,7 @@ def _change_count(conn: Connection, session_id: str, delta: int) -> None:
     if counts is None:
         _WORKER_COUNT.write(conn, {"sid": session_id, "delta": delta})
     else:
-        counts.deltas[session_id] = counts.deltas.get(session_id, 0) + delta
+        counts.add(session_id, delta)
 
 
 def work_claimed(conn: Connection, r: RecordedEvent) -> None:
@@ -441,7 +445,7 @@ def work_finished(conn: Connection, r: RecordedEvent) -> None:
     else:  # its worker as the batch last saw it
         worker = counts.workers.pop(e.item_id)
         if worker is not None:
-            counts.deltas[worker] = counts.deltas.get(worker, 0) - 1
+            counts.add(worker, -1)
     _WORK_LEFT.write(conn, {"item": e.item_id})
 
 

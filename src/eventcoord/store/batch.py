@@ -182,7 +182,8 @@ class Batch:
         #: The changes to the sessions' counts of items in work carried so far, and each
         #: item's worker as the batch last saw it (``projections.sessions.WorkCounts``):
         #: written with the end statement, in one UPDATE of each row with the carried
-        #: liveness (or alone, in a batch that appended nothing). None: nothing carried.
+        #: liveness (or alone, in a batch that appended nothing: a rebuild's replay).
+        #: None: nothing carried.
         self.work_counts: Any = None
         #: Set when the last batch's COMMIT also began the next transaction (commands were
         #: waiting): the database clock and TTL its end statement read, and when

@@ -468,7 +468,7 @@ def _attempt(
                 # only a batch that appended nothing, and so has no end statement, sends it.
                 send_deferred(conn)
                 if not b.appended:
-                    if b.work_counts:  # (else they go with the end statement)
+                    if b.work_counts:  # (a replay's: a rebuild appends nothing; else with the end statement)
                         sql, args = b.work_counts.as_arrays()
                         b.work_counts = None
                         await_(raw.execute(sql, *args))
