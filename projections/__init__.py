@@ -185,13 +185,12 @@ def rebuild(
         if rows:
             cols = [c.name for c in table.columns]
             conn.execute(table.insert(), [dict(zip(cols, row, strict=True)) for row in rows])
-    if (base_rows or {}).get(tables.work_items.name) and tables.work_items in targets:
+    base = base_rows or {}
+    if base.get(tables.work_items.name) and tables.work_items in targets:
         conn.execute(queue.MARK_ALL_HELD)  # (a snapshot from before 0017_queue_held has no marks)
-        if tables.sessions in targets and not (base_rows or {}).get(tables.session_work.name):
-            # nor one from before 0018_stale_workers its items in work (where none was in
-            # work, this finds none either)
-            conn.execute(sessions.FILL_SESSION_WORK)
-            conn.execute(sessions.COUNT_ALL_WORK)
+    if base.get(tables.work_items.name) and tables.sessions in targets and not base.get(tables.session_work.name):
+        # nor one from before 0018_stale_workers its items in work
+        sessions.count_work_of_snapshot(conn, base[tables.work_items.name])
     after, applied = base_position, 0
     while True:
         page = log.read_recorded(conn, after, batch)

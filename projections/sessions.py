@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from msgspec import UNSET
@@ -449,16 +450,27 @@ def work_finished(conn: Connection, r: RecordedEvent) -> None:
     _WORK_LEFT.write(conn, {"item": e.item_id})
 
 
-#: Every item in work and every session's count of them, from the work items: a rebuild
-#: that starts from a snapshot written before 0018_stale_workers (no ``session_work`` rows,
-#: no counts).
-FILL_SESSION_WORK = session_work.insert().from_select(
-    ["item_id", "workspace", "session_id"],
-    select(work_items.c.item_id, work_items.c.workspace, work_items.c.session_id).where(
-        work_items.c.status.in_(("claimed", "running")) & work_items.c.session_id.is_not(None)
-    ),
-)
-COUNT_ALL_WORK = update(sessions).values(
+def count_work_of_snapshot(conn: Connection, work_item_rows: Sequence[Sequence[Any]]) -> None:
+    """The items in work and each session's count of them, from a snapshot's work items.
+
+    For read models restored from a snapshot written before 0018_stale_workers (a rebuild
+    after an archive, a history scratch): it has neither ``session_work`` rows nor counts.
+    The rows are the snapshot's, not the table's: a rebuild of the sessions projection alone
+    leaves ``work_items`` at the log's head. (Where no item was in work, this finds none.)
+    """
+    cols = [c.name for c in work_items.columns]
+    item, ws, status, sid = (cols.index(n) for n in ("item_id", "workspace", "status", "session_id"))
+    rows = [
+        {"item_id": r[item], "workspace": r[ws], "session_id": r[sid]}
+        for r in work_item_rows
+        if r[status] in ("claimed", "running") and r[sid] is not None
+    ]
+    if rows:
+        conn.execute(session_work.insert(), rows)
+    conn.execute(_COUNT_ALL_WORK)
+
+
+_COUNT_ALL_WORK = update(sessions).values(
     active_items=select(func.count()).where(session_work.c.session_id == sessions.c.session_id).scalar_subquery()
 )
 

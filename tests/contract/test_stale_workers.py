@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import zlib
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from tests.contract.test_rebuild import assert_rebuild_equals_live
 
 from eventcoord import projections
 from eventcoord.errors import DomainError
+from eventcoord.history.scratch import Scratch
 from eventcoord.projections.tables import sessions, work_items
 from eventcoord.service import Outcome, Service
 
@@ -257,3 +259,60 @@ async def test_a_careful_pass_keeps_the_counts_as_a_fast_one_does(store: Any) ->
     if store.dialect == "postgresql":
         assert store._careful > 0, "the commands above ran in careful batches"
     assert more
+
+
+async def test_read_models_restored_from_a_snapshot_without_counts_get_them_from_its_work_items(store: Any) -> None:
+    """A snapshot written before 0018 has no ``session_work`` rows and no counts. Restored by
+    a whole rebuild, by a rebuild of the sessions projection alone (whose ``work_items`` is
+    at the log's head, not the snapshot's) and by a history scratch, each counts the items
+    the snapshot had in work, and the events after it move the counts on from there.
+    Fails when the sessions-only rebuild counts from the live table, or when a scratch
+    does not count at all."""
+    service = Service(store)
+    a, b = [await _register(service, name) for name in ("a", "b")]
+    for _ in range(4):
+        await _send(service, {"type": "enqueue_work", "project": "P"})
+    first = (await _send(service, {"type": "claim_next_work", "session_id": a, "project": "P"}))["item"]
+    await _send(service, {"type": "claim_next_work", "session_id": a, "project": "P"})
+    await _send(service, {"type": "claim_next_work", "session_id": b, "project": "P"})
+    at_snapshot = await _assert_counted(store, "before the snapshot")
+    assert at_snapshot == {a: 2, b: 1}
+
+    def rows_of(conn: Connection) -> dict[str, list[list[Any]]]:
+        return {t.name: [list(r) for r in conn.execute(select(t))] for t in projections.READ_MODEL_TABLES}
+
+    old = await store.query(rows_of)
+    old["session_work"] = []  # as a snapshot written before 0018 loads
+    at_count = [c.name for c in sessions.columns].index("active_items")
+    for row in old["sessions"]:
+        row[at_count] = 0
+    base = await store.head()
+
+    # after the snapshot: a finishes the item it pulled first, b pulls one more
+    await _send(service, {"type": "finish_work", "session_id": a, "item_id": first["item_id"], "outcome": "cancelled"})
+    await _send(service, {"type": "claim_next_work", "session_id": b, "project": "P"})
+    live = await _assert_counted(store, "after the snapshot")
+    assert live == {a: 1, b: 2}
+
+    for only in (None, "sessions"):
+        await store.transact(
+            lambda conn, only=only: projections.rebuild(conn, only=only, base_position=base, base_rows=old)
+        )
+        assert (await _assert_counted(store, f"rebuilt ({only or 'all'})")) == live
+
+    # A scratch loads the snapshot's chunks, sessions without the count, and no session_work.
+    scratch = Scratch(base, None, 3600, None, None)
+    try:
+        chunks = {
+            name: [zlib.compress(json.dumps([r[:at_count] if name == "sessions" else r for r in rows]).encode())]
+            for name, rows in old.items()
+            if rows
+        }
+        scratch.load(chunks)
+        with scratch.engine.connect() as conn:
+            kept = {s: n for s, n in conn.execute(select(sessions.c.session_id, sessions.c.active_items)) if n}
+            worked = dict(conn.execute(text("SELECT item_id, session_id FROM session_work")).all())
+        assert kept == at_snapshot
+        assert sorted(worked.values()) == sorted([a, a, b])
+    finally:
+        scratch.close()

@@ -23,6 +23,8 @@ from eventcoord import projections
 from eventcoord.api.queries.common import CLOCK_KEY
 from eventcoord.history.snapshots import CLOSED, COUNTED, READ_MODEL_NAMES, TABLES, path_counts, table_rows
 from eventcoord.projections.queue import MARK_ALL_HELD
+from eventcoord.projections.sessions import count_work_of_snapshot
+from eventcoord.projections.tables import session_work, work_items
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.schema import metadata
 
@@ -112,6 +114,7 @@ class Scratch:
     def load(self, chunks: dict[str, list[bytes]]) -> int:
         """Insert a snapshot's rows; returns how many."""
         n = 0
+        in_work: list[list[Any]] = []
         with self._lock, self.engine.begin() as conn:
             raw = conn.connection.driver_connection
             assert raw is not None
@@ -123,8 +126,12 @@ class Scratch:
                     rows = table_rows(table, data)
                     raw.executemany(sql, rows)
                     n += len(rows)
+                    if name == work_items.name:
+                        in_work.extend(rows)
             if chunks.get("work_items"):  # (a snapshot from before 0017_queue_held has no marks)
                 conn.execute(MARK_ALL_HELD)
+                if not chunks.get(session_work.name):  # nor one from before 0018_stale_workers counts
+                    count_work_of_snapshot(conn, in_work)
         return n
 
     def replay(self, events: Sequence[RecordedEvent]) -> None:
