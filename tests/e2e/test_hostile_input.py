@@ -69,6 +69,27 @@ async def test_a_nul_in_any_string_parameter_is_a_validation_error(api: Api) -> 
     assert (await api.http.get("/v1/agents/nobody")).status_code == 404
 
 
+async def test_the_command_endpoint_refuses_what_every_route_refuses(api: Api) -> None:
+    """``POST /v1/commands`` is an ASGI route (no Litestar request, no before_request hook):
+    a query parameter no store could take is still 422 ``VALIDATION`` and nothing is
+    appended; any other method is 405 ``METHOD_NOT_ALLOWED``; both in the error envelope."""
+    sid = await api.register(actor="q")
+    head = (await api.get("/v1/events", params={"limit": 1000}))["events"][-1]["position"]
+    body = {"type": "heartbeat_agent", "session_id": sid}
+    for params in ({"x": "\x00"}, {"\x00": "1"}):
+        r = await api.http.post("/v1/commands", params=params, json=body)
+        assert r.status_code == 422, (params, r.text)
+        assert r.json()["ok"] is False and r.json()["error"]["code"] == "VALIDATION", r.text
+    after = (await api.get("/v1/events", params={"limit": 1000}))["events"][-1]["position"]
+    assert after == head  # nothing was appended
+    r = await api.http.post("/v1/commands", params={"x": "1"}, json=body)  # a harmless one is ignored
+    assert r.status_code == 200 and r.json()["ok"] is True, r.text
+    for method in ("GET", "PUT", "PATCH", "DELETE"):
+        r = await api.http.request(method, "/v1/commands", json=body)
+        assert r.status_code == 405, (method, r.text)
+        assert r.json()["error"]["code"] == "METHOD_NOT_ALLOWED", (method, r.text)
+
+
 @pytest.mark.parametrize("last", [BIG.encode(), b"99999999999999999999999", b"-1", b"abc", "\uff11\uff12".encode()])
 async def test_an_out_of_range_last_event_id_is_a_validation_error(api: Api, last: bytes) -> None:
     r = await api.http.get("/v1/events/stream", headers={"last-event-id": last})

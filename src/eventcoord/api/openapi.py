@@ -1,8 +1,9 @@
 """The OpenAPI schema at ``/schema``, completed where Litestar cannot see our shapes.
 
-``POST /v1/commands`` decodes its body itself (one msgspec pass), and every route answers
-``Response[bytes]``, so Litestar's generated schema knows neither the command body nor
-any answer's shape. Here the body is described as the tagged union of every command
+``POST /v1/commands`` is an ASGI route that decodes its body itself (one msgspec pass), so
+Litestar's generated schema leaves it out; here it is written whole. Every read answers
+``Response[bytes]``, so the generated schema knows no answer's shape either. The command
+body is described as the tagged union of every command
 (discriminated by ``type``, one example each), the command answers as the success and
 error envelopes, and every read's 200 as its result struct (the typed client's, the one
 description of those shapes).
@@ -130,6 +131,10 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
     command_ref, ok_ref, refused_ref, *read_refs = refs
     by_read = dict(zip(names, read_refs, strict=True))
     refused = _json(refused_ref, "refused: the error envelope with a stable code")
+    # POST /v1/commands is an ASGI route (``routes/commands.py``), which Litestar leaves out:
+    # it goes first, where the route table lists it.
+    command = {"summary": "Send a command", "operationId": "postCommand", "responses": {}, "deprecated": False}
+    schema["paths"] = {"/v1/commands": {"post": command}, **schema.get("paths", {})}
     for item in schema.get("paths", {}).values():
         for method, op in item.items():
             if not isinstance(op, dict) or method not in ("get", "post"):

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from litestar import MediaType, Request, post
-from litestar.types import ASGIApp
+from litestar import Request, asgi
+from litestar.exceptions import MethodNotAllowedException
+from litestar.types import Receive, Scope, Send
 
 from eventcoord import errors
+from eventcoord.api import params
 from eventcoord.api.answers import outcome_response
 from eventcoord.api.body import read_body
-from eventcoord.api.deps import runtime
 from eventcoord.codec import decode_command
+
+if TYPE_CHECKING:
+    from eventcoord.bootstrap import Runtime
 
 
 def is_json(content_type: str) -> bool:
@@ -24,25 +28,29 @@ def is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-@post(
-    "/v1/commands",
-    operation_id="postCommand",
-    summary="Send a command",
-    status_code=200,
-    media_type=MediaType.JSON,
-)
-async def post_command(request: Request[Any, Any, Any]) -> ASGIApp:
+# An ASGI route: the app's middleware (rate limits) and exception handlers apply as to every
+# route, but Litestar builds no Request, signature model or Response for it, and runs no
+# before_request hook. Those cost ~15 µs of a command (docs/performance.md, phase 19), where
+# the handler already read what it needs from the raw scope and channel and sends its own
+# answer (``answers.CommandAnswer``). Its OpenAPI operation is written by ``api/openapi.py``:
+# Litestar leaves ASGI routes out of the schema.
+@asgi("/v1/commands", name="postCommand", copy_scope=False)
+async def post_command(scope: Scope, receive: Receive, send: Send) -> None:
     """Decode, authorise, decide, append and answer one command (SPEC §3).
 
     The body is a JSON object tagged by ``type``. Success is
     ``{"ok": true, "result", "events", "position"}``; a refusal is the error envelope
     with a stable code. ``command_id`` makes a command idempotent.
     """
-    # The hot path reads the headers it needs from the raw ASGI scope (no Headers object),
-    # reads the body from the ASGI channel (``api/body.py``) and decodes it itself: one
-    # msgspec pass, errors name the field.
+    method = scope.get("method")  # a WebSocket scope has none
+    if method != "POST":
+        raise MethodNotAllowedException(f"{method or 'a WebSocket'} on /v1/commands: only POST")
+    if scope["query_string"]:  # none is read, but one no store could take is refused alike
+        params.check(Request(scope, receive))
+    # The headers it needs, read from the raw scope (no Headers object); the body from the
+    # ASGI channel (``api/body.py``), decoded in one msgspec pass whose errors name the field.
     authorization = correlation_id = content_type = content_length = None
-    for name, value in request.scope["headers"]:
+    for name, value in scope["headers"]:
         if name == b"authorization":
             authorization = value.decode("latin-1")
         elif name == b"x-correlation-id":
@@ -51,9 +59,10 @@ async def post_command(request: Request[Any, Any, Any]) -> ASGIApp:
             content_type = value.decode("latin-1")
         elif name == b"content-length":
             content_length = value
-    rt = runtime(request)
+    rt: Runtime = scope["litestar_app"].state.runtime
     who = await rt.auth.authenticate(authorization)
     if content_type is not None and not is_json(content_type):
         raise errors.unsupported_media_type(content_type)
-    cmd = decode_command(await read_body(request.receive, content_length))
-    return outcome_response(await rt.service.execute(who, cmd, correlation_id))
+    cmd = decode_command(await read_body(receive, content_length))
+    answer = outcome_response(await rt.service.execute(who, cmd, correlation_id))
+    await answer(scope, receive, send)
