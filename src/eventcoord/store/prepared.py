@@ -368,8 +368,8 @@ class Prepared:
             pending = batch.current(conn)
             pg = self._asyncpg()
             if pending is not None and pg.target is not None:  # else not a write it can place: sent now
-                _before(conn, pg, params)  # the signs of life carried for its row go first
                 keys = pg.keys(params)
+                _before(conn, pg, params, keys)  # the signs of life carried for its row go first
                 if pending.deferred and not pending.deferred.apart(pg, keys):
                     send_deferred(conn)  # it touches what a deferred write changes: in order
                 pending.deferred.append(pg, pg.args(params), keys)
@@ -623,16 +623,23 @@ def _statement(conn: Connection, pg: _Pg, params: Mapping[str, Any]) -> tuple[st
     return sql, carried + args
 
 
-def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None) -> batch.Batch | None:
+#: ``_before``'s keys not computed yet (None is a value: the statement names no row).
+_UNKNOWN: Any = object()
+
+
+def _before(conn: Connection, pg: _Pg, params: Mapping[str, Any] | None, keys: Any = _UNKNOWN) -> batch.Batch | None:
     """Before a statement of the running PostgreSQL batch: note what it writes, and write
-    the signs of life carried that it could read. Returns the batch (None: no batch)."""
+    the signs of life carried that it could read. Returns the batch (None: no batch).
+
+    ``keys``: ``pg.keys(params)``, where the caller has them already."""
     pending = batch.current(conn)
     if pending is not None:
         pending.touch(pg.writes_to)
         if pending.sessions_read:
             _forget_sessions_read(pending, pg, params)
         if pending.rows_ahead and pg.writes_to != frozenset():
-            keys = None if params is None else pg.keys(params)
+            if keys is _UNKNOWN:
+                keys = None if params is None else pg.keys(params)
             pending.forget_rows_ahead(
                 pg.writes_to, keys, pg.life_only, pg.added(params), pg.spans_at(params), pg.counts_work
             )
