@@ -30,7 +30,7 @@ def is_json(content_type: str) -> bool:
 
 # An ASGI route: the app's middleware (rate limits) and exception handlers apply as to every
 # route, but Litestar builds no Request, signature model or Response for it, and runs no
-# before_request hook. Those cost ~15 µs of a command (docs/performance.md, phase 19), where
+# before_request hook. Those cost 8 to 15 µs of a command (docs/performance.md, phase 19), where
 # the handler already read what it needs from the raw scope and channel and sends its own
 # answer (``answers.CommandAnswer``). Its OpenAPI operation is written by ``api/openapi.py``:
 # Litestar leaves ASGI routes out of the schema.
