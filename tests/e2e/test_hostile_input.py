@@ -72,7 +72,8 @@ async def test_a_nul_in_any_string_parameter_is_a_validation_error(api: Api) -> 
 async def test_the_command_endpoint_refuses_what_every_route_refuses(api: Api) -> None:
     """``POST /v1/commands`` is an ASGI route (no Litestar request, no before_request hook):
     a query parameter no store could take is still 422 ``VALIDATION`` and nothing is
-    appended; any other method is 405 ``METHOD_NOT_ALLOWED``; both in the error envelope."""
+    appended; OPTIONS is told what it allows, as every route answers it; any other method is
+    405 ``METHOD_NOT_ALLOWED``; the refusals in the error envelope."""
     sid = await api.register(actor="q")
     head = (await api.get("/v1/events", params={"limit": 1000}))["events"][-1]["position"]
     body = {"type": "heartbeat_agent", "session_id": sid}
@@ -88,6 +89,8 @@ async def test_the_command_endpoint_refuses_what_every_route_refuses(api: Api) -
         r = await api.http.request(method, "/v1/commands", json=body)
         assert r.status_code == 405, (method, r.text)
         assert r.json()["error"]["code"] == "METHOD_NOT_ALLOWED", (method, r.text)
+    r = await api.http.options("/v1/commands")  # as for every other route: what it allows
+    assert r.status_code == 204 and r.headers["allow"] == "OPTIONS, POST" and r.content == b"", r.headers
 
 
 @pytest.mark.parametrize("last", [BIG.encode(), b"99999999999999999999999", b"-1", b"abc", "\uff11\uff12".encode()])

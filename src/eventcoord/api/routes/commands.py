@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from litestar import Request, asgi
 from litestar.exceptions import MethodNotAllowedException
-from litestar.types import Receive, Scope, Send
+from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
 from eventcoord import errors
 from eventcoord.api import params
@@ -28,6 +28,15 @@ def is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
+#: What an OPTIONS request to the endpoint is told: 204 and the methods it allows.
+_OPTIONS: HTTPResponseStartEvent = {
+    "type": "http.response.start",
+    "status": 204,
+    "headers": [(b"allow", b"OPTIONS, POST")],
+}
+_EMPTY: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_body": False}
+
+
 # An ASGI route: the app's middleware (rate limits) and exception handlers apply as to every
 # route, but Litestar builds no Request, signature model or Response for it, and runs no
 # before_request hook. Those cost 8 to 15 µs of a command (docs/performance.md, phase 19), where
@@ -44,6 +53,10 @@ async def post_command(scope: Scope, receive: Receive, send: Send) -> None:
     """
     method = scope.get("method")  # a WebSocket scope has none
     if method != "POST":
+        if method == "OPTIONS":  # as Litestar answers it for every HTTP route
+            await send(_OPTIONS)
+            await send(_EMPTY)
+            return
         raise MethodNotAllowedException(f"{method or 'a WebSocket'} on /v1/commands: only POST")
     if scope["query_string"]:  # none is read, but one no store could take is refused alike
         params.check(Request(scope, receive))
