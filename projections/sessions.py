@@ -9,6 +9,7 @@ from msgspec import UNSET
 from sqlalchemy import Boolean, Connection, bindparam, cast, func, literal_column, null, select, update
 from sqlalchemy.types import NullType
 
+from eventcoord.domain.queue.state import ACTIVE
 from eventcoord.events import (
     DENIALS,
     AgentEnded,
@@ -463,7 +464,7 @@ def count_work_of_snapshot(conn: Connection, work_item_rows: Sequence[Sequence[A
     rows = [
         {"item_id": r[item], "workspace": r[ws], "session_id": r[sid]}
         for r in work_item_rows
-        if r[status] in ("claimed", "running") and r[sid] is not None
+        if r[status] in ACTIVE and r[sid] is not None
     ]
     if rows:
         conn.execute(session_work.insert(), rows)
