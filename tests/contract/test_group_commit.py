@@ -1082,3 +1082,51 @@ async def test_a_writer_gathers_its_next_batch_until_as_many_wait_as_its_last_he
     more = [beat(sids[0]), beat(sids[1])]
     done = await asyncio.wait_for(asyncio.gather(lone, *more), 10.0)  # three came: at once
     assert all(isinstance(o, Outcome) for o in done)
+
+
+async def test_a_batch_of_claims_sends_their_writes_in_one_round_trip(store: Any, backend: str) -> None:
+    """Claims read ahead together leave their read-model writes for the batch's end. Each
+    claim's writes go as one statement, and the claims whose writes have the same
+    statements as one ``executemany`` of it: one round trip for all their writes, where one
+    ``executemany`` per kind of write took six."""
+    service, sids = await _sixteen_agents(store, backend)
+    await execute(service, {"type": "claim_issue", "session_id": sids[0], "project": "Old", "issue": "I-old"})
+    before = await store.query(
+        lambda conn: dict(conn.execute(select(sessions_table.c.session_id, sessions_table.c.last_seen_us)).all())
+    )
+    with statements_sent() as sent:
+        answers = await asyncio.gather(
+            *(
+                execute(service, {"type": "claim_issue", "session_id": s, "project": f"P{i}", "issue": f"I-{i}"})
+                for i, s in enumerate(sids)
+            )
+        )
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
+    writes = [q for q in sent if "INSERT INTO leases" in q]
+    # One, or two where the first claim was a batch of its own (the writer was idle).
+    assert 1 <= len(writes) <= 2, sent
+    for write in ("INSERT INTO issues", "INSERT INTO project_leases", "UPDATE work_items", "DELETE FROM waits"):
+        assert write in writes[-1], (write, writes[-1])  # a claim's six writes, in one statement
+    assert "UPDATE sessions SET last_seen_us" in writes[-1]
+    # BEGIN, the clock, the guards, the reads, the writes, the end and COMMIT (and the
+    # first claim's batch, when it ran alone).
+    assert len(sent) <= 7 + 6, sent
+    # And what they wrote is every claim's, as one write at a time would have left it.
+    leases = await store.query(
+        lambda conn: conn.execute(text("SELECT issue, project, session_id, fencing_token FROM leases")).all()
+    )
+    assert sorted(leases) == sorted(
+        [("I-old", "Old", sids[0], 1), *((f"I-{i}", f"P{i}", s, 1) for i, s in enumerate(sids))]
+    )
+    counts = await store.query(
+        lambda conn: dict(conn.execute(text("SELECT project, unreleased FROM project_leases")).all())
+    )
+    assert counts == {"Old": 1, **{f"P{i}": 1 for i in range(16)}}
+    registry = await store.query(
+        lambda conn: dict(conn.execute(text("SELECT issue, last_fencing_token FROM issues")).all())
+    )
+    assert registry == {"I-old": 1, **{f"I-{i}": 1 for i in range(16)}}
+    after = await store.query(
+        lambda conn: dict(conn.execute(select(sessions_table.c.session_id, sessions_table.c.last_seen_us)).all())
+    )
+    assert all(after[s] > before[s] for s in sids), (before, after)

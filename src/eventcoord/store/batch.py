@@ -349,6 +349,7 @@ class Batch:
     def begin_command(self) -> tuple[int, int, int, int, bool]:
         """A command starts: the deferred writes so far are carried; where it stands (:meth:`rewind`)."""
         self.own = len(self.deferred)
+        self.deferred.begin_command()
         self.mixed = False
         self._moved_ahead = False
         return self.mark()

@@ -62,15 +62,31 @@ class _TableWrites:
 class DeferredWrites:
     """The deferred writes of a batch, in order, and an index of the rows they name."""
 
-    __slots__ = ("_entries", "_tables", "_unknown")
+    __slots__ = ("_entries", "_starts", "_tables", "_unknown")
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self._entries: list[Entry] = []
+        #: Where each command's writes begin, past the first (:meth:`begin_command`).
+        self._starts: list[int] = []
         self._tables: dict[str, _TableWrites] = {}
         #: A write whose tables are not known: it may touch anything.
         self._unknown = False
         for entry in entries:
             self.append(*entry)
+
+    def begin_command(self) -> None:
+        """The writes deferred from now on are another command's (:meth:`by_command`)."""
+        n = len(self._entries)
+        if n and (not self._starts or self._starts[-1] != n):
+            self._starts.append(n)
+
+    def by_command(self) -> Iterator[list[Entry]]:
+        """The deferred writes, in order, one list per command that deferred any."""
+        start = 0
+        for end in (*self._starts, len(self._entries)):
+            if end > start:
+                yield self._entries[start:end]
+            start = end
 
     def append(self, pg: Any, args: list[Any], keys: dict[str, tuple[Any, ...]] | None) -> None:
         """Defer one more write."""
@@ -101,6 +117,7 @@ class DeferredWrites:
     def clear(self) -> None:
         """Forget every deferred write (sent, or rolled back)."""
         self._entries.clear()
+        self._starts.clear()
         self._tables.clear()
         self._unknown = False
 
@@ -109,9 +126,11 @@ class DeferredWrites:
         if length >= len(self._entries):
             return
         kept = self._entries[:length]
+        starts = [i for i in self._starts if i < length]
         self.clear()
         for entry in kept:
             self.append(*entry)
+        self._starts = starts
 
     def apart(self, pg: Any, keys: dict[str, tuple[Any, ...]] | None) -> bool:
         """Whether ``pg`` (with the rows ``keys`` names) touches nothing a deferred write may

@@ -549,19 +549,35 @@ COMBINE_AT_MOST = 12
 
 
 def send_deferred(conn: Connection) -> None:
-    """Send the deferred writes now, in one round trip (PostgreSQL batch); more than
-    ``COMBINE_AT_MOST`` go as one ``executemany`` per statement (a round trip each, its
-    plan kept): deferred writes touch none of one another's rows, so their order is free."""
+    """Send the deferred writes now, in one round trip (PostgreSQL batch).
+
+    More than ``COMBINE_AT_MOST`` go by command: the writes of one command as one statement
+    of CTEs (``_combined``), and the commands whose writes have the same statements as one
+    ``executemany`` of it (one round trip, one plan kept: a batch of claims sends its
+    claims' writes in one round trip, not one per kind of write). Deferred writes touch none
+    of one another's rows (``DeferredWrites.apart``), so their order is free.
+    """
     pending = batch.current(conn)
     if pending is None or not pending.deferred:
         return
     deferred = pending.deferred
     if len(deferred) > COMBINE_AT_MOST:
-        kinds: dict[str, list[list[Any]]] = {}
-        for pg, args, _ in deferred:
-            kinds.setdefault(pg.sql, []).append(args)
+        shapes: dict[tuple[str, ...], tuple[str, list[list[Any]]]] = {}
+        for writes in deferred.by_command():
+            shape = tuple(pg.sql for pg, _, _ in writes)
+            args = [a for _, xs, _ in writes for a in xs]
+            sent = shapes.get(shape)
+            if sent is not None:
+                sent[1].append(args)
+                continue
+            sql = writes[0][0].sql if len(writes) == 1 else _combined([pg for pg, _, _ in writes])
+            if sql is None or len(writes) > COMBINE_AT_MOST:  # one by one: their CTEs' names clash
+                for pg, xs, _ in writes:
+                    shapes.setdefault((pg.sql,), (pg.sql, []))[1].append(xs)
+                continue
+            shapes[shape] = (sql, [args])
         _sending(pending)
-        for sql, many in kinds.items():
+        for sql, many in shapes.values():
             if len(many) == 1:
                 await_(pending.raw.execute(sql, *many[0]))
             else:
