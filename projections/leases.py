@@ -7,7 +7,7 @@ built once (``Prepared``), and a grant upserts its issue row in one statement.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, bindparam, literal, null, select, update
+from sqlalchemy import Connection, String, bindparam, literal, null, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable, Update
 
@@ -128,15 +128,18 @@ def lease_granted(conn: Connection, r: RecordedEvent) -> None:
     _COUNT_UNRELEASED.write(conn, {"ws": ws, "project": e.project, "delta": 1, "delta2": 1})
 
 
-def _release_counted() -> Executable:
+def _release_counted(named: bool = False) -> Executable:
     """PostgreSQL: release the lease and count it off its project, in one statement.
 
     The release's ``RETURNING`` feeds the count as a data-modifying CTE, so the pair is one
     deferrable write (``Prepared.write``) rather than a read of the project, then a write.
+    ``named``: the event names the project (``project``), so the write names the count's
+    row too, and a batch may defer the releases of other projects beside it.
     """
     released = _release().returning(leases.c.workspace, leases.c.project).cte("released")
+    project = bindparam("project", type_=String) if named else released.c.project
     count = postgresql.insert(project_leases).from_select(
-        ["workspace", "project", "unreleased"], select(released.c.workspace, released.c.project, literal(-1))
+        ["workspace", "project", "unreleased"], select(released.c.workspace, project, literal(-1))
     )
     return count.on_conflict_do_update(
         index_elements=[project_leases.c.workspace, project_leases.c.project],
@@ -145,6 +148,11 @@ def _release_counted() -> Executable:
 
 
 _RELEASE_COUNTED = Prepared(lambda d: _release_counted(), rows={"leases": ("ws", "issue")})
+#: The same, for a release that names its project (``LeaseReleased.project``, since v3 of the
+#: stored shapes): it names the rows of both tables it writes.
+_RELEASE_COUNTED_IN = Prepared(
+    lambda d: _release_counted(named=True), rows={"leases": ("ws", "issue"), "project_leases": ("ws", "project")}
+)
 
 
 def lease_released(conn: Connection, r: RecordedEvent) -> None:
@@ -153,7 +161,10 @@ def lease_released(conn: Connection, r: RecordedEvent) -> None:
     ws = r.metadata.workspace
     params = {"ws": ws, "issue": e.issue, "at": r.recorded_us, "reason": e.reason}
     if conn.dialect.name == "postgresql":
-        _RELEASE_COUNTED.write(conn, params)
+        if isinstance(e.project, str):
+            _RELEASE_COUNTED_IN.write(conn, {**params, "project": e.project})
+        else:  # written before the event named its project: the lease's row says it
+            _RELEASE_COUNTED.write(conn, params)
     else:
         for (project,) in _RELEASE_LEASE.rows(conn, params):
             _COUNT_UNRELEASED.write(conn, {"ws": ws, "project": project, "delta": -1, "delta2": -1})

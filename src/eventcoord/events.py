@@ -90,6 +90,9 @@ class LeaseReleased(Event, frozen=True, kw_only=True, tag="LeaseReleased"):
     # When the lease counts as ended for the lock delay (SPEC §9): set for ``expired``
     # (its holder's last sign of life + TTL) and ``superseded`` (now); else None.
     ended_at_us: int | UnsetType = UNSET
+    # The lease's project, where the decision read it (since v3 of the stored shapes; an
+    # agent's end and older rows leave it out: the projection then reads it off the lease).
+    project: str | UnsetType = UNSET
 
 
 class WipCapDenied(Event, frozen=True, kw_only=True, tag="WipCapDenied"):

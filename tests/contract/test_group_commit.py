@@ -28,6 +28,7 @@ from eventcoord.context import Caller
 from eventcoord.domain.paths import overlaps
 from eventcoord.errors import ConcurrencyError, DomainError
 from eventcoord.events import AgentHeartbeat
+from eventcoord.history.check import check
 from eventcoord.metrics import REGISTRY
 from eventcoord.projections.tables import READ_MODEL_TABLES
 from eventcoord.projections.tables import sessions as sessions_table
@@ -965,8 +966,9 @@ async def test_claims_in_many_projects_lock_their_guards_ahead_and_read_in_one_s
     assert unreleased == [(2,)] * 16
     leases = await store.query(lambda conn: conn.execute(text("SELECT issue, session_id FROM leases")).all())
     assert len(leases) == 32
-    # Releases likewise: one statement locks the guards of their leases' projects, then
-    # one each (its session, the lease locked, whether anyone waits). Was three each.
+    # Releases likewise: one statement locks the guards of their leases' projects, one
+    # reads what each reads (its session, the lease locked, whether anyone waits), and one
+    # sends their writes. Was three each, then one each.
     with statements_sent() as sent:
         answers = await asyncio.gather(
             *(
@@ -976,7 +978,10 @@ async def test_claims_in_many_projects_lock_their_guards_ahead_and_read_in_one_s
         )
     assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
     assert sum("'project:' || l.project" in q for q in sent) == 1, sent
-    assert len(sent) <= len(sids) + 1 + 5 + 3, sent
+    assert sum("WITH ORDINALITY AS a(ws, issue, sid, n)" in q for q in sent) == 1, sent
+    # the guards, the reads, the writes, and BEGIN, the clock, the end and COMMIT (and the
+    # first release's batch, when it ran alone: six more)
+    assert len(sent) <= 7 + 6, sent
     unreleased = await store.query(lambda conn: conn.execute(text("SELECT unreleased FROM project_leases")).all())
     assert unreleased == [(1,)] * 16
 
@@ -1130,3 +1135,42 @@ async def test_a_batch_of_claims_sends_their_writes_in_one_round_trip(store: Any
         lambda conn: dict(conn.execute(select(sessions_table.c.session_id, sessions_table.c.last_seen_us)).all())
     )
     assert all(after[s] > before[s] for s in sids), (before, after)
+
+
+async def test_releases_of_one_batch_in_shared_projects_count_every_lease_off(store: Any, backend: str) -> None:
+    """Releases read ahead together defer their writes, each naming its project's count
+    (``LeaseReleased.project``): a release waits only for the writes of its own project to
+    go before its own, and every project's count ends where one release at a time leaves it."""
+    service, sids = await _sixteen_agents(store, backend)
+    claims = [
+        {"type": "claim_issue", "session_id": s, "project": f"P{i % 4}", "issue": f"I-{i}"} for i, s in enumerate(sids)
+    ]
+    for project in {c["project"] for c in claims}:
+        await execute(service, {"type": "configure_project", "project": project, "wip_limit": 10})
+    answers = await asyncio.gather(*(execute(service, body) for body in claims))
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
+    with statements_sent() as sent:
+        answers = await asyncio.gather(
+            *(
+                execute(service, {"type": "release_issue", "session_id": s, "issue": f"I-{i}"})
+                for i, s in enumerate(sids)
+            )
+        )
+    assert all(isinstance(a, Outcome) and a.status == 200 for a in answers), answers
+    # The reads of all 16 in one statement (two batches if the first release ran alone).
+    assert 1 <= sum("WITH ORDINALITY AS a(ws, issue, sid, n)" in q for q in sent) <= 2, sent
+    # Their writes go four at a time, where the next release is of a project already
+    # counted (a write that names no project's row would wait for every one before it).
+    assert sum("UPDATE leases SET released_us" in q for q in sent) <= 4 + 2, sent
+    counts = await store.query(lambda conn: conn.execute(text("SELECT project, unreleased FROM project_leases")).all())
+    assert sorted(counts) == [(f"P{p}", 0) for p in range(4)]
+    live = await store.query(
+        lambda conn: conn.execute(text("SELECT count(*) FROM leases WHERE released_us IS NULL")).scalar()
+    )
+    assert live == 0
+    events_ = await store.query(
+        lambda conn: conn.execute(text("SELECT data FROM events WHERE type = 'LeaseReleased' ORDER BY position")).all()
+    )
+    assert sorted(json.loads(d)["project"] for (d,) in events_) == sorted(f"P{i % 4}" for i in range(16))
+    _, diffs = await check(store)
+    assert diffs == []

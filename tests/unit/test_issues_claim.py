@@ -189,6 +189,7 @@ class TestClaimForce:
                     reason="superseded",
                     fencing_token=4,
                     by_session_id="s-me",
+                    project=PROJECT,
                 ),
             ),
             (

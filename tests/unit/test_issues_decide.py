@@ -62,7 +62,7 @@ class TestRelease:
         assert d.events == [
             (
                 f"issue:{ISSUE}",
-                LeaseReleased(issue=ISSUE, session_id="s-me", reason=reason, fencing_token=3),
+                LeaseReleased(issue=ISSUE, session_id="s-me", reason=reason, fencing_token=3, project=PROJECT),
             )
         ]
         assert d.error is None
@@ -275,7 +275,7 @@ class TestGrantForWork:
         assert grant is not None and types_of(grant.events) == ["LeaseReleased", "LeaseGranted"]
         released = grant.events[0][1]
         assert released == LeaseReleased(
-            issue=ISSUE, session_id="s-bob", reason="expired", fencing_token=2, by_session_id="s-me"
+            issue=ISSUE, session_id="s-bob", reason="expired", fencing_token=2, by_session_id="s-me", project=PROJECT
         )
 
     def test_the_callers_own_lease_is_kept_without_events_or_a_cap_count(self) -> None:

@@ -86,6 +86,7 @@ class TestClaimGrantAndReclaim:
                     reason="expired",
                     fencing_token=6,
                     by_session_id="s-me",
+                    project=PROJECT,
                 ),
             ),
             (

@@ -223,7 +223,9 @@ def test_recovery_requeues_and_releases_each_lease_its_worker_still_holds_once()
         ("work:a", WorkRequeued(item_id="a", session_id="s-gone", reason="worker_stale")),
         (
             "issue:I-1",
-            LeaseReleased(issue="I-1", session_id="s-gone", reason="expired", fencing_token=4, by_session_id="s-me"),
+            LeaseReleased(
+                issue="I-1", session_id="s-gone", reason="expired", fencing_token=4, by_session_id="s-me", project="P"
+            ),
         ),
         ("work:b", WorkRequeued(item_id="b", session_id="s-gone", reason="worker_stale")),
         ("work:c", WorkRequeued(item_id="c", session_id="s-old", reason="worker_stale")),
@@ -287,12 +289,14 @@ def test_finishing_releases_the_workers_lease_unless_another_item_needs_it() -> 
     d = finish(running, "s-a", False, "done", MemoryReads(leases={"I-1": lease}))
     assert d.events[-1] == (
         "issue:I-1",
-        LeaseReleased(issue="I-1", session_id="s-a", reason="completed", fencing_token=4),
+        LeaseReleased(issue="I-1", session_id="s-a", reason="completed", fencing_token=4, project="P"),
     )
     by_admin = finish(running, None, True, "failed", MemoryReads(leases={"I-1": lease}))
     assert by_admin.events[-1] == (
         "issue:I-1",
-        LeaseReleased(issue="I-1", session_id="s-a", reason="released", fencing_token=4, by_session_id=None),
+        LeaseReleased(
+            issue="I-1", session_id="s-a", reason="released", fencing_token=4, by_session_id=None, project="P"
+        ),
     )
     kept = finish(running, "s-a", False, "done", MemoryReads(leases={"I-1": lease}, others=1))
     assert [type(e) for _, e in kept.events] == [WorkFinished]

@@ -143,7 +143,9 @@ def test_pull_reclaims_a_lease_the_recovery_released_in_one_step() -> None:
     stale = StaleWork([item("running", "s-gone", item_id="w-1", issue="I-1")], {"I-1": lease})
     view = IssueView("I-1", IssueState("I-1", "P", 5, None, None), lease, worker, ())
     d = pull(MemoryReads(stale=stale, issues={"I-1": view}))
-    expired = LeaseReleased(issue="I-1", session_id="s-gone", reason="expired", fencing_token=5, by_session_id="s-me")
+    expired = LeaseReleased(
+        issue="I-1", session_id="s-gone", reason="expired", fencing_token=5, by_session_id="s-me", project="P"
+    )
     assert d.events == [
         ("work:w-1", WorkRequeued(item_id="w-1", session_id="s-gone", reason="worker_stale")),
         ("issue:I-1", expired),

@@ -136,6 +136,7 @@ def _release(
         fencing_token=lease.fencing_token,
         by_session_id=by,
         ended_at_us=UNSET if ended_at_us is None else ended_at_us,
+        project=lease.project,
     )
     return streams.issue(lease.issue), event
 

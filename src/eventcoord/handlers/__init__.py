@@ -66,8 +66,8 @@ def read_ahead(workspace: str, cmd: c.Command) -> ReadsAhead | None:
         return session_read_ahead(workspace, cmd.session_id)
     if isinstance(cmd, c.ClaimIssue):  # its project's guard, then what the guard protects
         return guard_lock_ahead(workspace, streams.project(cmd.project)), issues.claim_rows_ahead(workspace, cmd)
-    if isinstance(cmd, c.ReleaseIssue):  # its lease's project's guard
-        return issues.release_lock_ahead(workspace, cmd.issue)
+    if isinstance(cmd, c.ReleaseIssue):  # its lease's project's guard, then its session, lease and line
+        return issues.release_lock_ahead(workspace, cmd.issue), issues.release_rows_ahead(workspace, cmd)
     if isinstance(cmd, c.ClaimFiles):  # its workspace's lock, then its session and probes
         claim = files.claim_rows_ahead(workspace, cmd)
         lock = files.workspace_lock_ahead(workspace)

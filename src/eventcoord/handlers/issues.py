@@ -302,6 +302,44 @@ _LEASE_GUARDS_AHEAD = Prepared(
 )
 
 
+#: The caller's sessions row in a read ahead (``c``): its columns, as ``SESSION_COLUMNS``.
+_SESSION_NAMES = ", ".join(f"c.{c.name}" for c in SESSION_COLUMNS)
+#: PostgreSQL: what ``_RELEASE_LOCKED_READS`` reads, for many releases at once (every
+#: parameter a list, one entry per release; rows by ``n``, the entry's ordinal), once the
+#: batch holds the guards of their leases' projects (``store/rows_ahead.py``): whether
+#: anyone waits in the issue's line, the lease, locked, and the caller's session.
+_RELEASES_AHEAD = Prepared(
+    lambda d: text(
+        "SELECT a.n, w.waiting IS NOT NULL, l.issue, l.project, l.session_id, l.actor_key, l.fencing_token,"
+        f" {_SESSION_NAMES}"
+        " FROM unnest(CAST(:ws AS text[]), CAST(:issue AS text[]), CAST(:sid AS text[]))"
+        " WITH ORDINALITY AS a(ws, issue, sid, n)"
+        # Each row a lateral probe by its key (``OFFSET 0``: never flattened into a join that
+        # a generic plan could answer by reading a whole table).
+        " LEFT JOIN LATERAL (SELECT true AS waiting FROM waits WHERE waits.workspace = a.ws AND waits.kind = 'issue'"
+        " AND waits.key = a.issue LIMIT 1) AS w ON true"
+        " LEFT JOIN LATERAL (SELECT issue, project, session_id, actor_key, fencing_token FROM leases"
+        " WHERE leases.workspace = a.ws AND leases.issue = a.issue AND leases.released_us IS NULL FOR UPDATE) AS l"
+        " ON true"
+        # by its id alone (the primary key), as _RELEASE_LOCKED_READS reads it
+        " LEFT JOIN LATERAL (SELECT * FROM sessions AS c WHERE c.session_id = a.sid AND (c.workspace || '') = a.ws"
+        " OFFSET 0) AS c ON true"
+        " ORDER BY a.n"
+    )
+)
+
+
+def release_rows_ahead(workspace: str, cmd: ReleaseIssue) -> RowsAhead:
+    """What a release reads once the guard of its lease's project is held, which a
+    PostgreSQL batch may read ahead for all its releases (``store/rows_ahead.py``)."""
+    return RowsAhead(
+        _RELEASES_AHEAD,
+        (("ws", workspace), ("issue", cmd.issue), ("sid", cmd.session_id)),
+        (("leases", (workspace, cmd.issue)), ("waits", (workspace, cmd.issue)), ("sessions", (cmd.session_id,))),
+        held_locks.lease_guard(workspace, cmd.issue),
+    )
+
+
 def release_lock_ahead(workspace: str, issue: str) -> GuardLock:
     """What a release locks first, its lease's project's guard, which a PostgreSQL batch
     can lock ahead for all its releases."""
@@ -325,7 +363,6 @@ _DECLARERS = Prepared(
 
 #: Declarers a claim read ahead reads at most (one more: it reads for itself).
 _AHEAD_DECLARERS = 8
-_SESSION_NAMES = ", ".join(f"c.{c.name}" for c in SESSION_COLUMNS)
 #: PostgreSQL: what ``_SESSION_AND_CLAIM_READS`` reads, for many claims at once (every
 #: parameter a list, one entry per claim; rows by ``n``, the entry's ordinal), once the
 #: batch holds their projects' guards (``store/rows_ahead.py``). Instead of whether a live
@@ -632,7 +669,11 @@ def _release_guarded(conn: Connection, ctx: Context, cmd: ReleaseIssue, params: 
     """:func:`release_issue` once its batch locked the guard of the issue's lease's project
     ahead (PostgreSQL), or on SQLite, which takes no guard: one statement reads what the
     peek and the locked reads read."""
-    row = _RELEASE_LOCKED_READS.first(conn, params)
+    row: Sequence[Any] | None = None
+    if conn.dialect.name != "sqlite" and cmd.session_id not in rows_ahead.revived(conn):
+        row = rows_ahead.read(conn, release_rows_ahead(ctx.workspace, cmd))  # read with the batch's releases
+    if row is None:
+        row = _RELEASE_LOCKED_READS.first(conn, params)
     assert row is not None  # the one-row base
     n = len(SESSION_COLUMNS)
     session, waiting, lease_row = row[-n:], row[0], row[1:-n]

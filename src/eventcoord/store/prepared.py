@@ -551,8 +551,9 @@ COMBINE_AT_MOST = 12
 def send_deferred(conn: Connection) -> None:
     """Send the deferred writes now, in one round trip (PostgreSQL batch).
 
-    More than ``COMBINE_AT_MOST`` go by command: the writes of one command as one statement
-    of CTEs (``_combined``), and the commands whose writes have the same statements as one
+    Up to ``COMBINE_AT_MOST`` go as one statement of CTEs (``_combined``). More, or writes
+    whose CTEs' names clash (two releases), go by command: the writes of one command as
+    one statement, and the commands whose writes have the same statements as one
     ``executemany`` of it (one round trip, one plan kept: a batch of claims sends its
     claims' writes in one round trip, not one per kind of write). Deferred writes touch none
     of one another's rows (``DeferredWrites.apart``), so their order is free.
@@ -561,40 +562,33 @@ def send_deferred(conn: Connection) -> None:
     if pending is None or not pending.deferred:
         return
     deferred = pending.deferred
-    if len(deferred) > COMBINE_AT_MOST:
-        shapes: dict[tuple[str, ...], tuple[str, list[list[Any]]]] = {}
-        for writes in deferred.by_command():
-            shape = tuple(pg.sql for pg, _, _ in writes)
-            args = [a for _, xs, _ in writes for a in xs]
-            sent = shapes.get(shape)
-            if sent is not None:
-                sent[1].append(args)
-                continue
-            sql = writes[0][0].sql if len(writes) == 1 else _combined([pg for pg, _, _ in writes])
-            if sql is None or len(writes) > COMBINE_AT_MOST:  # one by one: their CTEs' names clash
-                for pg, xs, _ in writes:
-                    shapes.setdefault((pg.sql,), (pg.sql, []))[1].append(xs)
-                continue
-            shapes[shape] = (sql, [args])
-        _sending(pending)
-        for sql, many in shapes.values():
-            if len(many) == 1:
-                await_(pending.raw.execute(sql, *many[0]))
-            else:
-                await_(pending.raw.executemany(sql, many))
-        return
-    if len(deferred) == 1:
-        pg, args, _ = deferred[0]
-        sqls = [(pg.sql, args)]
-    else:
-        combined = _combined([pg for pg, _, _ in deferred])
-        if combined is not None:
-            sqls = [(combined, [a for _, xs, _ in deferred for a in xs])]
-        else:  # their CTEs' names clash: one by one
-            sqls = [(pg.sql, xs) for pg, xs, _ in deferred]
+    if len(deferred) <= COMBINE_AT_MOST:
+        sql = deferred[0][0].sql if len(deferred) == 1 else _combined([pg for pg, _, _ in deferred])
+        if sql is not None:
+            args = [a for _, xs, _ in deferred for a in xs]
+            _sending(pending)  # (forgets them)
+            await_(pending.raw.execute(sql, *args))
+            return
+    shapes: dict[tuple[str, ...], tuple[str, list[list[Any]]]] = {}
+    for writes in deferred.by_command():
+        shape = tuple(pg.sql for pg, _, _ in writes)
+        args = [a for _, xs, _ in writes for a in xs]
+        sent = shapes.get(shape)
+        if sent is not None:
+            sent[1].append(args)
+            continue
+        sql = writes[0][0].sql if len(writes) == 1 else _combined([pg for pg, _, _ in writes])
+        if sql is None or len(writes) > COMBINE_AT_MOST:  # one by one: their CTEs' names clash
+            for pg, xs, _ in writes:
+                shapes.setdefault((pg.sql,), (pg.sql, []))[1].append(xs)
+            continue
+        shapes[shape] = (sql, [args])
     _sending(pending)
-    for sql, args in sqls:
-        await_(pending.raw.execute(sql, *args))
+    for sql, many in shapes.values():
+        if len(many) == 1:
+            await_(pending.raw.execute(sql, *many[0]))
+        else:
+            await_(pending.raw.executemany(sql, many))
 
 
 def _sending(pending: batch.Batch) -> None:

@@ -90,6 +90,7 @@ def recover(stale: StaleWork, caller: str | None) -> Recovery:
                 reason="expired",
                 fencing_token=lease.fencing_token,
                 by_session_id=caller,
+                project=lease.project,
             )
             events.append((streams.issue(item.issue), expired))
     return Recovery(events, items, released)

@@ -96,5 +96,6 @@ def _release_item_lease(item: ItemState, reads: WorkReads, outcome: str, by: str
         reason=finish_release_reason(outcome),
         fencing_token=lease.fencing_token,
         by_session_id=by if by != lease.session_id else None,
+        project=lease.project,
     )
     return streams.issue(item.issue), event
