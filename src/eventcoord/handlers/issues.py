@@ -304,6 +304,24 @@ _LEASE_GUARDS_AHEAD = Prepared(
 
 #: The caller's sessions row in a read ahead (``c``): its columns, as ``SESSION_COLUMNS``.
 _SESSION_NAMES = ", ".join(f"c.{c.name}" for c in SESSION_COLUMNS)
+#: The reads ahead of claims and releases, for each entry ``a`` (its ``ws`` and ``issue``):
+#: whether anyone waits in the issue's line (``w``) and its unreleased lease, locked (``l``).
+#: Each a lateral probe by its key (``OFFSET 0`` where a subquery could be flattened into a
+#: join that a generic plan would answer by reading a whole table).
+_AHEAD_LINE_AND_LEASE = (
+    " LEFT JOIN LATERAL (SELECT true AS waiting FROM waits WHERE waits.workspace = a.ws AND waits.kind = 'issue'"
+    " AND waits.key = a.issue LIMIT 1) AS w ON true"
+    " LEFT JOIN LATERAL (SELECT issue, project, session_id, actor_key, fencing_token FROM leases"
+    " WHERE leases.workspace = a.ws AND leases.issue = a.issue AND leases.released_us IS NULL FOR UPDATE) AS l"
+    " ON true"
+)
+#: ... and the caller's session (``c``), by its id alone (the primary key), as
+#: ``_RELEASE_PEEK`` and ``_RELEASE_LOCKED_READS`` read it; the rows in entry order.
+_AHEAD_CALLER = (
+    " LEFT JOIN LATERAL (SELECT * FROM sessions AS c WHERE c.session_id = a.sid AND (c.workspace || '') = a.ws"
+    " OFFSET 0) AS c ON true"
+    " ORDER BY a.n"
+)
 #: PostgreSQL: what ``_RELEASE_LOCKED_READS`` reads, for many releases at once (every
 #: parameter a list, one entry per release; rows by ``n``, the entry's ordinal), once the
 #: batch holds the guards of their leases' projects (``store/rows_ahead.py``): whether
@@ -313,18 +331,7 @@ _RELEASES_AHEAD = Prepared(
         "SELECT a.n, w.waiting IS NOT NULL, l.issue, l.project, l.session_id, l.actor_key, l.fencing_token,"
         f" {_SESSION_NAMES}"
         " FROM unnest(CAST(:ws AS text[]), CAST(:issue AS text[]), CAST(:sid AS text[]))"
-        " WITH ORDINALITY AS a(ws, issue, sid, n)"
-        # Each row a lateral probe by its key (``OFFSET 0``: never flattened into a join that
-        # a generic plan could answer by reading a whole table).
-        " LEFT JOIN LATERAL (SELECT true AS waiting FROM waits WHERE waits.workspace = a.ws AND waits.kind = 'issue'"
-        " AND waits.key = a.issue LIMIT 1) AS w ON true"
-        " LEFT JOIN LATERAL (SELECT issue, project, session_id, actor_key, fencing_token FROM leases"
-        " WHERE leases.workspace = a.ws AND leases.issue = a.issue AND leases.released_us IS NULL FOR UPDATE) AS l"
-        " ON true"
-        # by its id alone (the primary key), as _RELEASE_LOCKED_READS reads it
-        " LEFT JOIN LATERAL (SELECT * FROM sessions AS c WHERE c.session_id = a.sid AND (c.workspace || '') = a.ws"
-        " OFFSET 0) AS c ON true"
-        " ORDER BY a.n"
+        " WITH ORDINALITY AS a(ws, issue, sid, n)" + _AHEAD_LINE_AND_LEASE + _AHEAD_CALLER
     )
 )
 
@@ -389,16 +396,7 @@ _CLAIMS_AHEAD = Prepared(
         " LEFT JOIN LATERAL (SELECT * FROM project_leases WHERE project_leases.workspace = a.ws"
         " AND project_leases.project = a.project OFFSET 0) AS pl ON true"
         " LEFT JOIN LATERAL (SELECT * FROM issues WHERE issues.workspace = a.ws AND issues.issue = a.issue OFFSET 0)"
-        " AS i ON true"
-        " LEFT JOIN LATERAL (SELECT true AS waiting FROM waits WHERE waits.workspace = a.ws AND waits.kind = 'issue'"
-        " AND waits.key = a.issue LIMIT 1) AS w ON true"
-        " LEFT JOIN LATERAL (SELECT issue, project, session_id, actor_key, fencing_token FROM leases"
-        " WHERE leases.workspace = a.ws AND leases.issue = a.issue AND leases.released_us IS NULL FOR UPDATE) AS l"
-        " ON true"
-        # by its id alone (the primary key), as _RELEASE_PEEK reads it
-        " LEFT JOIN LATERAL (SELECT * FROM sessions AS c WHERE c.session_id = a.sid AND (c.workspace || '') = a.ws"
-        " OFFSET 0) AS c ON true"
-        " ORDER BY a.n"
+        " AS i ON true" + _AHEAD_LINE_AND_LEASE + _AHEAD_CALLER
     )
 )
 
