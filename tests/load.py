@@ -76,6 +76,9 @@ class Client:
         self.session: str | None = None
         self.leases: set[str] = set()
         self.items: list[str] = []
+        #: Whether its file claim of ``F-n`` was granted and not yet released: its next turn at
+        #: files releases it, so every run that grants a claim also releases one, whoever wins.
+        self.holds_files = False
 
     async def send(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """The answer's ``result`` on 200; None otherwise (tallied)."""
@@ -116,6 +119,7 @@ class Client:
             self.session = result["session_id"]
             self.leases.clear()
             self.items.clear()
+            self.holds_files = False  # the end of its last session released them
 
     async def step(self) -> None:
         if self.session is None:
@@ -143,11 +147,13 @@ class Client:
                         "reason": rng.choice(["released", "completed"]),
                     }
                 )
-        elif roll < 0.55:
+        elif roll < 0.55 and not self.holds_files:
             paths = rng.sample(PATHS, rng.randint(1, 3))
-            await self.send({"type": "claim_files", "session_id": s, "issue": f"F-{self.n}", "paths": paths})
-        elif roll < 0.65:
-            await self.send({"type": "release_files", "session_id": s, "issue": f"F-{self.n}"})
+            claimed = await self.send({"type": "claim_files", "session_id": s, "issue": f"F-{self.n}", "paths": paths})
+            self.holds_files = claimed is not None
+        elif roll < 0.65:  # its own claim, or (holding none) a release of nothing
+            if await self.send({"type": "release_files", "session_id": s, "issue": f"F-{self.n}"}) is not None:
+                self.holds_files = False
         elif roll < 0.75:
             project = rng.choice(self.work.projects)
             body: dict[str, Any] = {"type": "enqueue_work", "project": project, "priority": rng.randint(0, 5)}
