@@ -42,6 +42,7 @@ from sqlalchemy.sql.util import find_tables
 from sqlalchemy.util import await_
 
 from eventcoord.store import batch
+from eventcoord.store.deferred_writes import DeferredWrites, Entry
 
 _SQLITE = sqlite.dialect(paramstyle="named")
 _ASYNCPG = pg_asyncpg.dialect()  # type: ignore[no-untyped-call]
@@ -562,33 +563,43 @@ def send_deferred(conn: Connection) -> None:
     if pending is None or not pending.deferred:
         return
     deferred = pending.deferred
-    if len(deferred) <= COMBINE_AT_MOST:
-        sql = deferred[0][0].sql if len(deferred) == 1 else _combined([pg for pg, _, _ in deferred])
-        if sql is not None:
-            args = [a for _, xs, _ in deferred for a in xs]
-            _sending(pending)  # (forgets them)
-            await_(pending.raw.execute(sql, *args))
-            return
+    sql = _as_one(deferred)
+    if sql is not None:
+        args = _args(deferred)
+        _sending(pending)  # (forgets them)
+        await_(pending.raw.execute(sql, *args))
+        return
     shapes: dict[tuple[str, ...], tuple[str, list[list[Any]]]] = {}
     for writes in deferred.by_command():
         shape = tuple(pg.sql for pg, _, _ in writes)
-        args = [a for _, xs, _ in writes for a in xs]
         sent = shapes.get(shape)
-        if sent is not None:
-            sent[1].append(args)
-            continue
-        sql = writes[0][0].sql if len(writes) == 1 else _combined([pg for pg, _, _ in writes])
-        if sql is None or len(writes) > COMBINE_AT_MOST:  # one by one: their CTEs' names clash
-            for pg, xs, _ in writes:
-                shapes.setdefault((pg.sql,), (pg.sql, []))[1].append(xs)
-            continue
-        shapes[shape] = (sql, [args])
+        if sent is None:
+            sql = _as_one(writes)
+            if sql is None:  # one by one
+                for pg, xs, _ in writes:
+                    shapes.setdefault((pg.sql,), (pg.sql, []))[1].append(xs)
+                continue
+            sent = shapes[shape] = (sql, [])
+        sent[1].append(_args(writes))
     _sending(pending)
     for sql, many in shapes.values():
         if len(many) == 1:
             await_(pending.raw.execute(sql, *many[0]))
         else:
             await_(pending.raw.executemany(sql, many))
+
+
+def _as_one(writes: DeferredWrites | list[Entry]) -> str | None:
+    """The SQL that runs deferred ``writes`` as one statement (``_args`` in order), or None:
+    more than ``COMBINE_AT_MOST``, or their CTEs' names clash."""
+    if len(writes) > COMBINE_AT_MOST:
+        return None
+    return writes[0][0].sql if len(writes) == 1 else _combined([pg for pg, _, _ in writes])
+
+
+def _args(writes: Iterable[Entry]) -> list[Any]:
+    """The arguments of deferred ``writes``, in order (their statements' numbering)."""
+    return [a for _, xs, _ in writes for a in xs]
 
 
 def _sending(pending: batch.Batch) -> None:
