@@ -529,6 +529,18 @@ def run_replicas(args: argparse.Namespace, db: str, work: Path) -> dict[str, Any
     return out
 
 
+def add_run_options(p: argparse.ArgumentParser, *, duration: float, rounds: int, rounds_of: str) -> None:
+    """The options of a wrk run beside the no-op stack (also ``floor.py``'s)."""
+    p.add_argument("--connections", type=int, default=32, help="wrk connections, one per wrk thread (default 32)")
+    p.add_argument("--duration", type=float, default=duration, help=f"seconds per run (default {duration:g})")
+    p.add_argument("--warmup", type=float, default=2, help="seconds of warm-up per server (default 2)")
+    p.add_argument("--rounds", type=int, default=rounds, help=f"{rounds_of} (default {rounds})")
+    p.add_argument(
+        "--quiet-below", type=float, default=0.3, help="before each run wait until other load is below this many cores"
+    )
+    p.add_argument("--quiet-wait", type=float, default=20.0, help="... but at most this many seconds (0 disables)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--db", help="postgresql+asyncpg://user@host:port: also run on PostgreSQL (fresh databases)")
@@ -546,14 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=["heartbeat_agent", "claim_issue"],
         help="workloads of the replica runs ([] skips them)",
     )
-    p.add_argument("--connections", type=int, default=32, help="wrk connections, one per wrk thread (default 32)")
-    p.add_argument("--duration", type=float, default=8, help="seconds per run (default 8)")
-    p.add_argument("--warmup", type=float, default=2, help="seconds of warm-up per server (default 2)")
-    p.add_argument("--rounds", type=int, default=1, help="no-op/command pairs per workload (default 1)")
-    p.add_argument(
-        "--quiet-below", type=float, default=0.3, help="before each run wait until other load is below this many cores"
-    )
-    p.add_argument("--quiet-wait", type=float, default=20.0, help="... but at most this many seconds (0 disables)")
+    add_run_options(p, duration=8, rounds=1, rounds_of="no-op/command pairs per workload")
     p.add_argument(
         "--pg-writers", type=int, help="writers per PostgreSQL replica (EVENTCOORD_PG_WRITERS; default the store's)"
     )

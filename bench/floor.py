@@ -95,12 +95,7 @@ def main() -> int:
     p.add_argument("--db", help="postgresql+asyncpg://user@host:port: also run on PostgreSQL (fresh databases)")
     p.add_argument("--only", choices=("sqlite", "postgresql"), help="run one backend only")
     p.add_argument("--floor-writers", type=int, default=1, help="PostgreSQL: the floor's batches in flight")
-    p.add_argument("--connections", type=int, default=32, help="wrk connections, one per wrk thread (default 32)")
-    p.add_argument("--duration", type=float, default=6, help="seconds per run (default 6)")
-    p.add_argument("--warmup", type=float, default=2, help="seconds of warm-up per server (default 2)")
-    p.add_argument("--rounds", type=int, default=3, help="rounds of the three runs (default 3)")
-    p.add_argument("--quiet-below", type=float, default=0.3, help="before each run wait until other load is below")
-    p.add_argument("--quiet-wait", type=float, default=20.0, help="... but at most this many seconds (0 disables)")
+    commands.add_run_options(p, duration=6, rounds=3, rounds_of="rounds of the three runs")
     args = p.parse_args()
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install -y wrk", file=sys.stderr)
