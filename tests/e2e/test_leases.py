@@ -214,3 +214,22 @@ async def test_end_agent_releases_every_lease_with_its_handoff_note(api: Api) ->
     assert got["handoff_note"] == "see branch wip/p" and "reclaimed_from" not in got
     await api.error({"type": "claim_issue", "session_id": a, "project": "P", "issue": "P-3"}, 409, "SESSION_NOT_LIVE")
     await api.error({"type": "heartbeat_agent", "session_id": a}, 409, "SESSION_NOT_LIVE")
+
+
+async def test_a_release_names_its_project_on_the_wire_and_frees_its_place_under_the_cap(api: Api) -> None:
+    """``LeaseReleased`` names the lease's project (docs/events.md, v3) in ``/v1/events``; an
+    agent's end, which does not read its leases' projects, leaves it out. Either way the
+    project's count of live leases follows, so the cap admits the next claim."""
+    a = await api.register(actor="alice")
+    b = await api.register(actor="bob")
+    await api.ok({"type": "configure_project", "project": "P", "wip_limit": 1})
+    await api.ok({"type": "claim_issue", "session_id": a, "project": "P", "issue": "P-1"})
+    await api.error({"type": "claim_issue", "session_id": b, "project": "P", "issue": "P-2"}, 409, "WIP_CAP_REACHED")
+    await api.ok({"type": "release_issue", "session_id": a, "issue": "P-1"})
+    await api.ok({"type": "claim_issue", "session_id": b, "project": "P", "issue": "P-2"})
+    await api.ok({"type": "end_agent", "session_id": b})
+    await api.ok({"type": "claim_issue", "session_id": a, "project": "P", "issue": "P-3"})
+    released = [
+        (e["data"]["issue"], e["data"]["reason"], e["data"].get("project")) for e in await api.events("LeaseReleased")
+    ]
+    assert released == [("P-1", "released", "P"), ("P-2", "agent_ended", None)]
