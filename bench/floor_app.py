@@ -262,7 +262,6 @@ class PostgresWriter:
         self.writers = writers
         self.pending: list[tuple[Claim, asyncio.Future[bytes]]] = []
         self.arrived = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
 
     def submit(self, claim: Claim) -> asyncio.Future[bytes]:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
