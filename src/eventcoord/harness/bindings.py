@@ -1,14 +1,10 @@
 """A harness session bound to one eventcoord session: reused while live, renewed once not.
 
-The pair (harness, the harness's session id) of a workspace is bound to the session its
-first hook registered (``runtime`` = the harness, ``runtime_session_id`` = its id). The
-database decides who registers: the register of generation *g* carries a ``command_id``
-derived from the binding and *g*, so concurrent first hooks — on any replica — get the one
-session its idempotency record answers; the binding row then moves to *g* only forward.
-
-Every hook of a bound session is a sign of life, but one costs a write only when the last
-one is a third of the TTL old: a heartbeat whose ``command_id`` names the sign of life it
-follows, so concurrent hooks that saw the same one send one heartbeat between them.
+The database decides who registers: generation *g*'s ``register_agent`` carries a
+``command_id`` derived from the binding and *g*, so concurrent first hooks on any replica
+get the one session its idempotency record answers, and the binding moves only forward. A
+hook is a sign of life, but costs a heartbeat only once the last sign is a third of the TTL
+old; its ``command_id`` names that sign, so concurrent hooks send one heartbeat between them.
 """
 
 from __future__ import annotations
