@@ -85,9 +85,7 @@ class Hooks:
             told = without_news  # another hook told it meanwhile
         return tell("SessionStart", told)
 
-    async def _between_turns(
-        self, caller: Caller, key: Key, payload: UserPromptSubmit | PostToolUse | Stop
-    ) -> HookAnswer:
+    async def _between_turns(self, caller: Caller, key: Key, payload: BetweenTurns) -> HookAnswer:
         ws = key.workspace
         bound = await bind(self.service, self.store, caller, key, also=lambda c, row: _news(c, ws, as_bound(row)))
         if isinstance(payload, Stop):
@@ -141,10 +139,10 @@ class Hooks:
             if refusal is None or refusal.code != ErrorCode.FILES_CLAIMED:
                 return NOTHING
             # A conflict with its own claim of another issue is still its own file.
-            others = [c for c in refusal.details.get("conflicts", []) if c.get("holder_session_id") != sid]
-            if not others:
+            blocking = [c for c in refusal.details.get("conflicts", []) if c.get("holder_session_id") != sid]
+            if not blocking:
                 return NOTHING
-            return deny(denial(sid, issue, others, {t.pattern: t.path for t in todo}))
+            return deny(denial(sid, issue, blocking, {t.pattern: t.path for t in todo}))
         return NOTHING
 
     async def _end(self, caller: Caller, key: Key) -> HookAnswer:
