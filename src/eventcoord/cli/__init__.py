@@ -5,6 +5,7 @@
     register-agent, claim-issue, … (every command)  generated from commands (cli.ops)
     agents, leases, state, … (every read)           generated from reads    (cli.ops)
     verify-hold, hook install, claim-issue --record the publish gate        (cli.hook)
+    init                                            set a repository up     (cli.init)
     mcp                                             the MCP server          (eventcoord.mcp)
 
 Imports are lazy: a subcommand loads only what it uses, so the CLI starts fast.
@@ -42,7 +43,7 @@ def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser; with ``argv``, only its subcommand gets its options (start-up time)."""
-    from eventcoord.cli import history, hook, ops, server
+    from eventcoord.cli import history, hook, init, ops, server
 
     chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
 
@@ -52,6 +53,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     history.add_parsers(sub)
     ops.add_parsers(sub, chosen)
     hook.add_parsers(sub)
+    init.add_parsers(sub)
     _add_mcp(sub)
     return parser
 
