@@ -4,7 +4,9 @@
 the OpenAI Responses API (Codex); both stream SSE. A script is a list of turns, one per
 model request: ``ToolCall`` asks the harness to run a tool, ``Answer`` ends with text (also
 what every request past the script gets). Every request is recorded, so a test can read
-what the harness told the model (a tool result, a hook's deny reason).
+what the harness told the model (a tool result, a hook's deny reason), and ``observe``,
+called before each model answer, records what the test wants to see while the harness
+is still running (the claims of a live session, say).
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class Answer:
 
 
 Turn = ToolCall | Answer
+_S = TypeVar("_S", bound="_ModelServer")
 
 
 @dataclass
@@ -47,8 +51,11 @@ class Recorded:
 class _ModelServer:
     """One HTTP server in a daemon thread; subclasses write the turn as their API streams it."""
 
-    def __init__(self, script: list[Turn]) -> None:
+    def __init__(self, script: list[Turn], observe: Callable[[], Any] | None = None) -> None:
         self.script = list(script)
+        self.observe = observe
+        #: What ``observe`` returned before each model answer, in order.
+        self.observations: list[Any] = []
         self.requests: list[Recorded] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -78,6 +85,8 @@ class _ModelServer:
                 if not owner.serves(self.path):
                     self._json(404, {"error": {"type": "not_found", "message": self.path}})
                     return
+                if owner.observe is not None:
+                    owner.observations.append(owner.observe())
                 events = owner.stream(owner._next_turn(), next(owner._ids), body)
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
@@ -125,6 +134,12 @@ class _ModelServer:
     def close(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class MessagesServer(_ModelServer):
