@@ -1,7 +1,7 @@
 """Claude Code, for real, in a repository set up by ``eventcoord init``, against a real server.
 
-The model (a scripted stand-in) asks to write a file another live session holds, then a
-free one: the first write never happens and the model is told why, naming the holder; the
+The model (a scripted stand-in) asks to edit a file another live session holds, then to
+write a free one: the first write never happens and the model is told why, naming the holder; the
 second is made and claimed by the harness's own eventcoord session, which ends, releasing
 it with the model's last words as its handoff note, when Claude Code exits.
 """
@@ -27,8 +27,10 @@ async def test_a_write_to_a_held_file_is_stopped_and_a_free_one_is_claimed(
     agent_env: dict[str, str],
 ) -> None:
     held, free = coordinated / "src" / "app.py", coordinated / "notes" / "plan.md"
+    edit = {"file_path": str(held), "old_string": "alice is rewriting this", "new_string": "mine now"}
     script = [
-        ToolCall("Write", {"file_path": str(held), "content": "print('overwritten')\n"}),
+        ToolCall("Read", {"file_path": str(held)}),  # Claude Code edits only a file it has read
+        ToolCall("Edit", edit),
         ToolCall("Write", {"file_path": str(free), "content": "# plan\n"}),
         Answer(LAST_WORDS),
     ]
@@ -39,7 +41,8 @@ async def test_a_write_to_a_held_file_is_stopped_and_a_free_one_is_claimed(
 
     # The held file was never written; the model was told why, naming path, holder and issue.
     assert held.read_text() == ORIGINAL
-    denied, made = model.tool_results()
+    read, denied, made = model.tool_results()
+    assert not read.get("is_error"), read
     assert denied["is_error"] is True
     reason = str(denied["content"])
     assert "src/app.py" in reason and "alice" in reason and "APP-1" in reason, reason
