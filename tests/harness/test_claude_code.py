@@ -8,6 +8,7 @@ it with the model's last words as its handoff note, when Claude Code exits.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.harness.conftest import ORIGINAL, claims_reader, harness_sessions, runtime_digest
@@ -38,6 +39,10 @@ async def test_a_write_to_a_held_file_is_stopped_and_a_free_one_is_claimed(
         run = claude.run(coordinated, model, "tidy up the app", env=agent_env)
     assert run.returncode == 0, run.explain()
     assert run.session_id
+
+    # Before its first word the model was told who else is here and what they hold.
+    first = json.dumps(model.model_requests()[0])
+    assert "alice" in first and "src/app.py" in first
 
     # The held file was never written; the model was told why, naming path, holder and issue.
     assert held.read_text() == ORIGINAL

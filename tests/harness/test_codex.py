@@ -8,6 +8,7 @@ are claimed by Codex's own eventcoord session, which ends when Codex exits.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.harness.conftest import ORIGINAL, claims_reader, harness_sessions, runtime_digest
@@ -42,6 +43,10 @@ async def test_a_patch_touching_a_held_file_is_refused_whole_and_a_free_one_clai
         run = codex.run(repo, model, "document the app", env=agent_env)
     assert run.returncode == 0, run.explain()
     assert run.session_id
+
+    # Before its first word the model was told who else is here and what they hold.
+    first = json.dumps(model.model_requests()[0])
+    assert "alice" in first and "src/app.py" in first
 
     # All or nothing: neither path of the refused patch was written; the model heard why.
     assert (repo / "src" / "app.py").read_text() == ORIGINAL
