@@ -7,6 +7,7 @@
     verify-hold, hook install, claim-issue --record the publish gate        (cli.hook)
     hook pre-commit                                 the commit gate         (cli.commit_gate)
     hook claude, hook codex                         the harness hooks       (cli.harness_hook)
+    init                                            set a repository up     (cli.init)
     mcp                                             the MCP server          (eventcoord.mcp)
 
 The console script starts here, so this module imports only ``sys``: a subcommand loads
@@ -30,6 +31,7 @@ FACES: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("history", frozenset({"rebuild", "export", "replay", "archive"})),
     ("ops", None),
     ("hook", frozenset({"hook"})),
+    ("init", frozenset({"init"})),
     ("mcp", frozenset({"mcp"})),
 )
 
