@@ -258,3 +258,16 @@ def test_in_a_subdirectory_it_sets_up_the_whole_work_tree(repo: Path) -> None:
     (repo / "src" / "pkg").mkdir(parents=True)
     assert init(repo / "src" / "pkg").returncode == 0
     assert (repo / ".claude" / "settings.json").exists() and not (repo / "src" / "pkg" / ".claude").exists()
+
+
+def test_a_git_hook_it_merges_into_is_made_executable(repo: Path) -> None:
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text(USER_PRE_COMMIT)
+    hook.chmod(0o644)
+    assert init(repo).returncode == 0
+    assert os.access(hook, os.X_OK)
+    hook.chmod(0o644)
+    check = init(repo, "--check")
+    assert check.returncode == 1 and ".git/hooks/pre-commit: not executable" in check.stdout
+    again = init(repo)
+    assert "updated   .git/hooks/pre-commit" in again.stdout and os.access(hook, os.X_OK)

@@ -35,7 +35,7 @@ class Plan:
     @property
     def action(self) -> str:
         if self.before == self.after:
-            return "unchanged"
+            return "updated" if self.missing else "unchanged"  # only made executable
         if self.after is None:
             return "deleted"
         return "created" if self.before is None else "updated"
@@ -162,6 +162,12 @@ def run(args: argparse.Namespace) -> int:
     """``eventcoord init [--repo DIR] [--check | --remove]``; exit 0 done, 1 missing (--check), 2 error."""
     from eventcoord.cli.setup_files import SetupError
 
+    try:
+        if not shlex.split(args.executable):
+            raise ValueError("empty")
+    except ValueError as e:
+        print(f"eventcoord init: --executable {args.executable!r} is not a command ({e})", file=sys.stderr)
+        return EXIT_ERROR
     try:
         top, planned = plans(Path(args.repo or "."), args.executable, args.remove)
     except SetupError as e:
