@@ -18,7 +18,9 @@ from typing import Any
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd")
 #: The tools whose PreToolUse may write files (Codex also matches ``Edit|Write`` to apply_patch).
 WRITE_TOOLS = {"claude": "Write|Edit|MultiEdit|NotebookEdit", "codex": "apply_patch|Edit|Write"}
-#: A harness waits this long for a hook; the hook itself gives up on the server after 2 s.
+#: How long a harness waits for the hook (it gives up on the server after 2 s itself). Said
+#: outright because Claude Code otherwise gives SessionEnd hooks 1.5 s in all, too little for
+#: a cold start on a busy machine to end the session.
 HOOK_TIMEOUT_SECONDS = 10
 MCP_NAME = "eventcoord"
 
