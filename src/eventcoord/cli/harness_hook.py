@@ -20,11 +20,9 @@ from eventcoord.client.oneshot import request
 HARNESSES = ("claude", "codex")
 #: Seconds the whole exchange may take before the hook gives up on the server.
 DEADLINE_SECONDS = 2.0
-#: The tools whose ``PreToolUse`` claims the files they write, by harness.
-CLAIMING_TOOLS = {
-    "claude": frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"}),
-    "codex": frozenset({"apply_patch"}),
-}
+#: The tools whose ``PreToolUse`` the route answers by claiming the files they write (Claude Code's
+#: Write, Edit, MultiEdit, NotebookEdit; Codex's apply_patch), the same in either harness.
+CLAIMING_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "apply_patch"})
 FAIL_MODE_VARIABLE = "EVENTCOORD_HOOK_FAIL"
 
 
@@ -90,7 +88,7 @@ def _refusal(status: int, answer: bytes, token_source: str) -> str:
 
 
 def _failed(harness: str, payload: bytes, problem: str) -> int:
-    if os.environ.get(FAIL_MODE_VARIABLE, "").strip().lower() == "closed" and claims_files(harness, payload):
+    if os.environ.get(FAIL_MODE_VARIABLE, "").strip().lower() == "closed" and claims_files(payload):
         print(
             f"eventcoord: this edit was not made: coordination is unavailable ({problem}), and "
             f"{FAIL_MODE_VARIABLE}=closed stops file edits until the server answers. Retry the edit "
@@ -102,7 +100,7 @@ def _failed(harness: str, payload: bytes, problem: str) -> int:
     return 0
 
 
-def claims_files(harness: str, payload: bytes) -> bool:
+def claims_files(payload: bytes) -> bool:
     """Whether ``payload`` is a ``PreToolUse`` of a tool whose paths the route would claim."""
     import json
 
@@ -113,4 +111,4 @@ def claims_files(harness: str, payload: bytes) -> bool:
     if not isinstance(event, dict) or event.get("hook_event_name") != "PreToolUse":
         return False
     tool = event.get("tool_name")
-    return isinstance(tool, str) and tool in CLAIMING_TOOLS.get(harness, frozenset())
+    return isinstance(tool, str) and tool in CLAIMING_TOOLS

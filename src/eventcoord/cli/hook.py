@@ -100,177 +100,89 @@ def name_holder(p: argparse.ArgumentParser) -> None:
 
 # --- the git hooks: pre-commit (the commit gate) and pre-push (the publish gate) -------------
 
-#: The git hooks eventcoord writes, and what each one's block does.
+#: The git hooks eventcoord adds its gate to, and what each gate does.
 GIT_HOOKS = {
     "pre-commit": "the commit gate: refuses a commit of files another live session has claimed",
     "pre-push": "the publish gate: refuses a push once the recorded hold on the issue is gone",
 }
-#: The whole-file pre-push hook that `hook install` wrote before hooks were merged.
-LEGACY_MARKER = "# eventcoord pre-push hook"
-#: Where a hook in another language than the shell goes; eventcoord's hook runs it after the gate.
-CHAINED_SUFFIX = ".before-eventcoord"
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
-
-
-class NotARepository(Exception):
-    """The folder is not inside a git repository."""
 
 
 def hooks_dir(repo: Path) -> Path:
-    """The folder git runs ``repo``'s hooks from (``core.hooksPath`` honoured; shared by worktrees)."""
+    """The folder git runs ``repo``'s hooks from (``core.hooksPath`` honoured; shared by worktrees).
+
+    Raises ``SetupError`` outside a git repository.
+    """
+    from eventcoord.cli.setup_files import SetupError
+
     found = git("rev-parse", "--git-path", "hooks", cwd=repo)
     if found.returncode != 0:
-        raise NotARepository(f"{repo} is not in a git repository")
+        raise SetupError(f"{repo} is not in a git repository")
     return (repo / found.stdout.strip()).resolve()
 
 
-def _begin(name: str) -> str:
-    return f"# >>> eventcoord {name} >>>"
-
-
-def _end(name: str) -> str:
-    return f"# <<< eventcoord {name} <<<"
-
-
-def hook_block(name: str, chained: bool = False) -> str:
-    """eventcoord's lines in the git hook ``name``: run this installation's gate, else the one on PATH.
-
-    ``chained``: the block ends by running the repository's own hook, kept beside it with
-    ``CHAINED_SUFFIX`` (a hook written in another language than the shell).
-    """
+def _planned(repo: Path, remove: bool, executable: str) -> list[tuple[Path, str | None, str | None, list[str]]]:
+    """Each git hook: its path, text now, text after, and what of eventcoord's is not in place."""
     import shlex
 
-    python = shlex.quote(sys.executable)
-    # pre-push: git's list of refs on stdin is left for the repository's own hook.
-    call = f'hook {name} "$@"' + (" </dev/null" if name == "pre-push" else "")
-    lines = [
-        _begin(name),
-        f"# {GIT_HOOKS[name]}. Written by eventcoord; `eventcoord init --remove` takes it out.",
-        f"if [ -x {python} ]; then {python} -m eventcoord.cli {call} || exit $?",
-        f"elif command -v eventcoord >/dev/null 2>&1; then eventcoord {call} || exit $?",
-        f'else echo "eventcoord: warning: eventcoord is not installed; {name} gate skipped" >&2; fi',
-    ]
-    if chained:
-        lines.append(f'exec "$(dirname "$0")/{name}{CHAINED_SUFFIX}" "$@"')
-    lines.append(_end(name))
-    return "\n".join(lines) + "\n"
+    from eventcoord.cli import setup_files
+
+    folder = hooks_dir(repo)
+    out = []
+    for name in GIT_HOOKS:
+        path = folder / name
+        try:
+            before = path.read_text(encoding="utf-8") if path.exists() else None
+        except (OSError, UnicodeDecodeError) as e:
+            raise setup_files.SetupError(f"{path}: cannot be read ({e})") from None
+        after, missing = setup_files.git_hook(str(path), before, name, shlex.split(executable), remove)
+        if after is not None and path.exists() and not path.stat().st_mode & 0o100:
+            missing.append(f"{path}: not executable")
+        out.append((path, before, after, missing))
+    return out
 
 
-def _is_shell(text: str) -> bool:
-    """Whether git runs ``text`` with a shell: a shell's ``#!`` line, or none (git falls back to sh)."""
-    if not text.startswith("#!"):
-        return True
-    words = text[2:].split("\n", 1)[0].split()
-    if words and Path(words[0]).name == "env":
-        words = [w for w in words[1:] if not w.startswith("-")]
-    return bool(words) and Path(words[0]).name in _SHELLS
-
-
-def _without_block(text: str, name: str) -> str | None:
-    """``text`` with eventcoord's block taken out; None when it has none."""
-    begin, end = _begin(name), _end(name)
-    if begin not in text or end not in text:
-        return None
-    head, _, rest = text.partition(begin + "\n")
-    _, _, tail = rest.partition(end)
-    return head + tail.removeprefix("\n")
-
-
-def _merged(text: str | None, name: str) -> str:
-    """The shell hook ``name`` with eventcoord's current block, whatever else it holds kept as it was."""
-    block = hook_block(name)
-    if text is None or (name == "pre-push" and LEGACY_MARKER in text and _begin(name) not in text):
-        return "#!/bin/sh\n" + block
-    if _without_block(text, name) is not None:  # ours already: the current block where the old one was
-        head, _, rest = text.partition(_begin(name) + "\n")
-        return head + block + rest.partition(_end(name))[2].removeprefix("\n")
-    first, newline, body = text.partition("\n")
-    if first.startswith("#!"):
-        return first + newline + block + body
-    return block + text
-
-
-def write_git_hooks(repo: Path) -> list[str]:
+def write_git_hooks(repo: Path, executable: str = "eventcoord") -> list[str]:
     """Add the commit gate (``pre-commit``) and the publish gate (``pre-push``) to ``repo``'s git hooks.
 
-    Merges into hooks that are already there: the repository's own lines are kept and run
-    after the gate (a shell hook gets eventcoord's block after its ``#!`` line; a hook in
-    another language is kept as ``<name>.before-eventcoord`` and run by eventcoord's).
-    Running it again changes nothing. Returns one line per hook it changed (none: all was
-    in place). Raises ``NotARepository``.
+    The gate goes right after a shell hook's ``#!`` line, so it runs before the hook's own
+    lines, which are kept as they were; a second run changes nothing. ``executable`` is how
+    the hook names eventcoord when this installation is gone. Returns one line per hook
+    written (none: both were in place). Raises ``SetupError`` before writing anything when
+    ``repo`` is not a git repository or a hook is not a shell script.
     """
-    folder = hooks_dir(repo)
-    folder.mkdir(parents=True, exist_ok=True)
     done = []
-    for name in GIT_HOOKS:
-        target, kept = folder / name, folder / (name + CHAINED_SUFFIX)
-        text = target.read_text(errors="surrogateescape") if target.exists() else None
-        if kept.exists():
-            new, what = "#!/bin/sh\n" + hook_block(name, chained=True), f"wrote {target}"
-        elif text is not None and not _is_shell(text) and _without_block(text, name) is None:
-            target.rename(kept)  # another language: kept whole, and run by ours after the gate
-            new, what = "#!/bin/sh\n" + hook_block(name, chained=True), f"wrote {target} (yours kept as {kept.name})"
-            text = None
-        else:
-            new = _merged(text, name)
-            what = (
-                f"wrote {target}"
-                if text is None
-                else f"updated the {name} gate in {target}"
-                if _without_block(text, name) is not None
-                else f"added the {name} gate to {target} (your lines kept)"
-            )
-        if new != text:
-            target.write_text(new, errors="surrogateescape")
-            done.append(what)
-        mode = target.stat().st_mode
-        if mode & 0o111 != 0o111:
-            target.chmod(mode | 0o111)
+    for path, before, after, _ in _planned(repo, False, executable):
+        assert after is not None
+        if after != before:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(after, encoding="utf-8")
+            done.append(f"{'wrote' if before is None else 'added the gate to'} {path}")
+        if path.stat().st_mode & 0o111 != 0o111:
+            path.chmod(path.stat().st_mode | 0o111)
     return done
 
 
 def remove_git_hooks(repo: Path) -> list[str]:
-    """Take eventcoord's blocks out of ``repo``'s git hooks, leaving what the repository had.
+    """Take eventcoord's gates out of ``repo``'s git hooks, leaving the repository's own lines.
 
-    A hook left with nothing but its ``#!`` line is deleted; a hook kept as
-    ``<name>.before-eventcoord`` goes back in its place. Returns one line per hook changed.
+    A hook left with nothing but its ``#!`` line is deleted. Returns one line per hook changed.
     """
-    folder = hooks_dir(repo)
     done = []
-    for name in GIT_HOOKS:
-        target, kept = folder / name, folder / (name + CHAINED_SUFFIX)
-        if kept.exists():
-            kept.replace(target)
-            done.append(f"restored your {name} hook in {target}")
+    for path, before, after, _ in _planned(repo, True, "eventcoord"):
+        if after == before:
             continue
-        if not target.exists():
-            continue
-        text = target.read_text(errors="surrogateescape")
-        rest = _without_block(text, name)
-        if rest is None and name == "pre-push" and LEGACY_MARKER in text:
-            rest = ""
-        if rest is None:
-            continue
-        if rest.strip() in ("", "#!/bin/sh"):
-            target.unlink()
-            done.append(f"removed {target}")
+        if after is None:
+            path.unlink()
+            done.append(f"removed {path}")
         else:
-            target.write_text(rest, errors="surrogateescape")
-            done.append(f"removed the {name} gate from {target} (your lines kept)")
+            path.write_text(after, encoding="utf-8")
+            done.append(f"took the gate out of {path}")
     return done
 
 
-def missing_git_hooks(repo: Path) -> list[str]:
-    """What ``write_git_hooks`` would still add to ``repo``: one line per hook not (or not fully) in place."""
-    folder = hooks_dir(repo)
-    missing = []
-    for name in GIT_HOOKS:
-        target = folder / name
-        text = target.read_text(errors="surrogateescape") if target.exists() else ""
-        chained = (folder / (name + CHAINED_SUFFIX)).exists()
-        if hook_block(name, chained) not in text or not target.stat().st_mode & 0o111:
-            missing.append(f"the {name} gate in {target}")
-    return missing
+def missing_git_hooks(repo: Path, executable: str = "eventcoord") -> list[str]:
+    """What ``write_git_hooks`` would still do in ``repo``: one line per gate not (fully) in place."""
+    return [m for *_, missing in _planned(repo, False, executable) for m in missing]
 
 
 # --- the subcommands -----------------------------------------------------------------------
@@ -278,11 +190,13 @@ def missing_git_hooks(repo: Path) -> list[str]:
 
 def cmd_install(args: argparse.Namespace) -> int:
     """Add (``--remove``: take out) the commit and publish gates in the repository at ``--repo``."""
+    from eventcoord.cli.setup_files import SetupError
+
     repo = Path(args.repo or ".")
     try:
         done = remove_git_hooks(repo) if args.remove else write_git_hooks(repo)
-    except NotARepository as e:
-        print(f"hook install: {e}", file=sys.stderr)
+    except SetupError as e:
+        print(f"hook install: {e}; nothing was written", file=sys.stderr)
         return EXIT_USAGE
     for line in done or ["nothing to do: " + ("no gate installed" if args.remove else "both gates are in place")]:
         print(line)
