@@ -109,23 +109,24 @@ def _write(plan: Plan) -> None:
         plan.path.write_text(plan.after, encoding="utf-8")
 
 
-def git_hooks(top: Path, remove: bool) -> list[Plan]:
+def git_hooks(top: Path, executable: str, remove: bool) -> list[Plan]:
     """Add (or take out) the commit and publish gates in the git hooks, as ``hook install``
     does, and say what each hook file became."""
     from eventcoord.cli import hook
 
     folder = hook.hooks_dir(top)
     before = {name: (_read(folder / name), os.access(folder / name, os.X_OK)) for name in hook.GIT_HOOKS}
-    (hook.remove_git_hooks if remove else hook.write_git_hooks)(top)
+    if remove:
+        hook.remove_git_hooks(top)
+    else:
+        hook.write_git_hooks(top, executable)
     rows = []
     for name, (text, was_executable) in before.items():
-        path, kept = folder / name, folder / (name + hook.CHAINED_SUFFIX)
-        what = "git hook: " + hook.GIT_HOOKS[name].split(":")[0]
-        if kept.exists():
-            what += f" (yours kept as {kept.name}, run after the gate)"
+        path = folder / name
         shown = str(path.relative_to(top)) if path.is_relative_to(top) else str(path)
         after = _read(path)
         made_executable = after is not None and not was_executable and os.access(path, os.X_OK)
+        what = "git hook: " + hook.GIT_HOOKS[name].split(":")[0]
         rows.append(Plan(path, shown, what, text, after, made_executable=made_executable))
     return rows
 
@@ -175,16 +176,18 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"eventcoord init: --executable {args.executable!r} is not a command ({e})", file=sys.stderr)
         return EXIT_ERROR
+    from eventcoord.cli.hook import missing_git_hooks
+
     try:
         top, planned = plans(Path(args.repo or "."), args.executable, args.remove)
+        # Also reads the git hooks, so one it cannot merge stops init before anything is written.
+        git_missing = [] if args.remove else missing_git_hooks(top, args.executable)
     except SetupError as e:
         print(f"eventcoord init: {e}", file=sys.stderr)
         print("eventcoord init: nothing was written", file=sys.stderr)
         return EXIT_ERROR
     if args.check:
-        from eventcoord.cli.hook import missing_git_hooks
-
-        missing = [m for plan in planned for m in plan.missing] + missing_git_hooks(top)
+        missing = [m for plan in planned for m in plan.missing] + git_missing
         if not missing:
             print("eventcoord init --check: everything is in place")
             return EXIT_DONE
@@ -195,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_MISSING
     for plan in planned:
         _write(plan)
-    planned += git_hooks(top, args.remove)
+    planned += git_hooks(top, args.executable, args.remove)
     width = max(len(p.shown) for p in planned)
     verb = "removed from" if args.remove else "wrote"
     print(f"eventcoord init{' --remove' if args.remove else ''}: {verb} {top}")

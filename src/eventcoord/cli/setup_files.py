@@ -1,4 +1,4 @@
-"""eventcoord's entries in a repository's coding-agent set-up files, merged into the user's own.
+"""eventcoord's entries in a repository's agent and git set-up files, merged into the user's own.
 
 Pure text in, text out: each function takes a file's current text (None: absent) and
 returns its text with eventcoord's entries put in (or, with ``remove``, taken out) and
@@ -10,6 +10,7 @@ as it was, in its order.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,14 @@ WRITE_TOOLS = {"claude": "Write|Edit|MultiEdit|NotebookEdit", "codex": "apply_pa
 #: a cold start on a busy machine to end the session.
 HOOK_TIMEOUT_SECONDS = 10
 MCP_NAME = "eventcoord"
+BEGIN, END = "# >>> eventcoord >>>", "# <<< eventcoord <<<"
+#: The whole-file pre-push hook that ``eventcoord hook install`` wrote: all of it is ours.
+LEGACY_MARKER = "# eventcoord pre-push hook"
+_SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "ash"}
 
 
 class SetupError(Exception):
-    """A file eventcoord cannot merge into (malformed JSON, a section of the wrong type)."""
+    """A file eventcoord cannot merge into (malformed JSON, a hook in another language)."""
 
 
 def _json_type(value: object) -> str:
@@ -164,3 +169,73 @@ def mcp_server(shown: str, text: str | None, executable: list[str], remove: bool
         return text, []
     servers[MCP_NAME] = {**(entry if isinstance(entry, dict) else {}), **wanted}
     return _dump(doc, text), [f"{shown}: the MCP server `{MCP_NAME}` (`eventcoord mcp`)"]
+
+
+# --- git hooks -------------------------------------------------------------------------
+
+
+def git_hook_block(name: str, executable: list[str]) -> str:
+    """What eventcoord adds to a git hook: this installation's eventcoord, else the one on PATH.
+
+    A git hook stays in its clone, so naming this interpreter is safe; the fallback keeps the
+    hook working when this installation goes away (or when ``core.hooksPath`` is shared).
+    """
+    import sys
+
+    python = shlex.quote(sys.executable)
+    args = ' "$@"' if name == "pre-push" else ""
+    fallback = shlex.join([*executable, "hook", name])
+    return (
+        f"{BEGIN} written by `eventcoord init`; `eventcoord init --remove` takes it out\n"
+        f"if [ -x {python} ]; then {python} -m eventcoord.cli hook {name}{args} || exit $?\n"
+        f"else {fallback}{args} || exit $?; fi\n"
+        f"{END}\n"
+    )
+
+
+_BLOCK = re.compile(rf"^{re.escape(BEGIN)}.*?^{re.escape(END)}[^\n]*\n?", re.MULTILINE | re.DOTALL)
+
+
+def _interpreter(first_line: str) -> str | None:
+    if not first_line.startswith("#!"):
+        return None
+    words = first_line[2:].split()
+    if words and Path(words[0]).name == "env":
+        words = [w for w in words[1:] if not w.startswith("-")]
+    return Path(words[0]).name if words else None
+
+
+def git_hook(
+    shown: str, text: str | None, name: str, executable: list[str], remove: bool
+) -> tuple[str | None, list[str]]:
+    """A git hook with eventcoord's block: first, right after the ``#!`` line, so it runs
+    before any ``exec`` of the user's own; the user's lines are kept as they are."""
+    legacy = text is not None and LEGACY_MARKER in text and not _BLOCK.search(text)
+    if remove:
+        if text is None or legacy:
+            return (None if legacy else text), []
+        rest = _BLOCK.sub("", text, count=1)
+        if rest == text:
+            return text, []
+        lines = rest.splitlines()
+        body = lines[1:] if lines and lines[0].startswith("#!") else lines
+        return (rest if any(line.strip() for line in body) else None), []
+    block = git_hook_block(name, executable)
+    missing = [f"{shown}: eventcoord's {name} gate"]
+    if text is None or legacy or not text.strip():
+        return "#!/bin/sh\n" + block, missing
+    found = _BLOCK.search(text)
+    if found:
+        if found.group(0) == block:
+            return text, []
+        return text[: found.start()] + block + text[found.end() :], missing
+    first, _, rest = text.partition("\n")
+    shell = _interpreter(first)
+    if first.startswith("#!") and shell not in _SHELLS:
+        raise SetupError(
+            f"{shown} is a {shell} script, and eventcoord merges only into shell hooks: call "
+            f"`eventcoord hook {name}` from it yourself (exit on failure), or move it aside; then run init again"
+        )
+    if not first.startswith("#!"):
+        return "#!/bin/sh\n" + block + text, missing
+    return f"{first}\n{block}{rest}", missing
