@@ -204,8 +204,8 @@ def test_check_names_what_is_missing(repo: Path) -> None:
     assert partial.returncode == 1
     lines = [line.strip() for line in partial.stdout.splitlines()]
     assert ".claude/settings.json: the Stop hook (`eventcoord hook claude`)" in lines
-    assert ".git/hooks/pre-push: eventcoord's pre-push gate" in lines
-    assert not any(line.startswith((".codex", ".mcp.json", ".git/hooks/pre-commit")) for line in lines)
+    assert f"{repo / '.git' / 'hooks' / 'pre-push'}: eventcoord's pre-push gate" in lines
+    assert not any(line.startswith((".codex", ".mcp.json")) or "pre-commit" in line for line in lines)
 
 
 def test_an_absolute_executable_is_still_recognised_as_its_own(repo: Path) -> None:
@@ -217,21 +217,26 @@ def test_an_absolute_executable_is_still_recognised_as_its_own(repo: Path) -> No
     assert stop == [{"hooks": [{"type": "command", "command": "eventcoord hook claude", "timeout": 10}]}]
 
 
-def test_the_pre_push_hook_of_hook_install_is_taken_over(repo: Path) -> None:
-    installed = run_cli("hook", "install", "--repo", str(repo))
-    assert installed.returncode == 0, installed.stderr
+LEGACY_PRE_PUSH = (
+    "#!/bin/sh\n# eventcoord pre-push hook (written by `eventcoord hook install`): the publish gate.\n"
+    'exec eventcoord hook pre-push "$@"\n'
+)
+
+
+def test_a_whole_file_pre_push_hook_of_an_older_eventcoord_is_taken_over(repo: Path) -> None:
+    (repo / ".git" / "hooks" / "pre-push").write_text(LEGACY_PRE_PUSH)
     assert init(repo).returncode == 0
     pre_push = (repo / ".git" / "hooks" / "pre-push").read_text()
-    assert pre_push.count("hook pre-push") == 2  # one gate: this installation's, else PATH's
-    assert pre_push.startswith("#!/bin/sh\n# >>> eventcoord >>>")
+    assert "exec eventcoord" not in pre_push and pre_push.count("# >>> eventcoord >>>") == 1
 
 
 @pytest.mark.parametrize(
     ("name", "text", "words"),
     [
         (".claude/settings.json", '{"hooks": {', ".claude/settings.json: not valid JSON"),
-        (".codex/hooks.json", '{"hooks": []}', "`hooks` is a JSON list, not an object"),
-        (".mcp.json", "[1, 2]", ".mcp.json: holds a JSON list, not an object"),
+        (".codex/hooks.json", '{"hooks": []}', "`hooks` is an array, not a JSON object"),
+        (".mcp.json", "[1, 2]", ".mcp.json: holds an array, not a JSON object"),
+        (".claude/settings.json", '{"hooks": {"Stop": {}}}', "`hooks.Stop` is an object, not a JSON array"),
         (".git/hooks/pre-commit", "#!/usr/bin/env python3\nprint('hi')\n", "is a python3 script"),
     ],
 )
@@ -258,3 +263,16 @@ def test_in_a_subdirectory_it_sets_up_the_whole_work_tree(repo: Path) -> None:
     (repo / "src" / "pkg").mkdir(parents=True)
     assert init(repo / "src" / "pkg").returncode == 0
     assert (repo / ".claude" / "settings.json").exists() and not (repo / "src" / "pkg" / ".claude").exists()
+
+
+def test_a_git_hook_it_merges_into_is_made_executable(repo: Path) -> None:
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text(USER_PRE_COMMIT)
+    hook.chmod(0o644)
+    assert init(repo).returncode == 0
+    assert os.access(hook, os.X_OK)
+    hook.chmod(0o644)
+    check = init(repo, "--check")
+    assert check.returncode == 1 and f"{hook}: not executable" in check.stdout
+    again = init(repo)
+    assert "updated   .git/hooks/pre-commit" in again.stdout and os.access(hook, os.X_OK)

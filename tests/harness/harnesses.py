@@ -138,8 +138,19 @@ class ClaudeCode:
         home.mkdir(parents=True, exist_ok=True)
 
     def run(
-        self, repo: Path, model: MessagesServer, prompt: str, env: Mapping[str, str] = {}, timeout: float = 60
+        self,
+        repo: Path,
+        model: MessagesServer,
+        prompt: str,
+        env: Mapping[str, str] = {},
+        timeout: float = 60,
+        mcp: bool = False,
+        allowed_tools: tuple[str, ...] = (),
     ) -> Run:
+        """One ``claude -p`` session in ``repo``. ``mcp``: start the project's MCP servers
+        (``.mcp.json``) too; off, it skips them (``eventcoord mcp`` takes seconds to start
+        and stop on a busy machine, and only the test of the MCP set-up needs it).
+        ``allowed_tools``: tools it may call unasked besides file edits (an MCP tool, say)."""
         environment = _environment(
             self.home,
             {
@@ -153,6 +164,10 @@ class ClaudeCode:
             },
         )
         argv = [str(self.executable), "-p", prompt, "--output-format", "json", "--permission-mode", "acceptEdits"]
+        if not mcp:
+            argv.append("--strict-mcp-config")
+        if allowed_tools:
+            argv += ["--allowedTools", ",".join(allowed_tools)]
         done, seconds = _run(argv, repo, environment, timeout)
         session_id = None
         with contextlib.suppress(ValueError):

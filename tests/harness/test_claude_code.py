@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from tests.harness.conftest import ORIGINAL, claims_reader, harness_sessions, runtime_digest
 from tests.harness.harnesses import ClaudeCode
 from tests.harness.model_servers import Answer, MessagesServer, ToolCall
@@ -76,3 +77,24 @@ async def test_a_write_to_a_held_file_is_stopped_and_a_free_one_is_claimed(
     assert ended[0]["data"]["handoff_note"] == LAST_WORDS
     claims = (await api.get("/v1/file-claims"))["file_claims"]
     assert [(c["path"], c["session_id"]) for c in claims] == [("src/app.py", holder)]
+
+
+@pytest.mark.sqlite  # the MCP set-up, not the store, is under test here
+async def test_claude_code_gets_eventcoord_tools_from_the_mcp_json_init_wrote(
+    claude: ClaudeCode, coordinated: Path, holder: str, agent_env: dict[str, str]
+) -> None:
+    script = [
+        ToolCall("WaitForMcpServers", {}),  # Claude Code connects MCP servers beside the first request
+        ToolCall("mcp__eventcoord__list_file_claims", {}),
+        Answer("alice holds src/app.py"),
+    ]
+    with MessagesServer(script) as model:
+        # -p asks before an MCP tool as it does before any tool outside --permission-mode.
+        allowed = ("mcp__eventcoord__list_file_claims",)
+        run = claude.run(coordinated, model, "who holds what?", env=agent_env, mcp=True, allowed_tools=allowed)
+    assert run.returncode == 0, run.explain()
+    connected, claims = model.tool_results()
+    assert str(connected["content"]).startswith("ready: true"), connected
+    assert "mcp__eventcoord__claim_files" in [t["name"] for t in model.model_requests()[-1]["tools"]]
+    assert not claims.get("is_error") and "src/app.py" in str(claims["content"]), claims
+    assert holder in str(claims["content"])

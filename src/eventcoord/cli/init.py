@@ -30,19 +30,19 @@ class Plan:
     before: str | None
     after: str | None
     missing: list[str] = field(default_factory=list)
-    executable: bool = False
+    made_executable: bool = False
 
     @property
     def action(self) -> str:
         if self.before == self.after:
-            return "unchanged"
+            return "updated" if self.made_executable else "unchanged"
         if self.after is None:
             return "deleted"
         return "created" if self.before is None else "updated"
 
 
-def _repository(start: Path) -> tuple[Path, Path]:
-    """The work tree's top and its git hooks folder (worktrees and ``core.hooksPath`` honoured)."""
+def _repository(start: Path) -> Path:
+    """The top of the work tree ``start`` is in."""
     import subprocess
 
     from eventcoord.cli.setup_files import SetupError
@@ -55,9 +55,7 @@ def _repository(start: Path) -> tuple[Path, Path]:
 
     if not start.is_dir():
         raise SetupError(f"{start} is not a directory")
-    top = Path(git("rev-parse", "--show-toplevel"))
-    hooks = Path(git("rev-parse", "--git-path", "hooks"))
-    return top, (hooks if hooks.is_absolute() else (start / hooks)).resolve()
+    return Path(git("rev-parse", "--show-toplevel"))
 
 
 def _read(path: Path) -> str | None:
@@ -72,11 +70,11 @@ def _read(path: Path) -> str | None:
 
 
 def plans(repo: Path, executable: str, remove: bool) -> tuple[Path, list[Plan]]:
-    """The work tree's top and what each file becomes there; raises ``SetupError`` (nothing
-    written) on a file it cannot read or merge."""
+    """The work tree's top and what each agent set-up file becomes there; raises
+    ``SetupError`` (before anything is written) on a file it cannot read or merge."""
     from eventcoord.cli import setup_files
 
-    top, hooks_dir = _repository(repo)
+    top = _repository(repo)
     words = shlex.split(executable)
 
     def shown(path: Path) -> str:
@@ -95,14 +93,6 @@ def plans(repo: Path, executable: str, remove: bool) -> tuple[Path, list[Plan]]:
     before = _read(path)
     after, missing = setup_files.mcp_server(shown(path), before, words, remove)
     out.append(Plan(path, shown(path), "MCP server `eventcoord`", before, after, missing))
-    for name, what in (("pre-commit", "git hook: the file-claim gate"), ("pre-push", "git hook: the publish gate")):
-        path = hooks_dir / name
-        before = _read(path)
-        after, missing = setup_files.git_hook(shown(path), before, name, words, remove)
-        is_executable = os.access(path, os.X_OK)
-        if after is not None and not remove and not is_executable and before is not None:
-            missing.append(f"{shown(path)}: not executable")
-        out.append(Plan(path, shown(path), what, before, after, missing, executable=True))
     return top, out
 
 
@@ -117,10 +107,28 @@ def _write(plan: Plan) -> None:
     if plan.after != plan.before:
         plan.path.parent.mkdir(parents=True, exist_ok=True)
         plan.path.write_text(plan.after, encoding="utf-8")
-    if plan.executable:
-        mode = plan.path.stat().st_mode
-        if mode & 0o111 != 0o111:
-            plan.path.chmod(mode | 0o111)
+
+
+def git_hooks(top: Path, executable: str, remove: bool) -> list[Plan]:
+    """Add (or take out) the commit and publish gates in the git hooks, as ``hook install``
+    does, and say what each hook file became."""
+    from eventcoord.cli import hook
+
+    folder = hook.hooks_dir(top)
+    before = {name: (_read(folder / name), os.access(folder / name, os.X_OK)) for name in hook.GIT_HOOKS}
+    if remove:
+        hook.remove_git_hooks(top)
+    else:
+        hook.write_git_hooks(top, executable)
+    rows = []
+    for name, (text, was_executable) in before.items():
+        path = folder / name
+        shown = str(path.relative_to(top)) if path.is_relative_to(top) else str(path)
+        after = _read(path)
+        made_executable = after is not None and not was_executable and os.access(path, os.X_OK)
+        what = "git hook: " + hook.GIT_HOOKS[name].split(":")[0]
+        rows.append(Plan(path, shown, what, text, after, made_executable=made_executable))
+    return rows
 
 
 def _where(executable: str) -> str:
@@ -163,13 +171,23 @@ def run(args: argparse.Namespace) -> int:
     from eventcoord.cli.setup_files import SetupError
 
     try:
+        if not shlex.split(args.executable):
+            raise ValueError("empty")
+    except ValueError as e:
+        print(f"eventcoord init: --executable {args.executable!r} is not a command ({e})", file=sys.stderr)
+        return EXIT_ERROR
+    from eventcoord.cli.hook import missing_git_hooks
+
+    try:
         top, planned = plans(Path(args.repo or "."), args.executable, args.remove)
+        # Also reads the git hooks, so one it cannot merge stops init before anything is written.
+        git_missing = [] if args.remove else missing_git_hooks(top, args.executable)
     except SetupError as e:
         print(f"eventcoord init: {e}", file=sys.stderr)
         print("eventcoord init: nothing was written", file=sys.stderr)
         return EXIT_ERROR
     if args.check:
-        missing = [m for plan in planned for m in plan.missing]
+        missing = [m for plan in planned for m in plan.missing] + git_missing
         if not missing:
             print("eventcoord init --check: everything is in place")
             return EXIT_DONE
@@ -180,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_MISSING
     for plan in planned:
         _write(plan)
+    planned += git_hooks(top, args.executable, args.remove)
     width = max(len(p.shown) for p in planned)
     verb = "removed from" if args.remove else "wrote"
     print(f"eventcoord init{' --remove' if args.remove else ''}: {verb} {top}")

@@ -19,11 +19,13 @@ from typing import Any
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd")
 #: The tools whose PreToolUse may write files (Codex also matches ``Edit|Write`` to apply_patch).
 WRITE_TOOLS = {"claude": "Write|Edit|MultiEdit|NotebookEdit", "codex": "apply_patch|Edit|Write"}
-#: A harness waits this long for a hook; the hook itself gives up on the server after 2 s.
+#: How long a harness waits for the hook (it gives up on the server after 2 s itself). Said
+#: outright because Claude Code otherwise gives SessionEnd hooks 1.5 s in all, too little for
+#: a cold start on a busy machine to end the session.
 HOOK_TIMEOUT_SECONDS = 10
 MCP_NAME = "eventcoord"
 BEGIN, END = "# >>> eventcoord >>>", "# <<< eventcoord <<<"
-#: The whole-file pre-push hook that ``eventcoord hook install`` writes: all of it is ours.
+#: The whole-file pre-push hook that ``eventcoord hook install`` wrote: all of it is ours.
 LEGACY_MARKER = "# eventcoord pre-push hook"
 _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "ash"}
 
@@ -32,7 +34,9 @@ class SetupError(Exception):
     """A file eventcoord cannot merge into (malformed JSON, a hook in another language)."""
 
 
-# --- JSON files ------------------------------------------------------------------------
+def _json_type(value: object) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
 
 
 def _load(shown: str, text: str | None) -> dict[str, Any]:
@@ -43,7 +47,7 @@ def _load(shown: str, text: str | None) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise SetupError(f"{shown}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); fix it") from None
     if not isinstance(doc, dict):
-        raise SetupError(f"{shown}: holds a JSON {type(doc).__name__}, not an object; fix it")
+        raise SetupError(f"{shown}: holds {_json_type(doc)}, not a JSON object; fix it")
     return doc
 
 
@@ -61,7 +65,7 @@ def _dump(doc: dict[str, Any], like: str | None) -> str:
 def _section(shown: str, doc: dict[str, Any], key: str) -> dict[str, Any]:
     value = doc.setdefault(key, {})
     if not isinstance(value, dict):
-        raise SetupError(f"{shown}: `{key}` is a JSON {type(value).__name__}, not an object; fix it")
+        raise SetupError(f"{shown}: `{key}` is {_json_type(value)}, not a JSON object; fix it")
     return value
 
 
@@ -113,7 +117,7 @@ def harness_hooks(
     for event in list(hooks) if remove else EVENTS:
         groups = hooks.get(event, [])
         if not isinstance(groups, list):
-            raise SetupError(f"{shown}: `hooks.{event}` is a JSON {type(groups).__name__}, not a list; fix it")
+            raise SetupError(f"{shown}: `hooks.{event}` is {_json_type(groups)}, not a JSON array; fix it")
         wanted = _group(event, harness, executable)
         own = sum(1 for g in groups if isinstance(g, dict) for h in g.get("hooks") or [] if own_hook(h, harness))
         if not remove and own == 1 and wanted in groups:

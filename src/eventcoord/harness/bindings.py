@@ -214,10 +214,11 @@ async def deliver(store: EventStore, key: Key, bound: Bound, upto: int) -> bool:
     return bool(await store.transact(move))
 
 
-async def remember_message(store: EventStore, key: Key, message: str | None) -> None:
-    """Keep a Stop's last assistant message (cut) as the handoff note of the session's end."""
+async def remember_message(store: EventStore, key: Key, bound: Bound, message: str | None) -> None:
+    """Keep a Stop's last assistant message (cut) as the handoff note of the session's end
+    (written only when it changed: a flood of Stops writes nothing)."""
     note = clean_text(message, NOTE_CAP)
-    if not note:
+    if not note or note == bound.last_message:
         return
 
     def keep(conn: Connection) -> None:

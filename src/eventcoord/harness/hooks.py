@@ -92,7 +92,7 @@ class Hooks:
         ws = key.workspace
         bound = await bind(self.service, self.store, caller, key, also=lambda c, row: _news(c, ws, _as_bound(row)))
         if isinstance(payload, Stop):
-            await remember_message(self.store, key, payload.last_assistant_message)
+            await remember_message(self.store, key, bound, payload.last_assistant_message)
         got: _Got = bound.also if bound.also is not None else await self.store.query(lambda c: _news(c, ws, bound))
         told = news(
             bound.session_id, got.messages, got.released, registered=bound.renewed, previous=bound.previous_session_id

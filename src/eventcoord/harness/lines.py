@@ -6,22 +6,32 @@ the rest of what the model is told.
 
 from __future__ import annotations
 
-from eventcoord.harness.budget import cut
+from eventcoord.harness.budget import LINE_CAP, cut
 from eventcoord.harness.reads import Message, Note, Peer, Release
 
-#: How many issues or file patterns of another session a line names before it counts the rest.
-HELD_SHOWN = 8
 
-
-def _listed(items: list[str]) -> str:
-    shown = ", ".join(items[:HELD_SHOWN])
-    return shown + (f" (+{len(items) - HELD_SHOWN} more)" if len(items) > HELD_SHOWN else "") if items else "none"
+def _listed(items: list[str], room: int) -> str:
+    """As many of ``items`` as fit in ``room`` characters, then how many more there are."""
+    if not items:
+        return "none"
+    shown: list[str] = []
+    used = 0
+    for i, item in enumerate(items):
+        more = f" (+{len(items) - i - 1} more)" if i < len(items) - 1 else ""
+        if shown and used + 2 + len(item) + len(more) > room:
+            return ", ".join(shown) + f" (+{len(items) - i} more)"
+        shown.append(item)
+        used += len(item) + (2 if len(shown) > 1 else 0)
+    return ", ".join(shown)
 
 
 def peer_line(p: Peer) -> str:
     """Another live session: who (in which harness), its id, the issues and files it holds."""
     who = p.actor_key + (f" [{p.runtime}]" if p.runtime else "")
-    return cut(f"- {who}, session {p.session_id}: issues {_listed(p.issues)}; files {_listed(p.paths)}")
+    head = f"- {who}, session {p.session_id}: issues "
+    issues = _listed(p.issues, (LINE_CAP - len(head)) // 3)
+    files = "; files "
+    return cut(head + issues + files + _listed(p.paths, LINE_CAP - len(head) - len(issues) - len(files)))
 
 
 def message_line(m: Message) -> str:
