@@ -81,7 +81,7 @@ class FakeGitHub:
 
     def writes(self) -> list[list[str]]:
         """Every write call accepted (edit and comment), in order."""
-        return [c for c in self.read()["calls"] if c[1] in ("edit", "comment")]
+        return [c for c in self.read()["calls"] if c[2] in ("edit", "comment")]
 
 
 @contextlib.contextmanager
