@@ -33,6 +33,9 @@ QUIET = 0.2
 GATHER = 1.0
 #: Seconds before a stream that failed is opened again.
 RECONNECT = 1.0
+#: Seconds of silence after which the stream counts as cut (the server's keep-alives come
+#: every 15 s).
+SILENCE = 45.0
 
 
 def listen(url: str, token: str, after: int, changes: queue.Queue[int], stop: threading.Event) -> None:
@@ -40,7 +43,7 @@ def listen(url: str, token: str, after: int, changes: queue.Queue[int], stop: th
     while not stop.is_set():
         try:
             with Client(url, token) as client:
-                for event in client.stream(after):
+                for event in client.stream(after, timeout=SILENCE):
                     after = event.position
                     if event.type in CHANGES:
                         changes.put(event.position)
