@@ -319,6 +319,20 @@ async def test_the_mirror_needs_a_human_or_admin_token(mirror: Mirror, api: Api)
     assert mirror.github.writes() == writes
 
 
+async def test_two_syncs_racing_for_the_memory_are_told_apart_by_the_server(mirror: Mirror, api: Api) -> None:
+    from eventcoord.github.memory import command_id
+    from eventcoord.github.names import memory_channel
+
+    mirror.github.add_issue(REPO, 1)
+    await claim(api, "alice", "P-1")
+    # Another sync took the memory's next number a moment ago, with a record of its own.
+    rival = {"type": "post_message", "channel": "project:elsewhere", "body": "{}"}
+    await api.ok({**rival, "command_id": command_id(memory_channel(REPO), 1)})
+    lost = mirror.sync("--apply")
+    assert lost.returncode == 1 and "IDEMPOTENCY_MISMATCH" in lost.stderr, lost.stderr
+    assert mirror.github.writes() == []  # it stopped before its write
+
+
 class Follower:
     """``github sync --follow`` as a background process."""
 
