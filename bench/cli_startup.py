@@ -8,8 +8,10 @@ one run (a load drift hits every way alike), times ``--runs`` processes of each 
     eventcoord hook claude (no server)  the same with nothing listening: the fail-open path
     eventcoord leases                   a read over HTTP, rendered as a table
 
-and prints each way's median and 90th percentile, the median's ratio to ``python -c pass``
-and the targets (a hook call at most 60 ms, ``eventcoord leases`` at most 150 ms).
+and prints each way's median and 90th percentile wall time, the median's ratio to
+``python -c pass``, the median CPU time the process used (user + system: what load from other
+processes inflates least) and the targets (a hook call at most 60 ms, ``eventcoord leases`` at
+most 150 ms, wall time).
 
     .venv/bin/python bench/cli_startup.py              # 40 runs of each way
     .venv/bin/python bench/cli_startup.py --runs 100
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -86,7 +89,7 @@ def pre_tool_use(work: Path) -> bytes:
     ).encode()
 
 
-def measure(base: str, work: Path, runs: int) -> dict[str, list[float]]:
+def measure(base: str, work: Path, runs: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     script = shutil.which("eventcoord", path=str(Path(sys.executable).parent)) or "eventcoord"
     env = {**os.environ, "EVENTCOORD_URL": base, "EVENTCOORD_TOKEN": TOKEN}
     env.pop("EVENTCOORD_HOOK_FAIL", None)
@@ -100,15 +103,19 @@ def measure(base: str, work: Path, runs: int) -> dict[str, list[float]]:
     }
     for argv, e, stdin in ways.values():  # warm the file cache; the first hook call claims the file
         subprocess.run(argv, env=e, input=stdin, capture_output=True, check=False, cwd=work)
-    out: dict[str, list[float]] = {k: [] for k in ways}
+    wall: dict[str, list[float]] = {k: [] for k in ways}
+    cpu: dict[str, list[float]] = {k: [] for k in ways}
     for _ in range(runs):
         for label, (argv, e, stdin) in ways.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
             done = subprocess.run(argv, env=e, input=stdin, capture_output=True, check=False, cwd=work)
-            out[label].append((time.perf_counter() - t) * 1000)
+            wall[label].append((time.perf_counter() - t) * 1000)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[label].append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000)
             if done.returncode != 0:
                 raise RuntimeError(f"{label}: exit {done.returncode}: {done.stderr.decode()}")
-    return out
+    return wall, cpu
 
 
 def main() -> None:
@@ -120,7 +127,7 @@ def main() -> None:
     proc, base = start_server(work)
     try:
         seed(base)
-        times = measure(base, work, args.runs)
+        times, cpu = measure(base, work, args.runs)
     finally:
         proc.terminate()
         proc.wait(10)
@@ -129,13 +136,14 @@ def main() -> None:
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
     print(f"{args.runs} runs of each way, interleaved; load average {load}; {os.cpu_count()} cores")
-    print(f"{'way':<38} {'median ms':>10} {'p90 ms':>8} {'/ pass':>7}  target")
+    print(f"{'way':<36} {'median ms':>9} {'p90 ms':>7} {'/ pass':>6} {'CPU ms':>7}  target (median)")
     for label, ms in times.items():
         ordered = sorted(ms)
         median, p90 = statistics.median(ordered), ordered[int(len(ordered) * 0.9) - 1]
         target = TARGETS_MS.get(label)
         verdict = "" if target is None else f"<= {target:g} ms: {'met' if median <= target else 'NOT met'}"
-        print(f"{label:<38} {median:>10.1f} {p90:>8.1f} {median / floor:>7.2f}  {verdict}")
+        used = statistics.median(cpu[label])
+        print(f"{label:<36} {median:>9.1f} {p90:>7.1f} {median / floor:>6.2f} {used:>7.1f}  {verdict}")
 
 
 if __name__ == "__main__":
