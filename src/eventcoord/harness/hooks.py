@@ -179,8 +179,7 @@ def _news(conn: Connection, workspace: str, bound: Bound, upto: int | None = Non
     upto = arrivals.head(conn) if upto is None else upto
     sessions = [bound.session_id] + ([bound.previous_session_id] if bound.previous_session_id else [])
     after = bound.delivered_position
-    return _Got(
-        upto,
-        arrivals.inbox(conn, workspace, sessions, after, upto),
-        arrivals.releases(conn, workspace, sessions, after, upto),
-    )
+    released = arrivals.releases(conn, workspace, sessions, after, upto)
+    # A renewed session that takes over what the one before it held is not news to it.
+    taken = [r for r in released if r.by_session_id not in sessions]
+    return _Got(upto, arrivals.inbox(conn, workspace, sessions, after, upto), taken)
