@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, case, select
 
 from eventcoord import liveness
 from eventcoord.projections.tables import file_claims, issues, leases, sessions
 from eventcoord.store import dbclock
+
+#: The most live claims of the other sessions a briefing reads (it names a few of each).
+_CLAIMS_READ = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,7 @@ def peers(conn: Connection, workspace: str, session_id: str, limit: int) -> list
                 & file_claims.c.session_id.in_(ids)
             )
             .order_by(file_claims.c.position, file_claims.c.idx)
+            .limit(_CLAIMS_READ)
         ):
             if path not in claimed[sid]:
                 claimed[sid].append(path)
@@ -83,6 +87,7 @@ def resumable_notes(conn: Connection, workspace: str, actor_key: str, limit: int
         select(issues.c.issue, issues.c.handoff_note, sessions.c.actor_key)
         .select_from(issues.outerjoin(sessions, sessions.c.session_id == issues.c.handoff_session_id))
         .where((issues.c.workspace == workspace) & issues.c.handoff_note.is_not(None))
+        .order_by(case((sessions.c.actor_key == actor_key, 0), else_=1), issues.c.issue)
         .limit(200)
     ).all()
     if not noted:
