@@ -67,6 +67,8 @@ def install() -> Installed:
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers install once between them
         if not (target / ".installed").exists():
+            for stale in root.glob(".install-*"):  # left by an install that was killed
+                shutil.rmtree(stale, ignore_errors=True)
             staging = Path(tempfile.mkdtemp(prefix=".install-", dir=root))
             try:
                 for name in ("package.json", "package-lock.json"):

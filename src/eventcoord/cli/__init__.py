@@ -9,6 +9,7 @@
     hook claude, hook codex                         the harness hooks       (cli.harness_hook)
     init                                            set a repository up     (cli.init)
     mcp                                             the MCP server          (eventcoord.mcp)
+    github sync                                     the GitHub mirror       (cli.github)
 
 The console script starts here, so this module imports only ``sys``: a subcommand loads
 the one module that defines it, and ``hook claude|codex`` (run on every tool call of a
@@ -33,6 +34,7 @@ FACES: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("hook", frozenset({"hook"})),
     ("init", frozenset({"init"})),
     ("mcp", frozenset({"mcp"})),
+    ("github", frozenset({"github"})),
 )
 
 

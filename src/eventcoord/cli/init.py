@@ -159,7 +159,8 @@ def _next_steps(executable: str) -> list[str]:
         "`eventcoord` from .mcp.json when it asks.",
         _where(executable),
         "The hooks find the server as every eventcoord client does: EVENTCOORD_URL and EVENTCOORD_TOKEN in the "
-        "agent's environment, else http://127.0.0.1:8765 with ./.eventcoord/admin-token (start it with "
+        "agent's environment, else http://127.0.0.1:8765 with the .eventcoord/admin-token of the agent's folder "
+        "or a parent (start it with "
         "`eventcoord serve`). An unreachable server lets the agent go on (fail-open) with a warning.",
         "Commit .claude/settings.json, .codex/hooks.json and .mcp.json to share them; git hooks are per clone: "
         "run `eventcoord init` in each clone. Undo: `eventcoord init --remove`.",

@@ -13,10 +13,17 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Protocol
 
-    from eventcoord.cli.ops import Answer, Refusal, Server
+    from eventcoord.cli.ops import Answer, Server
     from eventcoord.cli.subcommands import Subcommand
+
+    class WithStatus(Protocol):
+        """A refusal as the CLI's own requests or the typed client report it: its HTTP status."""
+
+        @property
+        def status(self) -> int: ...
+
 
 #: The columns each list read shows, in order (other fields: ``--json``).
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -75,7 +82,7 @@ def fail(code: str, message: str, details: dict[str, Any] | None = None) -> None
         print(f"  {key}: {_cell(value)}", file=sys.stderr)
 
 
-def exit_code(refused: Refusal) -> int:
+def exit_code(refused: WithStatus) -> int:
     """1 refused; 4 for 401/403; 3 for a 5xx."""
     if refused.status in (401, 403):
         return 4

@@ -72,7 +72,8 @@ class Key:
 
 @dataclass(frozen=True, slots=True)
 class Bound:
-    """The eventcoord session a hook acts for, with its binding's delivery state.
+    """The eventcoord session a hook acts for, with its binding's delivery state and its
+    most recently granted live lease.
 
     ``renewed``: this hook registered it (a first hook, or the one before had ended or gone
     stale); ``also``: what the caller's read found beside the binding (None when renewed).
@@ -84,6 +85,7 @@ class Bound:
     previous_session_id: str | None
     delivered_position: int
     last_message: str | None
+    lease_issue: str | None
     renewed: bool
     beat: bool
     also: Any = None
@@ -111,7 +113,7 @@ async def bind(
                     if e.code != ErrorCode.SESSION_NOT_LIVE:  # it ended meanwhile: bind again
                         raise
                     continue
-            return _bound(row, renewed=False, beat=beat, also=extra)
+            return as_bound(row, renewed=False, beat=beat, also=extra)
         return await _renew(service, store, caller, key, seen)
     raise errors.concurrency()
 
@@ -123,7 +125,8 @@ def _read(conn: Connection, key: Key, also: Callable[[Connection, BindingRow], T
     return seen, also(conn, seen.row)
 
 
-def _bound(row: BindingRow, *, renewed: bool, beat: bool, also: Any = None) -> Bound:
+def as_bound(row: BindingRow, *, renewed: bool = False, beat: bool = False, also: Any = None) -> Bound:
+    """The binding as a hook acts on it."""
     return Bound(
         session_id=row.session_id,
         actor_key=row.actor_key or "",
@@ -131,6 +134,7 @@ def _bound(row: BindingRow, *, renewed: bool, beat: bool, also: Any = None) -> B
         previous_session_id=row.previous_session_id,
         delivered_position=row.delivered_position,
         last_message=row.last_message,
+        lease_issue=row.lease_issue,
         renewed=renewed,
         beat=beat,
         also=also,
@@ -156,7 +160,7 @@ async def _renew(service: Service, store: EventStore, caller: Caller, key: Key, 
     previous = seen.row.session_id if seen.row is not None else None
     row = await store.transact(lambda c: _move(c, key, generation, session_id, previous, outcome.position, seen.now_us))
     renewed = row.session_id == session_id and not outcome.replayed
-    return _bound(row, renewed=renewed, beat=False)
+    return as_bound(row, renewed=renewed, beat=False)
 
 
 def _upsert(dialect: str) -> Any:

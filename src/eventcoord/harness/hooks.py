@@ -16,12 +16,11 @@ from sqlalchemy import Connection
 from eventcoord import errors
 from eventcoord.commands import ClaimFiles, EndAgent
 from eventcoord.context import Caller
-from eventcoord.domain.files import ClaimRow
 from eventcoord.domain.paths import matches
 from eventcoord.errors import DomainError, ErrorCode
 from eventcoord.harness import reads
 from eventcoord.harness.answers import NOTHING, HookAnswer, deny, tell
-from eventcoord.harness.bindings import Bound, Key, bind, bound_session, deliver, remember_message, thread_of
+from eventcoord.harness.bindings import Bound, Key, as_bound, bind, bound_session, deliver, remember_message, thread_of
 from eventcoord.harness.briefing import NOTES, PEERS, briefing
 from eventcoord.harness.denial import denial
 from eventcoord.harness.edits import Target, targets
@@ -90,7 +89,7 @@ class Hooks:
         self, caller: Caller, key: Key, payload: UserPromptSubmit | PostToolUse | Stop
     ) -> HookAnswer:
         ws = key.workspace
-        bound = await bind(self.service, self.store, caller, key, also=lambda c, row: _news(c, ws, _as_bound(row)))
+        bound = await bind(self.service, self.store, caller, key, also=lambda c, row: _news(c, ws, as_bound(row)))
         if isinstance(payload, Stop):
             await remember_message(self.store, key, bound, payload.last_assistant_message)
         got: _Got = bound.also if bound.also is not None else await self.store.query(lambda c: _news(c, ws, bound))
@@ -115,7 +114,7 @@ class Hooks:
                 f"eventcoord: not written. One edit may claim at most {MAX_TARGETS} files and this one writes "
                 f"{len(wanted)}: split it into smaller edits."
             )
-        patterns = [t.pattern for t in wanted]
+        files = [t.path for t in wanted]
         ws = key.workspace
         for _ in range(2):  # once more if the session ended between its binding and its claim
             bound = await bind(
@@ -123,14 +122,14 @@ class Hooks:
                 self.store,
                 caller,
                 key,
-                also=lambda c, row: reads.holding(c, ws, row.session_id, patterns),
+                also=lambda c, row: reads.own_claims_over(c, ws, row.session_id, files),
             )
-            held: reads.Holding = bound.also if bound.also is not None else reads.Holding(None, [])
+            own: list[reads.OwnClaim] = bound.also or []
             sid = bound.session_id
-            todo = [t for t in wanted if not _covered(t, held.claims, sid)]
+            todo = [t for t in wanted if not _covered(t, own)]
             if not todo:
                 return NOTHING
-            issue = held.lease_issue or f"edit:{sid}"
+            issue = bound.lease_issue or f"edit:{sid}"
             claim = ClaimFiles(session_id=sid, issue=issue, paths=[t.pattern for t in todo], exclusive=True)
             try:
                 outcome = await self.service.execute(caller, claim)
@@ -163,9 +162,9 @@ class Hooks:
         return NOTHING
 
 
-def _covered(target: Target, claims: list[ClaimRow], session_id: str) -> bool:
+def _covered(target: Target, own: list[reads.OwnClaim]) -> bool:
     """The session holds the file already: one of its exclusive claims matches it."""
-    return any(c.session_id == session_id and c.exclusive and matches(c.path, target.path) for c in claims)
+    return any(c.exclusive and matches(c.path, target.path) for c in own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,19 +174,6 @@ class _Got:
     upto: int
     messages: list[reads.Message]
     released: list[reads.Release]
-
-
-def _as_bound(row: reads.BindingRow) -> Bound:
-    return Bound(
-        row.session_id,
-        row.actor_key or "",
-        row.generation,
-        row.previous_session_id,
-        row.delivered_position,
-        None,
-        False,
-        False,
-    )
 
 
 def _news(conn: Connection, workspace: str, bound: Bound, upto: int | None = None) -> _Got:

@@ -6,23 +6,32 @@ none of them walks the workspace's history.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import Connection, bindparam, select, text
 
 from eventcoord import liveness
 from eventcoord.codec import decode_event
-from eventcoord.context import Caller, Context
-from eventcoord.domain.files import ClaimRow
 from eventcoord.events import FileClaimReleased, LeaseReleased
-from eventcoord.handlers.files import overlap_candidates
+from eventcoord.handlers.files import PG_LIVE_KEY, ancestors
+from eventcoord.projections.files import live_key
 from eventcoord.projections.tables import file_claims, issues, leases, messages, sessions
 from eventcoord.store import dbclock, log
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import events, harness_sessions
 
+#: The session's most recently granted live lease (the issue a hook's claims go under).
+_LATEST_LEASE = (
+    select(leases.c.issue)
+    .where((leases.c.session_id == harness_sessions.c.session_id) & leases.c.released_us.is_(None))
+    .order_by(leases.c.lease_id.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+#: A binding, its session's liveness and latest lease, in one statement by primary keys.
 _BINDING = Prepared(
     lambda d: (
         select(
@@ -34,6 +43,7 @@ _BINDING = Prepared(
             sessions.c.actor_key,
             sessions.c.last_seen_us,
             sessions.c.ended_us,
+            _LATEST_LEASE,
         )
         .select_from(harness_sessions.outerjoin(sessions, sessions.c.session_id == harness_sessions.c.session_id))
         .where(
@@ -43,12 +53,17 @@ _BINDING = Prepared(
         )
     )
 )
-_LATEST_LEASE = Prepared(
-    lambda d: (
-        select(leases.c.issue)
-        .where((leases.c.session_id == bindparam("sid")) & leases.c.released_us.is_(None))
-        .order_by(leases.c.lease_id.desc())
-        .limit(1)
+#: A session's live claims whose literal prefix is one of the given ones: every claim of it
+#: that can match a file whose directories (and itself) are those prefixes. Through the
+#: index of live claims, as claim_files' own probes (handlers/files.py), in one statement.
+_OWN_OVER = Prepared(
+    lambda d: text(
+        "SELECT path, exclusive FROM file_claims INDEXED BY ix_file_claims_live"
+        " WHERE workspace = :ws AND released_us IS NULL AND session_id = :sid"
+        " AND literal_prefix IN (SELECT value FROM json_each(:prefixes))"
+        if d == "sqlite"
+        else f"SELECT path, exclusive FROM file_claims WHERE {PG_LIVE_KEY} = ANY(CAST(:keys AS text[]))"
+        " AND session_id = :sid"
     )
 )
 
@@ -65,6 +80,7 @@ class BindingRow:
     actor_key: str | None
     last_seen_us: int | None
     ended_us: int | None
+    lease_issue: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,19 +107,21 @@ def binding(conn: Connection, workspace: str, harness: str, thread: str) -> Seen
 
 
 @dataclass(frozen=True, slots=True)
-class Holding:
-    """What an editing session holds that a claim of ``paths`` meets: its latest live lease's
-    issue, and every live claim (anyone's) that could overlap one of the paths."""
+class OwnClaim:
+    """A live claim of the session that may cover a file it is about to write."""
 
-    lease_issue: str | None
-    claims: list[ClaimRow]
+    path: str
+    exclusive: bool
 
 
-def holding(conn: Connection, workspace: str, session_id: str, paths: Sequence[str]) -> Holding:
-    """The session's latest granted live lease and the claims ``paths`` could meet."""
-    issue = _LATEST_LEASE.scalar(conn, {"sid": session_id})
-    ctx = Context(Caller(workspace, "agent"), 0, 0)  # the probes read only its workspace
-    return Holding(issue, overlap_candidates(conn, ctx, paths) if paths else [])
+def own_claims_over(conn: Connection, workspace: str, session_id: str, files: Sequence[str]) -> list[OwnClaim]:
+    """The session's live claims that could match one of ``files`` (plain file paths)."""
+    prefixes = sorted({p for f in files for p in (*ancestors(f), f)})
+    if conn.dialect.name == "sqlite":
+        params: dict[str, Any] = {"ws": workspace, "sid": session_id, "prefixes": json.dumps(prefixes)}
+    else:
+        params = {"sid": session_id, "keys": [live_key(workspace, p) for p in prefixes]}
+    return [OwnClaim(r[0], bool(r[1])) for r in _OWN_OVER.rows(conn, params)]
 
 
 # --- what a SessionStart tells ------------------------------------------------------------
