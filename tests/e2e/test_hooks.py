@@ -524,11 +524,16 @@ async def test_a_flood_of_hooks_costs_one_heartbeat_per_third_of_the_ttl(
         me = session_in(context(await hooks.send("claude", claude("SessionStart", sid))))
         sent = 1
         started = time.monotonic()
-        # Hooks as fast as they are answered, for two thirds of the TTL past the first third.
-        while time.monotonic() - started < ttl:
-            event = ("UserPromptSubmit", "PostToolUse", "Stop")[sent % 3]
-            await hooks.send("claude", claude(event, sid, prompt="x", tool_name="Bash", last_assistant_message="m"))
-            sent += 1
+
+        async def flood(lane: int) -> None:
+            """Hooks as fast as they are answered, for the whole TTL: many due at once."""
+            nonlocal sent
+            while time.monotonic() - started < ttl:
+                event = ("UserPromptSubmit", "PostToolUse", "Stop")[(sent + lane) % 3]
+                await hooks.send("claude", claude(event, sid, prompt="x", tool_name="Bash", last_assistant_message="m"))
+                sent += 1
+
+        await asyncio.gather(*(flood(lane) for lane in range(6)))
         mine = [e for e in await api.events() if e["metadata"].get("session_id") == me]
         beats = [e for e in mine if e["type"] == "AgentHeartbeat"]
         assert beats and len(mine) * 4 < sent, (sent, [e["type"] for e in mine])
