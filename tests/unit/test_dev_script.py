@@ -14,9 +14,7 @@ TEST_TOOLS = ("pytest", "playwright", "schemathesis", "mypy", "ruff", "hypothesi
 
 def names(requirements: list[str]) -> set[str]:
     """The distribution names of PEP 508 requirements (``mcp>=2.3,<3`` -> ``mcp``)."""
-    return {
-        r.split(";")[0].split("[")[0].split("<")[0].split(">")[0].split("=")[0].strip().lower() for r in requirements
-    }
+    return {re.split(r"[\s\[;<>=!~]", r, maxsplit=1)[0].lower() for r in requirements}
 
 
 def test_serve_installs_the_runtime_only_and_test_and_lint_the_test_tools() -> None:
