@@ -40,6 +40,19 @@ def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(fn=run)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version (read only when asked)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import version
+
+        print(f"eventcoord {version('eventcoord')}")
+        parser.exit()
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser; with ``argv``, only its subcommand gets its options (start-up time)."""
     from eventcoord.cli import history, hook, ops, server
@@ -47,6 +60,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
 
     parser = argparse.ArgumentParser(prog="eventcoord", description="Event-sourced coordination for fleets of agents")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     server.add_parsers(sub)
     history.add_parsers(sub)

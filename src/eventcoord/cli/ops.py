@@ -3,7 +3,7 @@
 ``eventcoord claim-issue --session-id S --project P --issue P-1``: each struct field is an
 option of the same name; the body sent is exactly the options given. Output is a table or a
 summary, or with ``--json`` the server's answer unchanged. Exit codes: 0 done, 1 refused,
-2 usage, 3 server unreachable or 5xx, 4 401/403.
+2 usage, 3 server unreachable or 5xx, 4 401/403, 5 waiting in line (``--wait`` joined one).
 """
 
 from __future__ import annotations
@@ -19,7 +19,13 @@ import msgspec.inspect as mi
 from eventcoord.client.guide import FIELD, SUMMARY, describe
 from eventcoord.client.operations import OPERATIONS, Operation
 
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_DENIED = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_DENIED, EXIT_WAITING = 0, 1, 2, 3, 4, 5
+EXIT_CODES = (
+    "exit codes: 0 done; 1 refused by the service (its code is the first word on stderr); 2 usage error; "
+    "3 server unreachable or 5xx; 4 401/403; 5 not granted but waiting in line (--wait joined or kept a place)"
+)
+#: What an option means on the command line beyond the field's meaning.
+CLI_HELP = {"wait": "; the command then exits 5 (waiting in line), not 1"}
 
 #: Per-command extras: options and behaviour only the CLI has (set by cli.hook).
 Extra = Callable[[argparse.ArgumentParser], None]
@@ -50,7 +56,8 @@ def _add_field(p: argparse.ArgumentParser, op: Operation, f: mi.Field) -> None:
     dest = f.encode_name
     positional = f.encode_name in op.positional or f.name in op.positional
     flag = "--" + f.encode_name.replace("_", "-")
-    kwargs: dict[str, Any] = {"default": None, "help": FIELD.get(f.encode_name)}
+    about = FIELD.get(f.encode_name)
+    kwargs: dict[str, Any] = {"default": None, "help": about and about + CLI_HELP.get(f.encode_name, "")}
     if isinstance(t, mi.BoolType):  # never positional: --force, --exclusive/--no-exclusive, --live/--no-live
         action = argparse.BooleanOptionalAction if (nullable or f.default is True) else "store_true"
         p.add_argument(flag, dest=dest, action=action, default=None, help=kwargs["help"])
@@ -94,6 +101,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], chosen
             op.cli,
             help=SUMMARY.get(op.name, op.name).split(". ")[0],
             description=describe(op.name),
+            epilog=EXIT_CODES,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.set_defaults(fn=run, _op=op)

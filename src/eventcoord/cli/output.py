@@ -39,6 +39,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "list_waits": ("kind", "key", "place", "session_id", "actor_key", "issue", "since"),
     "read_messages": ("position", "channel", "actor_key", "body", "recorded_at"),
     "read_events": ("position", "type", "stream", "recorded_at", "data"),
+    # ``eventcoord agent SID``: what the session holds now, then what it held and worked on.
+    "agent_leases": ("issue", "project", "fencing_token", "granted_at"),
+    "agent_file_claims": ("path", "issue", "exclusive", "claimed_at"),
+    "agent_named_leases": ("name", "fencing_token", "expires_at", "expired"),
+    "agent_work": ("item_id", "project", "issue", "status", "outcome", "current_worker"),
+    "agent_past_leases": ("issue", "project", "fencing_token", "granted_at", "released_at", "release_reason"),
 }
 
 
@@ -68,12 +74,13 @@ def fail(code: str, message: str, details: dict[str, Any] | None = None) -> None
 
 
 def exit_code(refused: Refused) -> int:
-    """1 refused; 4 for 401/403; 3 for a 5xx."""
+    """1 refused; 5 refused but waiting in line (``wait: true`` joined or kept a place); 4 for
+    401/403; 3 for a 5xx."""
     if refused.status in (401, 403):
         return 4
     if refused.status >= 500:
         return 3
-    return 1
+    return 5 if isinstance(refused.details.get("waiting"), dict) else 1
 
 
 def summary(data: dict[str, Any], title: str | None = None) -> None:
@@ -88,7 +95,7 @@ def summary(data: dict[str, Any], title: str | None = None) -> None:
     console().print(table)
 
 
-def rows(name: str, items: list[dict[str, Any]]) -> None:
+def rows(name: str, items: list[dict[str, Any]], title: str | None = None) -> None:
     """A table of ``items`` with the read's columns."""
     from rich import box
     from rich.table import Table
@@ -97,10 +104,34 @@ def rows(name: str, items: list[dict[str, Any]]) -> None:
         console().print("(none)")
         return
     columns = COLUMNS.get(name) or tuple(k for k, v in items[0].items() if not isinstance(v, dict | list))
-    table = Table(*columns, header_style="bold", box=box.SIMPLE_HEAD)
+    table = Table(*columns, header_style="bold", box=box.SIMPLE_HEAD, title=title, title_justify="left")
     for item in items:
         table.add_row(*(_cell(item.get(c)) for c in columns))
     console().print(table)
+
+
+def agent(body: dict[str, Any], client: Client) -> None:
+    """One session: its summary, what it holds now (issue leases, file claims, named leases),
+    then the leases it held and the work it touched."""
+    summary(body["agent"], title=f"session {body['agent'].get('session_id')}")
+    leases = body.get("leases") or []
+    held = [x for x in leases if x.get("released_at") is None]
+    claims = client.fetch("/v1/file-claims", {"session_id": body["agent"].get("session_id")})
+    files = claims.payload().get("file_claims", []) if claims.refusal() is None else []
+    holds = (
+        ("agent_leases", held, "holds issue leases"),
+        ("agent_file_claims", files, "holds file claims"),
+        ("agent_named_leases", body.get("named_leases") or [], "holds named leases"),
+    )
+    if not any(items for _, items, _ in holds):
+        console().print("holds nothing")
+    for name, items, title in holds:
+        if items:
+            rows(name, items, title=title)
+    past = [x for x in leases if x.get("released_at") is not None]
+    for name, items, title in (("agent_past_leases", past, "held before"), ("agent_work", body.get("work"), "work")):
+        if items:
+            rows(name, items, title=title)
 
 
 def show(op: Operation, reply: Reply, args: argparse.Namespace, client: Client) -> int:
@@ -128,6 +159,9 @@ def show(op: Operation, reply: Reply, args: argparse.Namespace, client: Client) 
             result if isinstance(result, dict) else {"result": result},
             title=f"{op.name}: done (position {body.get('position')})",
         )
+        return 0
+    if op.name == "get_agent":
+        agent(body, client)
         return 0
     lists = [k for k, v in body.items() if isinstance(v, list)]
     if op.name == "get_code_heatmap":
