@@ -6,6 +6,7 @@
     agents, leases, state, … (every read)           generated from reads    (cli.ops)
     verify-hold, hook install, claim-issue --record the publish gate        (cli.hook)
     mcp                                             the MCP server          (eventcoord.mcp)
+    github sync                                     the GitHub mirror       (cli.github)
 
 Imports are lazy: a subcommand loads only what it uses, so the CLI starts fast.
 """
@@ -55,7 +56,7 @@ class _Version(argparse.Action):
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser; with ``argv``, only its subcommand gets its options (start-up time)."""
-    from eventcoord.cli import history, hook, ops, server
+    from eventcoord.cli import github, history, hook, ops, server
 
     chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
 
@@ -67,6 +68,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ops.add_parsers(sub, chosen)
     hook.add_parsers(sub)
     _add_mcp(sub)
+    github.add_parsers(sub)
     return parser
 
 
