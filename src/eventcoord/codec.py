@@ -53,14 +53,14 @@ def decode_command(body: bytes) -> AnyCommand:
     try:
         return _command_decoder.decode(body)
     except msgspec.ValidationError as e:
-        raise errors.invalid(_field_of(str(e)), str(e)) from None
+        raise errors.invalid(field_of(str(e)), str(e)) from None
     except msgspec.DecodeError as e:
         raise errors.invalid("body", f"malformed JSON: {e}") from None
     except RecursionError:
         raise errors.invalid("body", "JSON nested too deeply") from None
 
 
-def _field_of(message: str) -> str:
+def field_of(message: str) -> str:
     """Turn msgspec's ``- at `$.paths[3]``` suffix into ``paths[3]``."""
     path = ""
     m = _FIELD_AT.search(message)
