@@ -15,6 +15,13 @@ most 150 ms, wall time).
 
     .venv/bin/python bench/cli_startup.py              # 40 runs of each way
     .venv/bin/python bench/cli_startup.py --runs 100
+    .venv/bin/python bench/cli_startup.py --bin /tmp/wheel-venv/bin   # another installation's
+                                                                      # python and eventcoord
+    .venv/bin/python bench/cli_startup.py --before /tmp/old-venv/bin  # and an older eventcoord's
+                                                                      # leases, in the same run
+
+The checkout's ``.venv`` is an editable install, whose import hook makes every start of its
+interpreter slower; ``--bin`` times an installation from the wheel (as users get it) instead.
 """
 
 from __future__ import annotations
@@ -89,18 +96,22 @@ def pre_tool_use(work: Path) -> bytes:
     ).encode()
 
 
-def measure(base: str, work: Path, runs: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    script = shutil.which("eventcoord", path=str(Path(sys.executable).parent)) or "eventcoord"
+def measure(
+    base: str, work: Path, runs: int, bin_dir: Path, before: Path | None
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    python, script = str(bin_dir / "python"), str(bin_dir / "eventcoord")
     env = {**os.environ, "EVENTCOORD_URL": base, "EVENTCOORD_TOKEN": TOKEN}
     env.pop("EVENTCOORD_HOOK_FAIL", None)
     down = {**env, "EVENTCOORD_URL": f"http://127.0.0.1:{free_port()}"}
     payload = pre_tool_use(work)
     ways: dict[str, tuple[list[str], dict[str, str], bytes | None]] = {
-        "python -c pass": ([sys.executable, "-c", "pass"], env, None),
+        "python -c pass": ([python, "-c", "pass"], env, None),
         "eventcoord hook claude": ([script, "hook", "claude"], env, payload),
         "eventcoord hook claude (no server)": ([script, "hook", "claude"], down, payload),
         "eventcoord leases": ([script, "leases"], env, None),
     }
+    if before is not None:
+        ways["eventcoord leases (--before)"] = ([str(before / "eventcoord"), "leases"], env, None)
     for argv, e, stdin in ways.values():  # warm the file cache; the first hook call claims the file
         subprocess.run(argv, env=e, input=stdin, capture_output=True, check=False, cwd=work)
     wall: dict[str, list[float]] = {k: [] for k in ways}
@@ -121,13 +132,20 @@ def measure(base: str, work: Path, runs: int) -> tuple[dict[str, list[float]], d
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--runs", type=int, default=40)
+    p.add_argument(
+        "--bin",
+        type=Path,
+        default=Path(sys.executable).parent,
+        help="the bin/ folder whose python and eventcoord are timed (default: this interpreter's)",
+    )
+    p.add_argument("--before", type=Path, help="also time `eventcoord leases` of the installation in this bin/")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ec-cli-bench-"))
     (work / "repo" / "src").mkdir(parents=True)
     proc, base = start_server(work)
     try:
         seed(base)
-        times, cpu = measure(base, work, args.runs)
+        times, cpu = measure(base, work, args.runs, args.bin, args.before)
     finally:
         proc.terminate()
         proc.wait(10)
@@ -135,7 +153,7 @@ def main() -> None:
     floor = statistics.median(times["python -c pass"])
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
-    print(f"{args.runs} runs of each way, interleaved; load average {load}; {os.cpu_count()} cores")
+    print(f"{args.bin}: {args.runs} runs of each way, interleaved; load average {load}; {os.cpu_count()} cores")
     print(f"{'way':<36} {'median ms':>9} {'p90 ms':>7} {'/ pass':>6} {'CPU ms':>7}  target (median)")
     for label, ms in times.items():
         ordered = sorted(ms)

@@ -17,7 +17,6 @@ import sys
 from eventcoord.client.locate import locate
 from eventcoord.client.oneshot import request
 
-HARNESSES = ("claude", "codex")
 #: Seconds the whole exchange may take before the hook gives up on the server.
 DEADLINE_SECONDS = 2.0
 #: The tools whose ``PreToolUse`` the route answers by claiming the files they write (Claude Code's
