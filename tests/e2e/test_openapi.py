@@ -58,6 +58,32 @@ def test_the_command_body_is_the_tagged_union_of_every_command(server: ServerPro
 
 
 @pytest.mark.sqlite
+def test_the_hook_route_is_described_with_the_harnesses_payloads_and_answer(server: ServerProcess) -> None:
+    schema = openapi(server)
+    post = schema["paths"]["/v1/hooks/{harness}"]["post"]
+    assert post["operationId"] == "postHook" and "never an ``allow``" in post["description"]
+    [harness] = post["parameters"]
+    assert harness["name"] == "harness" and harness["schema"]["enum"] == ["claude", "codex"]
+    content = post["requestBody"]["content"]["application/json"]
+    union = resolve(schema, content["schema"])
+    assert union["discriminator"]["propertyName"] == "hook_event_name"
+    assert {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"} <= set(
+        union["discriminator"]["mapping"]
+    )
+    for name, example in content["examples"].items():
+        r = httpx.post(
+            server.base_url + "/v1/hooks/claude",
+            json=example["value"],
+            headers={"authorization": f"Bearer {BOOTSTRAP}"},
+            timeout=30,
+        )
+        assert r.status_code == 200, (name, r.text)
+    answer = resolve(schema, post["responses"]["200"]["content"]["application/json"]["schema"])
+    assert set(answer["properties"]) == {"hookSpecificOutput"}
+    assert "error" in resolve(schema, post["responses"]["422"]["content"]["application/json"]["schema"])["properties"]
+
+
+@pytest.mark.sqlite
 def test_every_read_answers_a_described_shape(server: ServerProcess) -> None:
     schema = openapi(server)
     reads = [

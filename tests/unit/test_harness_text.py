@@ -7,12 +7,14 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
+from eventcoord.harness.arrivals import Message, Release
 from eventcoord.harness.bindings import beat_due, next_generation, thread_of
 from eventcoord.harness.briefing import briefing
 from eventcoord.harness.budget import CONTEXT_CAP, Section, cut, fit
 from eventcoord.harness.denial import denial
 from eventcoord.harness.news import news
-from eventcoord.harness.reads import BindingRow, Message, Note, Peer, Release
+from eventcoord.harness.others import Note, Peer
+from eventcoord.harness.reads import BindingRow
 
 SID = "s-0188f2a4c1d2e3f4a5b6c7d8e9f0a1b2"
 

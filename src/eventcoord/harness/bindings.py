@@ -1,14 +1,10 @@
 """A harness session bound to one eventcoord session: reused while live, renewed once not.
 
-The pair (harness, the harness's session id) of a workspace is bound to the session its
-first hook registered (``runtime`` = the harness, ``runtime_session_id`` = its id). The
-database decides who registers: the register of generation *g* carries a ``command_id``
-derived from the binding and *g*, so concurrent first hooks — on any replica — get the one
-session its idempotency record answers; the binding row then moves to *g* only forward.
-
-Every hook of a bound session is a sign of life, but one costs a write only when the last
-one is a third of the TTL old: a heartbeat whose ``command_id`` names the sign of life it
-follows, so concurrent hooks that saw the same one send one heartbeat between them.
+The database decides who registers: generation *g*'s ``register_agent`` carries a
+``command_id`` derived from the binding and *g*, so concurrent first hooks on any replica
+get the one session its idempotency record answers, and the binding moves only forward. A
+hook is a sign of life, but costs a heartbeat only once the last sign is a third of the TTL
+old, sent by the one hook whose compare-and-set on the binding row takes the turn.
 """
 
 from __future__ import annotations
@@ -46,9 +42,14 @@ def thread_of(harness_session_id: str) -> str:
     return hashlib.sha256(("eventcoord-hook:" + harness_session_id).encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def third_of_ttl(ttl_seconds: int) -> int:
+    """A third of the TTL in microseconds: how often a hook's sign of life may cost a write."""
+    return ttl_seconds * 1_000_000 // 3
+
+
 def beat_due(last_seen_us: int | None, now_us: int, ttl_seconds: int) -> bool:
     """A sign of life is worth a write once the last one is a third of the TTL old."""
-    return last_seen_us is None or now_us - last_seen_us >= ttl_seconds * 1_000_000 // 3
+    return last_seen_us is None or now_us - last_seen_us >= third_of_ttl(ttl_seconds)
 
 
 def next_generation(row: BindingRow | None) -> int:
@@ -108,7 +109,7 @@ async def bind(
             beat = beat_due(row.last_seen_us, seen.now_us, seen.ttl_seconds)
             if beat:
                 try:
-                    await _beat(service, caller, row)
+                    beat = await _beat(service, store, caller, key, row, seen)
                 except DomainError as e:
                     if e.code != ErrorCode.SESSION_NOT_LIVE:  # it ended meanwhile: bind again
                         raise
@@ -141,9 +142,28 @@ def as_bound(row: BindingRow, *, renewed: bool = False, beat: bool = False, also
     )
 
 
-async def _beat(service: Service, caller: Caller, row: BindingRow) -> None:
-    cmd = HeartbeatAgent(session_id=row.session_id, command_id=f"hook-beat:{row.session_id}:{row.last_seen_us}")
-    await service.execute(caller, cmd)
+async def _beat(service: Service, store: EventStore, caller: Caller, key: Key, row: BindingRow, seen: Seen) -> bool:
+    """Send the session's heartbeat if this hook takes the turn: the compare-and-set that
+    moves ``beat_claimed_us`` on past a third of the TTL succeeds for one hook only."""
+    t = harness_sessions.c
+    turn = seen.now_us - third_of_ttl(seen.ttl_seconds)
+
+    def take(conn: Connection) -> bool:
+        taken = conn.execute(
+            update(harness_sessions)
+            .where(
+                key.where()
+                & (t.session_id == row.session_id)
+                & (t.beat_claimed_us.is_(None) | (t.beat_claimed_us <= turn))
+            )
+            .values(beat_claimed_us=seen.now_us)
+        ).rowcount
+        return bool(taken)
+
+    if not await store.transact(take):
+        return False
+    await service.execute(caller, HeartbeatAgent(session_id=row.session_id))
+    return True
 
 
 async def _renew(service: Service, store: EventStore, caller: Caller, key: Key, seen: Seen) -> Bound:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from eventcoord.harness.arrivals import Message, Release
 from eventcoord.harness.budget import CONTEXT_CAP, Section, fit
 from eventcoord.harness.lines import message_line, note_line, peer_line, release_line
-from eventcoord.harness.reads import Message, Note, Peer, Release
+from eventcoord.harness.others import Note, Peer
 
 #: How many other sessions and notes a briefing reads (it lists those that fit).
 PEERS = 12

@@ -18,7 +18,7 @@ from eventcoord.commands import ClaimFiles, EndAgent
 from eventcoord.context import Caller
 from eventcoord.domain.paths import matches
 from eventcoord.errors import DomainError, ErrorCode
-from eventcoord.harness import reads
+from eventcoord.harness import arrivals, others, reads
 from eventcoord.harness.answers import NOTHING, HookAnswer, deny, tell
 from eventcoord.harness.bindings import Bound, Key, as_bound, bind, bound_session, deliver, remember_message, thread_of
 from eventcoord.harness.briefing import NOTES, PEERS, briefing
@@ -73,9 +73,9 @@ class Hooks:
         ws, sid = key.workspace, bound.session_id
 
         def read(conn: Connection) -> tuple[int, str, str]:
-            upto = reads.head(conn)
-            peers = reads.peers(conn, ws, sid, PEERS)
-            notes = reads.resumable_notes(conn, ws, bound.actor_key, NOTES)
+            upto = arrivals.head(conn)
+            peers = others.peers(conn, ws, sid, PEERS)
+            notes = others.resumable_notes(conn, ws, bound.actor_key, NOTES)
             got = _news(conn, ws, bound, upto)
             told = briefing(sid, bound.actor_key, peers, got.messages, got.released, notes)
             return upto, told, briefing(sid, bound.actor_key, peers, notes=notes)
@@ -85,9 +85,7 @@ class Hooks:
             told = without_news  # another hook told it meanwhile
         return tell("SessionStart", told)
 
-    async def _between_turns(
-        self, caller: Caller, key: Key, payload: UserPromptSubmit | PostToolUse | Stop
-    ) -> HookAnswer:
+    async def _between_turns(self, caller: Caller, key: Key, payload: BetweenTurns) -> HookAnswer:
         ws = key.workspace
         bound = await bind(self.service, self.store, caller, key, also=lambda c, row: _news(c, ws, as_bound(row)))
         if isinstance(payload, Stop):
@@ -141,10 +139,10 @@ class Hooks:
             if refusal is None or refusal.code != ErrorCode.FILES_CLAIMED:
                 return NOTHING
             # A conflict with its own claim of another issue is still its own file.
-            others = [c for c in refusal.details.get("conflicts", []) if c.get("holder_session_id") != sid]
-            if not others:
+            blocking = [c for c in refusal.details.get("conflicts", []) if c.get("holder_session_id") != sid]
+            if not blocking:
                 return NOTHING
-            return deny(denial(sid, issue, others, {t.pattern: t.path for t in todo}))
+            return deny(denial(sid, issue, blocking, {t.pattern: t.path for t in todo}))
         return NOTHING
 
     async def _end(self, caller: Caller, key: Key) -> HookAnswer:
@@ -172,17 +170,16 @@ class _Got:
     """What arrived for a session up to ``upto``."""
 
     upto: int
-    messages: list[reads.Message]
-    released: list[reads.Release]
+    messages: list[arrivals.Message]
+    released: list[arrivals.Release]
 
 
 def _news(conn: Connection, workspace: str, bound: Bound, upto: int | None = None) -> _Got:
     """Messages and lost holds of the bound session (and the one before it) since the last delivery."""
-    upto = reads.head(conn) if upto is None else upto
+    upto = arrivals.head(conn) if upto is None else upto
     sessions = [bound.session_id] + ([bound.previous_session_id] if bound.previous_session_id else [])
     after = bound.delivered_position
-    return _Got(
-        upto,
-        reads.inbox(conn, workspace, sessions, after, upto),
-        reads.releases(conn, workspace, sessions, after, upto),
-    )
+    released = arrivals.releases(conn, workspace, sessions, after, upto)
+    # A renewed session that takes over what the one before it held is not news to it.
+    taken = [r for r in released if r.by_session_id not in sessions]
+    return _Got(upto, arrivals.inbox(conn, workspace, sessions, after, upto), taken)

@@ -6,8 +6,9 @@ the rest of what the model is told.
 
 from __future__ import annotations
 
+from eventcoord.harness.arrivals import Message, Release
 from eventcoord.harness.budget import LINE_CAP, cut
-from eventcoord.harness.reads import Message, Note, Peer, Release
+from eventcoord.harness.others import Note, Peer
 
 
 def _listed(items: list[str], room: int) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from eventcoord.harness.arrivals import Message, Release
 from eventcoord.harness.budget import CONTEXT_CAP, Section, fit
 from eventcoord.harness.lines import message_line, release_line
-from eventcoord.harness.reads import Message, Release
 
 
 def news(

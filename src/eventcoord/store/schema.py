@@ -93,6 +93,8 @@ harness_sessions = Table(
     # The last assistant message of the session's last Stop: its end's handoff note.
     Column("last_message", Text, nullable=True),
     Column("updated_us", BigInt, nullable=False),
+    # When a hook last took the turn to send the session's heartbeat (a compare-and-set).
+    Column("beat_claimed_us", BigInt, nullable=True),
 )
 
 tokens = Table(
