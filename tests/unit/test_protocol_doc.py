@@ -79,7 +79,9 @@ def test_every_read_is_named_among_the_mcp_tools() -> None:
 def documents() -> list[Path]:
     """Every documentation page of the repository."""
     top = [ROOT / name for name in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")]
-    return [p for p in top if p.exists()] + sorted((ROOT / "docs").rglob("*.md")) + sorted((ROOT / "bench").rglob("*.md"))
+    return (
+        [p for p in top if p.exists()] + sorted((ROOT / "docs").rglob("*.md")) + sorted((ROOT / "bench").rglob("*.md"))
+    )
 
 
 def anchors(page: Path) -> set[str]:
@@ -98,9 +100,8 @@ def test_links_between_the_documents_resolve() -> None:
                 continue  # a URL
             path, _, anchor = target.partition("#")
             dest = (page.parent / path).resolve() if path else page
-            if not dest.exists():
-                broken.append(f"{page.relative_to(ROOT)}: {target}")
-            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            missing = not dest.exists() or (bool(anchor) and dest.suffix == ".md" and anchor not in anchors(dest))
+            if missing:
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert broken == []
 
