@@ -20,8 +20,7 @@ most 150 ms, wall time).
     .venv/bin/python bench/cli_startup.py --before /tmp/old-venv/bin  # and an older eventcoord's
                                                                       # leases, in the same run
 
-The checkout's ``.venv`` is an editable install, whose import hook makes every start of its
-interpreter slower; ``--bin`` times an installation from the wheel (as users get it) instead.
+``--bin`` times another installation, for instance one from the wheel (as users get it).
 """
 
 from __future__ import annotations

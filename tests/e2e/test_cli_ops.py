@@ -146,8 +146,8 @@ async def test_waiting_lines_and_capacity_slots_from_the_command_line(
     assert ec("claim-issue", "--session-id", holder, "--project", "W", "--issue", "W-1", env=env).returncode == 0
     for place, sid in enumerate((first, second), start=1):
         waiting = ec("claim-issue", "--session-id", sid, "--project", "W", "--issue", "W-1", "--wait", env=env)
-        # Joining a line is still a refusal (exit 1, the code first); the details say the place.
-        assert waiting.returncode == 1 and waiting.stderr.split()[0] == "ISSUE_HELD"
+        # Joining a line: exit 5, not 1 (a refusal); the code first, the details say the place.
+        assert waiting.returncode == 5 and waiting.stderr.split()[0] == "ISSUE_HELD"
         assert f'"place":{place}' in waiting.stderr
 
     table = ec("waits", env=env)

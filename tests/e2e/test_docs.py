@@ -3,11 +3,13 @@ MCP client configuration starts an MCP server that finds the token by itself."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from mcp import Client, StdioServerParameters
@@ -82,3 +84,54 @@ async def test_the_mcp_client_configuration_finds_the_local_token(server: Server
     async with Client(params) as client:
         r = await client.call_tool("register_agent", {"actor": "configured"})
         assert not r.is_error, r.structured_content
+
+
+async def test_one_shot_mcp_calls_end_what_they_register_and_keep_a_session_they_are_given(
+    server: ServerProcess, api: Api, tmp_path: Path
+) -> None:
+    """What the MCP part of docs/agents.md says of one process per call, and its remedy:
+    register outside MCP and pass session_id."""
+    mcp_part = re.split(r"\n#+ ", DOC.read_text().split("Wiring a coding agent by hand (MCP)")[1])[0]
+    advice = " ".join(mcp_part.split("**One process per call ends the session.**")[1].split())
+    for named in ("eventcoord mcp --transport http", "register-agent", "session_id", "heartbeat_agent", "end_agent"):
+        assert named in advice, named
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "eventcoord.cli", "mcp"],
+        env={"EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP},
+        cwd=tmp_path,
+    )
+
+    async def one_shot(tool: str, arguments: dict[str, object]) -> dict[str, object]:
+        async with Client(params) as client:  # a process for this one call
+            r = await client.call_tool(tool, arguments)
+            assert not r.is_error and isinstance(r.structured_content, dict), r.structured_content
+            return r.structured_content
+
+    # Registered by a one-shot call: ended when that process exits.
+    gone = str((await one_shot("register_agent", {"actor": "one-shot"}))["session_id"])
+    await wait_until_ended(api, gone)
+    # Registered outside MCP and passed in: every one-shot call leaves it live and holding.
+    env = {**os.environ, "EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP}
+    registered = subprocess.run(
+        [sys.executable, "-m", "eventcoord.cli", "register-agent", "--actor", "kept", "--print", "session_id"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    kept = registered.stdout.strip()
+    assert registered.returncode == 0 and kept, registered.stderr
+    await one_shot("claim_issue", {"session_id": kept, "project": "P", "issue": "P-1"})
+    state = await one_shot("get_issue_state", {"issue": "P-1", "as": kept})
+    assert state["state"] == "self_is_holder"
+    agent = (await api.get(f"/v1/agents/{kept}"))["agent"]
+    assert agent["ended_at"] is None and agent["live"] is True
+    assert [lease["session_id"] for lease in (await api.get("/v1/leases"))["leases"]] == [kept]
+
+
+async def wait_until_ended(api: Api, session_id: str) -> None:
+    deadline = time.monotonic() + 15
+    while (await api.get(f"/v1/agents/{session_id}"))["agent"]["ended_at"] is None:
+        assert time.monotonic() < deadline, f"{session_id} was not ended"
+        await asyncio.sleep(0.05)

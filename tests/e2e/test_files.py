@@ -288,6 +288,39 @@ async def test_messages_in_order_with_after(api: Api) -> None:
     assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "channel"
 
 
+async def test_a_heatmap_bucket_says_whether_it_is_a_file_or_a_folder(api: Api) -> None:
+    """A root file is a leaf (nothing to drill into); a directory claim, a deeper path or a
+    glob below the bucket makes it a folder; a bucket mixing both is a folder."""
+    sid = await api.register(actor="a")
+    paths = ("README.md", "docs/", "src/core/x.py", "tests/**/*.py", "Makefile", "Makefile/x")
+    await api.ok(claim(sid, "L-1", *paths))
+
+    def leaves(body: dict[str, Any]) -> dict[str, bool]:
+        return {b["prefix"]: b["leaf"] for b in body["buckets"]}
+
+    for mode in ("claims", "contention"):
+        if mode == "contention":
+            other = await api.register(actor="b")
+            for path in paths:
+                await api.error(claim(other, "L-2", path), 409, "FILES_CLAIMED")
+        assert leaves(await api.get("/v1/heatmap", mode=mode)) == {
+            "README.md": True,
+            "docs": False,
+            "src": False,
+            "tests": False,
+            "Makefile": False,  # a file and a folder at once: drillable
+        }
+        assert leaves(await api.get("/v1/heatmap", mode=mode, depth=2)) == {
+            "README.md": True,
+            "docs": False,  # the directory claim itself
+            "src/core": False,
+            "tests/**": False,
+            "Makefile": True,  # the file alone, now that Makefile/x has a bucket of its own
+            "Makefile/x": True,
+        }
+        assert leaves(await api.get("/v1/heatmap", mode=mode, prefix="src", depth=3)) == {"src/core/x.py": True}
+
+
 async def test_conflicts_and_heatmap_windows_prefixes_and_depth(api: Api) -> None:
     holder, other = await api.register(actor="holder"), await api.register(actor="other")
     await api.ok(claim(holder, "H-1", "src/core/", "src/ui/app.ts", "docs/a.md"))

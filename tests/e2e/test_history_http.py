@@ -96,7 +96,7 @@ async def test_every_point_in_time_read_answers_as_of_a_position(api: Api) -> No
     assert (await api.get("/v1/file-claims"))["file_claims"] == []
     heat = await api.get("/v1/heatmap", as_of=granted)
     assert heat["buckets"] == [] and heat["as_of"]["position"] == granted
-    assert (await api.get("/v1/heatmap", as_of=head))["buckets"] == [{"prefix": "src", "count": 1}]
+    assert (await api.get("/v1/heatmap", as_of=head))["buckets"] == [{"prefix": "src", "count": 1, "leaf": False}]
     queue = await api.get("/v1/queue", as_of=granted)
     assert queue["items"] == [] and queue["as_of"] == {**moment, "at": queue["as_of"]["at"]}
     assert len((await api.get("/v1/queue", as_of=head))["items"]) == 1

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.helpers import BOOTSTRAP, Api, ServerProcess
+from tests.helpers import BOOTSTRAP, Api, ServerProcess, free_port
 
 
 def run(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -150,3 +150,32 @@ def test_record_outside_a_repository_is_a_usage_error(tmp_path: Path, server: Se
         "claim-issue", "--session-id", "s-x", "--project", "P", "--issue", "P-1", "--record", cwd=outside, env=env
     )
     assert done.returncode == 2 and "git repository" in done.stderr
+
+
+async def test_a_push_without_the_server_in_its_environment_checks_the_server_recorded_with_the_hold(
+    repo: tuple[Path, dict[str, str]], api: Api, server: ServerProcess
+) -> None:
+    """An IDE or a git GUI pushes without EVENTCOORD_URL: the hook asks the server that granted
+    the hold (git config eventcoord.url), not the default one, and refuses a superseded holder."""
+    work, env = repo
+    agent = await api.register(actor="agent-9")
+    claimed = ec(
+        "claim-issue", "--session-id", agent, "--project", "P", "--issue", "P-1", "--record", cwd=work, env=env
+    )
+    assert claimed.returncode == 0, claimed.stderr
+    assert run("git", "config", "--get", "eventcoord.url", cwd=work, env=env).stdout.strip() == server.base_url
+    human = await api.register(actor="dana", kind="human")
+    await api.ok({"type": "claim_issue", "session_id": human, "project": "P", "issue": "P-1", "force": True})
+
+    bare = {k: v for k, v in env.items() if k != "EVENTCOORD_URL"}
+    pushed = push(work, bare)
+    assert pushed.returncode != 0, pushed.stderr
+    assert "NOT_FRESH_HOLDER" in pushed.stderr and f"dana (session {human})" in pushed.stderr
+    assert not remote_has_main(work, bare)
+    direct = ec("verify-hold", "--session-id", agent, "--issue", "P-1", "--fencing-token", "1", cwd=work, env=bare)
+    assert direct.returncode == 1 and direct.stderr.split()[0] == "NOT_FRESH_HOLDER"
+    # --url and EVENTCOORD_URL still win over the recorded server.
+    elsewhere = f"http://127.0.0.1:{free_port()}"
+    for args, environment in ((["--url", elsewhere], bare), ([], {**bare, "EVENTCOORD_URL": elsewhere})):
+        asked = ec("verify-hold", "--session-id", agent, "--issue", "P-1", *args, cwd=work, env=environment)
+        assert asked.returncode == 3 and "UNREACHABLE" in asked.stderr, asked.stderr

@@ -1,12 +1,14 @@
 """The wheel as a user gets it: built, installed into a fresh virtualenv, served.
 
 Nothing of the checkout is on the installed server's path, so this fails if the wheel
-misses a package, the migrations or the projections (mapped from the top-level
-``projections/`` folder by the build), or if the entry point is wrong.
+misses a package, the migrations or the projections (linked into the package from the
+top-level ``projections/`` folder), or if the entry point is wrong. Building it, and an
+editable install of the checkout, print no build warning.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -18,29 +20,69 @@ from tests.helpers import ROOT, Api, ServerProcess
 pytestmark = pytest.mark.slow
 
 
+#: A Python warning's category as a build prints it (``SetuptoolsDeprecationWarning``,
+#: ``BuildBackendWarning``, ...); pip's own notes about this machine's indexes say ``WARNING``.
+BUILD_WARNING = re.compile(r"\b\w*Warning\b")
+
+
 def run(*argv: str | Path, cwd: Path | None = None) -> str:
+    """Run ``argv``; its stdout (a failure shows both streams)."""
+    return run_both(*argv, cwd=cwd)[0]
+
+
+def run_both(*argv: str | Path, cwd: Path | None = None) -> tuple[str, str]:
     done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=600, cwd=cwd)
     assert done.returncode == 0, f"{argv}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+    return done.stdout, done.stderr
 
 
-@pytest.fixture(scope="module")
-def venv_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``bin/`` of a fresh virtualenv with the freshly built wheel installed."""
-    work = tmp_path_factory.mktemp("wheel")
-    # Build from a copy: an in-tree build leaves build/ behind, whose stale files a later
-    # build would ship.
-    source = work / "source"
+def copy_source(source: Path) -> Path:
+    """What a build reads of the checkout, copied (the package's links to projections/ and
+    migrations/ kept as links): an in-tree build leaves build/ behind, whose stale files a
+    later build would ship."""
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     for name in ("src", "projections", "migrations"):
-        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", work / "dist", source)
+        shutil.copytree(
+            ROOT / name, source / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+        )
+    return source
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The freshly built wheel, and what building it printed."""
+    work = tmp_path_factory.mktemp("wheel")
+    source = copy_source(work / "source")
+    out, err = run_both(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", work / "dist", source)
     [wheel] = (work / "dist").glob("eventcoord-*.whl")
+    return wheel, out + err
+
+
+@pytest.fixture(scope="module")
+def venv_bin(built: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``bin/`` of a fresh virtualenv with the freshly built wheel installed."""
+    work = tmp_path_factory.mktemp("venv")
     run(sys.executable, "-m", "venv", work / "venv")
-    run(work / "venv" / "bin" / "python", "-m", "pip", "install", "-q", wheel)
+    run(work / "venv" / "bin" / "python", "-m", "pip", "install", "-q", built[0])
     return work / "venv" / "bin"
+
+
+def test_building_the_wheel_and_an_editable_install_print_no_warning(built: tuple[Path, str], tmp_path: Path) -> None:
+    """What a new user's first ``dev.py`` run prints of the build: nothing (the licence, the
+    static files and the projections' place in the package are all declared as setuptools
+    wants them)."""
+    assert BUILD_WARNING.findall(built[1]) == [], built[1]
+    source = copy_source(tmp_path / "source")
+    run(sys.executable, "-m", "venv", tmp_path / "venv")
+    python = tmp_path / "venv" / "bin" / "python"
+    out, err = run_both(python, "-m", "pip", "install", "-q", "--no-deps", "-e", source)
+    assert BUILD_WARNING.findall(out + err) == [], out + err
+    # The editable install imports the projections from the checkout's top-level folder.
+    probe = "import importlib.util as u; print(u.find_spec('eventcoord.projections').origin)"
+    origin = Path(run(python, "-c", probe, cwd=tmp_path).strip())
+    assert origin.resolve() == (source / "projections" / "__init__.py").resolve()
 
 
 def test_the_wheel_ships_one_import_path_for_projections_and_migrations(venv_bin: Path, tmp_path: Path) -> None:

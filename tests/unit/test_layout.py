@@ -104,8 +104,10 @@ def test_projections_have_one_import_path() -> None:
     """``eventcoord.projections`` is the top-level folder, and nothing imports it as ``projections``."""
     import eventcoord.projections
 
-    assert Path(eventcoord.projections.__file__).parent == PROJECTIONS
-    assert not (PACKAGE / "projections").exists()
+    assert Path(eventcoord.projections.__file__).parent.resolve() == PROJECTIONS
+    # The package holds a link to the folder, never a second copy of it.
+    for name in ("projections", "migrations"):
+        assert (PACKAGE / name).is_symlink() and (PACKAGE / name).resolve() == ROOT / name
     # From the checkout's root, where a top-level ``projections`` would be importable.
     probe = (
         "import sys, eventcoord.api.app, eventcoord.cli; "

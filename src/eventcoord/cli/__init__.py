@@ -80,8 +80,21 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     import argparse
     import importlib
 
+    class Version(argparse.Action):
+        """``--version``: the installed distribution's version (read only when asked)."""
+
+        def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+            super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+        def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+            from importlib.metadata import version
+
+            print(f"eventcoord {version('eventcoord')}")
+            parser.exit()
+
     chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
     parser = argparse.ArgumentParser(prog="eventcoord", description="Event-sourced coordination for fleets of agents")
+    parser.add_argument("--version", action=Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for face in _faces_for(chosen):
         if face == "mcp":

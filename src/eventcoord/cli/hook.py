@@ -1,7 +1,9 @@
 """The gates in git, and the ``hook`` subcommands: verify-hold, --record, pre-commit, pre-push.
 
 ``claim-issue … --record`` writes the grant into the repository's git config
-(``eventcoord.session``, ``eventcoord.issue``, ``eventcoord.fencingToken``). ``hook install``
+(``eventcoord.session``, ``eventcoord.issue``, ``eventcoord.fencingToken``) and the server
+that granted it (``eventcoord.url``: verify-hold asks that server when neither ``--url`` nor
+``EVENTCOORD_URL`` names one, so a push from an IDE checks the right server). ``hook install``
 (and ``eventcoord init``, through ``write_git_hooks``) adds two gates to the repository's own
 git hooks: ``pre-push`` runs ``verify-hold`` with that hold and refuses the push only when
 the service refuses it (``NOT_FRESH_HOLDER`` names the current holder; no recorded hold, or
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from eventcoord.cli.ops import Answer, Refusal, Server
 
 KEYS = ("eventcoord.session", "eventcoord.issue", "eventcoord.fencingToken")
+URL_KEY = "eventcoord.url"
 
 
 def git(*args: str, cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -36,6 +39,14 @@ def git(*args: str, cwd: str | Path | None = None) -> subprocess.CompletedProces
 
 def _in_repository() -> bool:
     return git("rev-parse", "--git-dir").returncode == 0
+
+
+def server_url(given: str | None) -> str | None:
+    """The server verify-hold asks: ``--url``, else ``EVENTCOORD_URL``, else the one recorded
+    in git config by ``--record`` (None: the client's default)."""
+    import os
+
+    return given or os.environ.get("EVENTCOORD_URL") or git("config", "--get", URL_KEY).stdout.strip() or None
 
 
 # --- claim-issue --record --------------------------------------------------------------
@@ -59,12 +70,16 @@ def record_option(p: argparse.ArgumentParser) -> None:
     def after(args: argparse.Namespace, values: dict[str, Any], answer: Answer) -> int:
         if not args._record:
             return EXIT_OK
+        from eventcoord.client.locate import locate
+
         result = answer.payload()["result"]
-        for key, value in zip(KEYS, (values["session_id"], result["issue"], result["fencing_token"]), strict=True):
+        url = locate(args._url).url
+        recorded = (values["session_id"], result["issue"], result["fencing_token"], url)
+        for key, value in zip((*KEYS, URL_KEY), recorded, strict=True):
             git("config", key, str(value))
         print(
             f"recorded in git config: {KEYS[0]}={values['session_id']} {KEYS[1]}={result['issue']} "
-            f"{KEYS[2]}={result['fencing_token']}",
+            f"{KEYS[2]}={result['fencing_token']} {URL_KEY}={url}",
             file=sys.stderr,
         )
         return EXIT_OK
@@ -72,11 +87,16 @@ def record_option(p: argparse.ArgumentParser) -> None:
     p.set_defaults(_before=before, _after=after)
 
 
-# --- verify-hold: name the current holder ------------------------------------------------
+# --- verify-hold: the recorded server; name the current holder ----------------------------
 
 
-def name_holder(p: argparse.ArgumentParser) -> None:
-    """``verify-hold``: a ``NOT_FRESH_HOLDER`` refusal names the current holder."""
+def verify_hold_options(p: argparse.ArgumentParser) -> None:
+    """``verify-hold``: asks the server recorded with the hold when none is named; a
+    ``NOT_FRESH_HOLDER`` refusal names the current holder."""
+
+    def before(args: argparse.Namespace, values: dict[str, Any]) -> int | None:
+        args._url = server_url(args._url)
+        return None
 
     def on_refused(args: argparse.Namespace, refused: Refusal, server: Server) -> dict[str, Any]:
         if refused.code != "NOT_FRESH_HOLDER":
@@ -95,7 +115,7 @@ def name_holder(p: argparse.ArgumentParser) -> None:
             return {"current_holder": "nobody"}
         return {"current_holder": f"{holder.get('actor_key')} (session {holder.get('session_id')})"}
 
-    p.set_defaults(_on_refused=on_refused)
+    p.set_defaults(_before=before, _on_refused=on_refused)
 
 
 # --- the git hooks: pre-commit (the commit gate) and pre-push (the publish gate) -------------
@@ -226,7 +246,13 @@ def cmd_pre_push(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_REFUSED
-    print(f"eventcoord: warning: could not verify the hold on {issue} (exit {code}); pushing anyway", file=sys.stderr)
+    from eventcoord.client.locate import locate
+
+    where = locate(server_url(None)).url
+    print(
+        f"eventcoord: warning: could not verify the hold on {issue} at {where} (exit {code}); pushing anyway",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 

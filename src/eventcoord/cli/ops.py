@@ -3,8 +3,9 @@
 ``eventcoord claim-issue --session-id S --project P --issue P-1``: each struct field is an
 option of the same name; the body sent is exactly the options given. Output is a table or a
 summary, or with ``--json`` the server's answer unchanged. Exit codes: 0 done, 1 refused,
-2 usage, 3 server unreachable or 5xx, 4 401/403. The table is plain data and the request one
-``client.oneshot`` exchange, so a subcommand loads neither msgspec nor the command structs.
+2 usage, 3 server unreachable or 5xx, 4 401/403, 5 waiting in line (``--wait`` joined one).
+The table is plain data and the request one ``client.oneshot`` exchange, so a subcommand
+loads neither msgspec nor the command structs.
 """
 
 from __future__ import annotations
@@ -21,14 +22,20 @@ if TYPE_CHECKING:
 
     from eventcoord.cli.subcommands import Option, Subcommand
 
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_DENIED = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_DENIED, EXIT_WAITING = 0, 1, 2, 3, 4, 5
+EXIT_CODES = (
+    "exit codes: 0 done; 1 refused by the service (its code is the first word on stderr); 2 usage error; "
+    "3 server unreachable or 5xx; 4 401/403; 5 not granted but waiting in line (--wait joined or kept a place)"
+)
+#: What an option means on the command line beyond the field's meaning.
+CLI_HELP = {"wait": "; the command then exits 5 (waiting in line), not 1"}
 COMMANDS_PATH = "/v1/commands"
 #: Seconds a subcommand waits for the server's whole answer.
 TIMEOUT_SECONDS = 30.0
 
 #: Options and behaviour only the CLI has, by operation: the function of ``cli.hook`` (the publish
 #: gate) that adds them to the operation's subparser, loaded only when that subcommand runs.
-EXTRAS: dict[str, str] = {"claim_issue": "record_option", "verify_hold": "name_holder"}
+EXTRAS: dict[str, str] = {"claim_issue": "record_option", "verify_hold": "verify_hold_options"}
 
 
 class Unreachable(Exception):
@@ -114,6 +121,8 @@ def _add_option(p: argparse.ArgumentParser, option: Option) -> None:
     field, kind = option["field"], option["kind"]
     flag = "--" + field.replace("_", "-")
     text = FIELD.get(field)
+    if text and field in CLI_HELP:
+        text += CLI_HELP[field]
     if kind in ("bool", "bool_optional"):  # --force, --exclusive/--no-exclusive, --live/--no-live
         action = argparse.BooleanOptionalAction if kind == "bool_optional" else "store_true"
         p.add_argument(flag, dest=field, action=action, default=None, help=text)
@@ -157,6 +166,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], chosen
             cli,
             help=SUMMARY.get(spec["name"], spec["name"]).split(". ")[0],
             description=describe(spec["name"]),
+            epilog=EXIT_CODES,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.set_defaults(fn=run, _op=spec)

@@ -19,10 +19,14 @@ if TYPE_CHECKING:
     from eventcoord.cli.subcommands import Subcommand
 
     class WithStatus(Protocol):
-        """A refusal as the CLI's own requests or the typed client report it: its HTTP status."""
+        """A refusal as the CLI's own requests or the typed client report it: its HTTP status
+        and details."""
 
         @property
         def status(self) -> int: ...
+
+        @property
+        def details(self) -> dict[str, Any]: ...
 
 
 #: The columns each list read shows, in order (other fields: ``--json``).
@@ -48,6 +52,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "list_waits": ("kind", "key", "place", "session_id", "actor_key", "issue", "since"),
     "read_messages": ("position", "channel", "actor_key", "body", "recorded_at"),
     "read_events": ("position", "type", "stream", "recorded_at", "data"),
+    # ``eventcoord agent SID``: what the session holds now, then what it held and worked on.
+    "agent_leases": ("issue", "project", "fencing_token", "granted_at"),
+    "agent_file_claims": ("path", "issue", "exclusive", "claimed_at"),
+    "agent_named_leases": ("name", "fencing_token", "expires_at", "expired"),
+    "agent_work": ("item_id", "project", "issue", "status", "outcome", "current_worker"),
+    "agent_past_leases": ("issue", "project", "fencing_token", "granted_at", "released_at", "release_reason"),
 }
 
 
@@ -83,12 +93,13 @@ def fail(code: str, message: str, details: dict[str, Any] | None = None) -> None
 
 
 def exit_code(refused: WithStatus) -> int:
-    """1 refused; 4 for 401/403; 3 for a 5xx."""
+    """1 refused; 5 refused but waiting in line (``wait: true`` joined or kept a place); 4 for
+    401/403; 3 for a 5xx."""
     if refused.status in (401, 403):
         return 4
     if refused.status >= 500:
         return 3
-    return 1
+    return 5 if isinstance(refused.details.get("waiting"), dict) else 1
 
 
 def summary(data: dict[str, Any], title: str | None = None) -> None:
@@ -98,13 +109,41 @@ def summary(data: dict[str, Any], title: str | None = None) -> None:
     table(None, [[key, _cell(value)] for key, value in data.items()])
 
 
-def rows(name: str, items: list[dict[str, Any]]) -> None:
-    """A table of ``items`` with the read's columns."""
+def rows(name: str, items: list[dict[str, Any]], title: str | None = None) -> None:
+    """A table of ``items`` with the read's columns, under ``title``."""
+    if title:
+        print(title)
     if not items:
         print("(none)")
         return
     columns = COLUMNS.get(name) or tuple(k for k, v in items[0].items() if not isinstance(v, dict | list))
     table(list(columns), [[_cell(item.get(c)) for c in columns] for item in items])
+
+
+def agent(body: dict[str, Any], server: Server) -> None:
+    """One session: its summary, what it holds now (issue leases, file claims, named leases),
+    then the leases it held and the work it touched."""
+    session_id = body["agent"].get("session_id")
+    summary(body["agent"], title=f"session {session_id}")
+    leases = body.get("leases") or []
+    claims = server.read("/v1/file-claims", {"session_id": session_id})
+    holds = (
+        ("agent_leases", [x for x in leases if x.get("released_at") is None], "holds issue leases"),
+        (
+            "agent_file_claims",
+            claims.payload().get("file_claims", []) if claims.refusal() is None else [],
+            "holds file claims",
+        ),
+        ("agent_named_leases", body.get("named_leases") or [], "holds named leases"),
+        ("agent_past_leases", [x for x in leases if x.get("released_at") is not None], "held before"),
+        ("agent_work", body.get("work") or [], "work"),
+    )
+    if not any(items for _, items, _ in holds[:3]):
+        print("holds nothing")
+    for name, items, title in holds:
+        if items:
+            print()
+            rows(name, items, title=title)
 
 
 def show(spec: Subcommand, answer: Answer, args: argparse.Namespace, server: Server) -> int:
@@ -132,6 +171,9 @@ def show(spec: Subcommand, answer: Answer, args: argparse.Namespace, server: Ser
             result if isinstance(result, dict) else {"result": result},
             title=f"{spec['name']}: done (position {body.get('position')})",
         )
+        return 0
+    if spec["name"] == "get_agent":
+        agent(body, server)
         return 0
     lists = [k for k, v in body.items() if isinstance(v, list)]
     if spec["name"] == "get_code_heatmap":

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
+    import socket
+
     from sqlalchemy import Connection
 
     from eventcoord.codec import WireEvent
@@ -65,6 +67,27 @@ def freeze_startup_heap(_app: object = None) -> None:
     metrics.GC_FROZEN.set(gc.get_freeze_count())
 
 
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, before anything else starts: a busy port is one clear line."""
+    import errno
+    import socket
+
+    from eventcoord.config import ConfigError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        reason = "the port is in use (another server?)" if e.errno == errno.EADDRINUSE else e.strerror or str(e)
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {reason}; choose another --port / EVENTCOORD_PORT"
+        ) from None
+    return sock
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the HTTP service (migrating the database first)."""
     import asyncio
@@ -75,6 +98,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from eventcoord.api.app import create_app
 
     settings = _settings(args)
+    sock = listen_socket(settings.host, settings.port)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     extra = uvicorn_options()
@@ -97,11 +121,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token_path = asyncio.run(ensure_admin_token(settings))
     if token_path is not None:
         print(f"admin token of workspace default: {token_path}", flush=True)
-    print(
-        f"eventcoord serving on http://{settings.host}:{settings.port} ({settings.database_url.split('://')[0]})",
-        flush=True,
-    )
-    uvicorn.Server(config).run()
+    bound = sock.getsockname()
+    where = f"http://{settings.host}:{bound[1]} ({settings.database_url.split('://')[0]})"
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:  # the app has started and accepts connections
+                print(f"eventcoord serving on {where}", flush=True)
+
+    Server(config).run(sockets=[sock])
     return 0
 
 

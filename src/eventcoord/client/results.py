@@ -315,6 +315,7 @@ class ConflictsPage(Result, frozen=True, kw_only=True):
 class Bucket(Result, frozen=True, kw_only=True):
     prefix: str
     count: int
+    leaf: bool = False
 
 
 class Heatmap(Result, frozen=True, kw_only=True):

@@ -20,15 +20,45 @@ NEWEST = 2**63 - 1
 
 
 class Bucket(msgspec.Struct, frozen=True):
-    """One heatmap cell: a path prefix of ``depth`` segments and how often it was hit."""
+    """One heatmap cell: a path prefix of ``depth`` segments and how often it was hit.
+
+    ``leaf``: every path counted in it ends there (a file, or a pattern's last segment), so
+    there is nothing below it to drill into; a directory claim or a deeper path makes it a folder.
+    """
 
     prefix: str
     count: int
+    leaf: bool = False
 
 
 def bucket_of(path: str, depth: int) -> str:
     """The first ``depth`` segments of a claimed path, verbatim (``src/`` is ``src``)."""
     return "/".join([s for s in path.split("/") if s][:depth])
+
+
+def ends_at_bucket(path: str, depth: int) -> bool:
+    """Whether ``path`` is all of its bucket: no trailing ``/`` and at most ``depth`` segments."""
+    return not path.endswith("/") and len([s for s in path.split("/") if s]) <= depth
+
+
+class _Tally:
+    """Counts per bucket, and the buckets some counted path goes below (folders)."""
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        self.counts: Counter[str] = Counter()
+        self.folders: set[str] = set()
+
+    def add(self, path: str, n: int) -> None:
+        bucket = bucket_of(path, self.depth)
+        self.counts[bucket] += n
+        if not ends_at_bucket(path, self.depth):
+            self.folders.add(bucket)
+
+    def ranked(self, limit: int | None) -> list[Bucket]:
+        """Most first, ties by prefix."""
+        ranked = sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        return [Bucket(p, n, p not in self.folders) for p, n in ranked[:limit]]
 
 
 #: The read-model tables :func:`live_claims` reads.
@@ -57,7 +87,7 @@ def heatmap_buckets(
     read model held then: no replay.
     """
     table, at = (file_claims, file_claims.c.claimed_us) if mode == "claims" else (conflicts, conflicts.c.occurred_us)
-    counts: Counter[str] = Counter()
+    tally = _Tally(depth)
     if since_us is None and until_us is None:
         # All time: the newest snapshot's counts, and the rows since it (SPEC §8's snapshots
         # keep them), so the cost follows the paths and the events since, not every claim.
@@ -66,12 +96,11 @@ def heatmap_buckets(
             base, hits = counted
             for path, n in hits.items():
                 if _under(path, prefix):
-                    counts[bucket_of(path, depth)] += n
+                    tally.add(path, n)
             for ws, path in conn.execute(rows_since(table, base, upto)):
                 if ws == workspace and _under(path, prefix):
-                    counts[bucket_of(path, depth)] += 1
-            ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-            return [Bucket(p, n) for p, n in ranked[:limit]]
+                    tally.add(path, 1)
+            return tally.ranked(limit)
     where = table.c.workspace == workspace
     if upto is not None:
         where = where & (table.c.position <= upto)
@@ -82,9 +111,8 @@ def heatmap_buckets(
     if prefix:
         where = where & under(conn, table.c.path, prefix)
     for path, n in conn.execute(select(table.c.path, func.count()).where(where).group_by(table.c.path)):
-        counts[bucket_of(path, depth)] += int(n)
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    return [Bucket(p, n) for p, n in ranked[:limit]]
+        tally.add(path, int(n))
+    return tally.ranked(limit)
 
 
 def _under(path: str, prefix: str) -> bool:

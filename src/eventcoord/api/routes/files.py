@@ -121,10 +121,11 @@ async def heatmap(
         str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
     ] = None,
 ) -> Response[bytes]:
-    """``{mode, buckets: [{prefix, count}]}`` sorted by count, descending.
+    """``{mode, buckets: [{prefix, count, leaf}]}`` sorted by count, descending.
 
     Claims mode counts claimed paths recorded in ``[since, until)``; contention mode counts
-    ClaimConflict events. A bucket is the first ``depth`` segments of the path, verbatim.
+    ClaimConflict events. A bucket is the first ``depth`` segments of the path, verbatim;
+    ``leaf`` says every path counted in it ends there (a file: nothing below to drill into).
     """
     who = await caller(request)
     if mode not in ("claims", "contention"):

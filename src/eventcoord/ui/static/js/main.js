@@ -31,6 +31,7 @@ const drawer = agentDrawer();
 const app = {
   state,
   refresh: (name) => refreshView(views.find((v) => v.name === name)),
+  repaint: (name) => { const v = views.find((x) => x.name === name); if (v && v.data !== undefined) paint(v, ctx()); },
   travel,
   showAgent: (sessionId) => drawer.open(sessionId, state.asOf !== null),
 };
@@ -151,22 +152,30 @@ function onEvent(ev) {
   if (names.length) markDirty(names);
 }
 
-function onStatus(status, detail) {
+const PILL = { live: 'Live', connecting: 'Connecting…', disconnected: 'Disconnected', unauthorized: 'Token refused' };
+let streamStatus = 'connecting';
+
+/** The header pill: the stream's state, except that a board showing the past is not "Live". */
+function showPill() {
   const pill = $('#conn');
+  const past = state.asOf !== null && streamStatus === 'live';
+  pill.className = `conn conn-${past ? 'history' : streamStatus}`;
+  pill.textContent = past ? 'History' : PILL[streamStatus] || '';
+  pill.title = past ? `showing the board as of position ${state.asOf}; the stream stays connected` : '';
+}
+
+function onStatus(status, detail) {
   const banner = $('#disconnected');
-  pill.className = `conn conn-${status}`;
+  streamStatus = status;
+  showPill();
   if (status === 'live') {
-    pill.textContent = 'Live';
     banner.hidden = true;
     if (lostAt !== null) {
       lostAt = null;
       markDirty(views.map((v) => v.name)); // catch up on whatever the stream cannot replay (liveness)
     }
-  } else if (status === 'connecting') {
-    pill.textContent = 'Connecting…';
   } else if (status === 'disconnected') {
     lostAt = lostAt || new Date().toISOString();
-    pill.textContent = 'Disconnected';
     banner.hidden = false;
     fill(banner, h('strong', {}, 'Disconnected from the server'),
       ` since ${clock(lostAt)} — reconnecting by itself (next try in ${Math.ceil(detail.retryMs / 100) / 10}s). `,
@@ -182,6 +191,7 @@ async function travel(position) {
   state.asOf = position === null || position >= state.head ? null : Math.max(1, position);
   state.at = null;
   document.body.classList.toggle('travelling', state.asOf !== null);
+  showPill();
   if (state.asOf !== null) {
     const wanted = state.asOf;
     try {

@@ -11,7 +11,8 @@ const WINDOWS = [
 const LIMIT = 150;
 const PALETTE = {
   claims: [[22, 42, 74], [37, 99, 235], [125, 211, 252]],
-  contention: [[74, 25, 35], [220, 38, 38], [251, 146, 60]],
+  // Dim ochre (rarely contended) through orange to a saturated red: the hottest folder is the reddest.
+  contention: [[96, 80, 48], [224, 100, 24], [232, 22, 34]],
 };
 
 function mix(a, b, t) {
@@ -74,7 +75,8 @@ export function heatmapView(app) {
     const tiles = squarify(buckets.map((b) => ({ ...b, value: b.count })), 0, 0, width, height).map(({ item, x, y, w, h: ht }) => {
       const t = max > 1 ? Math.log1p(item.count) / Math.log1p(max) : 1;
       const segs = item.prefix.split('/');
-      const leaf = segs.length < depth || isPattern(item.prefix) || item.prefix === prefix;
+      // `leaf`: the server saw nothing below it (a file such as README.md at the root).
+      const leaf = item.leaf === true || segs.length < depth || isPattern(item.prefix) || item.prefix === prefix;
       const label = prefix && item.prefix.startsWith(`${prefix}/`) ? item.prefix.slice(prefix.length + 1) : item.prefix;
       const tile = h(leaf ? 'div' : 'button', {
         class: `tile${leaf ? ' leaf' : ''}${w < 60 || ht < 34 ? ' tiny' : ''}`,
