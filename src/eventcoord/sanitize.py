@@ -16,23 +16,25 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 # Bodies and notes keep newline and tab (SPEC §5); every other control character goes.
 _CONTROL_BUT_NEWLINE_TAB = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
-# Names that are keys match as WHOLE strings. Python's ``$`` also matches before a final
-# newline ("NL-1\n" would pass ``^…$``), so the patterns end in ``\Z``; ``*_SCHEMA`` are the
-# same languages in JSON Schema (ECMA-262) syntax, where ``$`` is the end of the string.
+# Names that are keys match as WHOLE strings, under one pattern that means the same to
+# Python's ``re.search`` (msgspec validates with it) and to ECMAScript (JSON Schema
+# clients; with or without the ``u`` flag). Python's ``$`` also matches before a final
+# newline ("NL-1\n" would pass ``^…$``) and ``\Z`` is no ECMAScript, so each pattern
+# ends in ``(?!\n)$``: the end, and not the place before a final newline.
 _KEY_BODY = r"[A-Za-z0-9][A-Za-z0-9._:/#-]{0,127}"
 _WORKSPACE_BODY = r"[A-Za-z0-9_-]{1,64}"
 _CHANNEL_BODY = r"(issue|agent|project):" + _KEY_BODY
-_COMMAND_ID_BODY = "[^\x00-\x1f\x7f-\x9f]{1,128}"
+# Its length (1 to 128) is bounded by the schema's maxLength, not here: without the ``u``
+# flag ECMAScript counts a character outside the BMP as two, Python as one.
+_COMMAND_ID_BODY = r"[^\x00-\x1f\x7f-\x9f]+"
+_TOKEN_ID_BODY = r"tok_[0-9a-f]{24}"
+_END = r"(?!\n)$"
 
-KEY_PATTERN = rf"^{_KEY_BODY}\Z"
-WORKSPACE_PATTERN = rf"^{_WORKSPACE_BODY}\Z"
-CHANNEL_PATTERN = rf"^{_CHANNEL_BODY}\Z"
-COMMAND_ID_PATTERN = f"^{_COMMAND_ID_BODY}\\Z"
-
-KEY_SCHEMA = f"^{_KEY_BODY}$"
-WORKSPACE_SCHEMA = f"^{_WORKSPACE_BODY}$"
-CHANNEL_SCHEMA = f"^{_CHANNEL_BODY}$"
-COMMAND_ID_SCHEMA = f"^{_COMMAND_ID_BODY}$"
+KEY_PATTERN = f"^{_KEY_BODY}{_END}"
+WORKSPACE_PATTERN = f"^{_WORKSPACE_BODY}{_END}"
+CHANNEL_PATTERN = f"^{_CHANNEL_BODY}{_END}"
+COMMAND_ID_PATTERN = f"^{_COMMAND_ID_BODY}{_END}"
+TOKEN_ID_PATTERN = f"^{_TOKEN_ID_BODY}{_END}"
 
 _KEY_RE = re.compile(_KEY_BODY)
 _WORKSPACE_RE = re.compile(_WORKSPACE_BODY)
