@@ -19,7 +19,6 @@ from eventcoord.domain.paths import PathError, Work, WorkExceeded, normalise_pat
 from eventcoord.domain.sessions import Claimant, SessionState, acting, claimant
 from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed, WaitStarted
 
-
 #: The steps of overlap checking one claim_files may take (``paths.Work``): about 30 ms
 #: of this machine at most (docs/performance.md), whatever the paths and the live claims.
 CLAIM_WORK_LIMIT = 100_000

@@ -56,6 +56,9 @@ GROUP_COMMIT_WINDOW = 0.001
 #: the next: the loop answers others in between (reads, /health), however slow the
 #: commands (each is bounded on its own: ``domain/files.CLAIM_WORK_LIMIT``).
 BATCH_SLICE_S = 0.02
+#: Turns of the loop a sliced batch leaves before the next: a read or an HTTP answer needs a
+#: few (each await is one), and a turn with nothing to do costs microseconds.
+SLICE_TURNS = 10
 #: How often the WAL is checkpointed into the database file, off the event loop.
 CHECKPOINT_INTERVAL = 0.25
 #: WAL frames (pages) past which a checkpoint holds the writer to finish, so the log
@@ -227,15 +230,24 @@ class SqliteEventStore(EventStore):
             outcomes = self._run_batch(jobs)
         except Exception as e:  # the batch itself failed (commit, I/O): fail each job
             outcomes = [StoreError(f"sqlite write failed: {e}")] * len(jobs)
-        # Jobs its time slice left undecided go first in the next batch.
+        # Jobs its time slice left undecided go first in the next batch, after the loop has
+        # had a few turns to answer others.
+        sliced = len(outcomes) < len(jobs)
         self._pending[:0] = jobs[len(outcomes) :]
         jobs = jobs[: len(outcomes)]
         self._flush_scheduled = bool(self._pending)
-        if self._pending:  # more waited than this batch took: the rest go next, after the loop's turn
-            asyncio.get_running_loop().call_soon(self._flush)
+        if self._pending:  # more waited than this batch took: the rest go next
+            asyncio.get_running_loop().call_soon(self._flush_after, SLICE_TURNS if sliced else 0)
         _answer(jobs, outcomes)
         stats.BATCHES.inc()
         stats.COMMANDS.inc(len(jobs))
+
+    def _flush_after(self, turns: int) -> None:
+        """Flush once the loop has taken ``turns`` more turns (each polls for I/O first)."""
+        if turns:
+            asyncio.get_running_loop().call_soon(self._flush_after, turns - 1)
+        else:
+            self._flush()
 
     async def _checkpoint_loop(self) -> None:
         while True:

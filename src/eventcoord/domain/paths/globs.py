@@ -2,9 +2,9 @@
 
 A glob here is a sequence of *pieces* separated by stars (a star matches any run of
 atoms); a piece is a run of atoms, each matching one atom of the word. Atoms are the
-characters of a segment or the segments of a path (``overlap`` supplies which, and when
-two atoms can be matched by one). Three rules decide, because atoms are chosen
-independently of each other:
+characters of a segment or the segments of a path: a literal atom is a string (a
+character, a name), any other a wildcard, and ``overlap`` supplies when two atoms can be
+matched by one. Three rules decide, because atoms are chosen independently of each other:
 
 * Both globs have a star: they meet exactly when their first pieces agree on their
   common length and so do their last pieces, aligned at the end. (The word: the longer
@@ -25,7 +25,6 @@ from typing import Any
 import msgspec
 
 Meet = Callable[[Any, Any], bool]
-Key = Callable[[Any], str | None]
 
 
 class WorkExceeded(Exception):
@@ -72,7 +71,7 @@ def piece(atoms: Sequence[Any], *, text: bool) -> Piece:
     return Piece(tuple(atoms), spelt)
 
 
-def meet(a: Sequence[Piece], b: Sequence[Piece], atoms_meet: Meet, key: Key, work: Work) -> bool:
+def meet(a: Sequence[Piece], b: Sequence[Piece], atoms_meet: Meet, work: Work) -> bool:
     """Is some word matched by both globs (each a sequence of pieces; more than one: a star)?"""
     work.charge(3)
     if len(a) > 1 and len(b) > 1:
@@ -89,7 +88,7 @@ def meet(a: Sequence[Piece], b: Sequence[Piece], atoms_meet: Meet, key: Key, wor
         return False
     at = len(first.atoms)
     for middle in starred[1:-1]:
-        found = _find(middle, word, at, end, atoms_meet, key, work)
+        found = _find(middle, word, at, end, atoms_meet, work)
         if found < 0:
             return False
         at = found + len(middle.atoms)
@@ -141,7 +140,7 @@ def _agree_at(p: Piece, word: Piece, at: int, atoms_meet: Meet, work: Work) -> b
     return True
 
 
-def _find(p: Piece, word: Piece, lo: int, hi: int, atoms_meet: Meet, key: Key, work: Work) -> int:
+def _find(p: Piece, word: Piece, lo: int, hi: int, atoms_meet: Meet, work: Work) -> int:
     """The leftmost start in ``[lo, hi - len(p)]`` where ``p`` agrees with ``word``, or -1."""
     size = len(p.atoms)
     if hi - lo < size:
@@ -156,22 +155,20 @@ def _find(p: Piece, word: Piece, lo: int, hi: int, atoms_meet: Meet, key: Key, w
     by_literal: dict[str, int] = {}
     by_atom: dict[int, tuple[int, Any]] = {}  # a wildcard atom met twice is tried once
     for i, x in enumerate(p.atoms):
-        k = key(x)
-        if k is None:
+        if isinstance(x, str):
+            by_literal[x] = by_literal.get(x, 0) | (1 << i)
+        else:
             bits, _ = by_atom.get(id(x), (0, x))
             by_atom[id(x)] = (bits | (1 << i), x)
-        else:
-            by_literal[k] = by_literal.get(k, 0) | (1 << i)
     wild = list(by_atom.values())
     goal = 1 << (size - 1)
     state = 0
     atoms = word.atoms
-    per_atom = 1 + len(wild)
+    per_atom = 1 + 2 * len(wild)
     for j in range(lo, hi):
         y = atoms[j]
-        k = key(y)
-        if k is not None:
-            bits = by_literal.get(k, 0)
+        if isinstance(y, str):
+            bits = by_literal.get(y, 0)
         else:
             # A wildcard of the word: every literal of p it can be.
             work.charge(len(by_literal))

@@ -25,7 +25,7 @@ def _is_file_path(path: str) -> bool:
     return all(name not in ("", ".", "..") for name in path.split("/"))
 
 
-def _segment_matches(tokens: tuple[Token, ...], name: str) -> bool:
+def _segment_matches(tokens: str | tuple[Token, ...], name: str) -> bool:
     # Classic single-star backtracking: on a mismatch, let the most recent "*" absorb
     # one more character. Correct for "*" plus single-character tokens and O(n*m) at
     # worst, so hostile patterns like "*a*a*a*...b" cannot blow up the way a

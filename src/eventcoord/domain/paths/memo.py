@@ -37,7 +37,7 @@ class ByteLru(Generic[K, V]):
         entry = self._entries.get(key)
         if entry is None:
             return None
-        try:
+        try:  # noqa: SIM105 (a hit is the hot path: no context manager)
             self._entries.move_to_end(key)
         except KeyError:  # dropped by another thread meanwhile: still a valid answer
             pass

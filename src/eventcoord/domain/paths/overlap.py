@@ -31,6 +31,7 @@ ANSWERS_BYTES: Final = 4 * 1024 * 1024
 PAIR_STEPS: Final = 4
 RULES_STEPS: Final = 24
 SEGMENTS_STEPS: Final = 16
+NAME_STEPS: Final = 4
 #: Answers that took fewer steps are decided again rather than kept.
 ANSWER_WORTH: Final = 40
 
@@ -39,18 +40,12 @@ class _Segment(msgspec.Struct, frozen=True, gc=False):
     """A segment pattern with a wildcard: its pieces of characters between stars (one: no star)."""
 
     pieces: tuple[Piece, ...]
-
-
-def _segment_key(segment: Any) -> str | None:
-    return segment if isinstance(segment, str) else None
-
-
-def _char_key(token: Any) -> str | None:
-    return token if isinstance(token, str) else None
+    #: Its tokens when it has no star (it matches names of exactly that many characters).
+    fixed: tuple[Any, ...] | None
 
 
 #: The segment "*" (any name).
-_ANY_SEGMENT: Final = _Segment((globs.piece((), text=True), globs.piece((), text=True)))
+_ANY_SEGMENT: Final = _Segment((globs.piece((), text=True), globs.piece((), text=True)), None)
 
 
 def _cut(atoms: Sequence[Any], is_star: Any, *, text: bool) -> tuple[Piece, ...]:
@@ -62,7 +57,8 @@ def _cut(atoms: Sequence[Any], is_star: Any, *, text: bool) -> tuple[Piece, ...]
 def _compile_segment(segment: Segment) -> Any:
     if not isinstance(segment, tuple):
         return segment  # a name, or "**"
-    return _Segment(_cut(segment, lambda t: isinstance(t, Star), text=True))
+    pieces = _cut(segment, lambda t: isinstance(t, Star), text=True)
+    return _Segment(pieces, segment if len(pieces) == 1 else None)
 
 
 def _compile(pattern: Pattern) -> tuple[Piece, ...]:
@@ -127,6 +123,18 @@ class _Decider:
             if isinstance(t, str):
                 return s == t
             s, t = t, s
+        if isinstance(t, str) and s.fixed is not None:
+            # A segment without a star against a name (the hot case of a pattern searched
+            # among a path's names): the same length, then character by character.
+            tokens = s.fixed
+            if len(tokens) != len(t):
+                return False
+            self.work.charge(NAME_STEPS + len(t))
+            chars_meet = self.chars_meet
+            for token, c in zip(tokens, t, strict=True):
+                if token != c and (isinstance(token, str) or not chars_meet(token, c)):
+                    return False
+            return True
         key = (id(s), t if isinstance(t, str) else id(t))
         known = self._seen.get(key)
         if known is None:
@@ -139,7 +147,7 @@ class _Decider:
         return known
 
     def _names_meet(self, a: tuple[Piece, ...], b: tuple[Piece, ...]) -> bool:
-        met = globs.meet(a, b, self.chars_meet, _char_key, self.work)
+        met = globs.meet(a, b, self.chars_meet, self.work)
         if not met or (len(a) > 1 and len(b) > 1):
             # Two stars can always take one more character between them: a common name
             # can be made longer than "..", so it is a valid name.
@@ -157,15 +165,8 @@ class _Decider:
 
 
 def _name_matches(segment: _Segment, name: str, chars_meet: globs.Meet, work: Work) -> bool:
-    """Does a segment pattern match this (valid) name?"""
-    pieces = segment.pieces
-    if len(pieces) == 1:  # no star: the same length, character by character
-        tokens = pieces[0].atoms
-        if len(tokens) != len(name):
-            return False
-        work.charge(len(name))
-        return all(t == c if isinstance(t, str) else chars_meet(t, c) for t, c in zip(tokens, name, strict=True))
-    return globs.meet(pieces, (globs.Piece(tuple(name), name),), chars_meet, _char_key, work)
+    """Does a segment pattern with a star match this (valid) name?"""
+    return globs.meet(segment.pieces, (globs.Piece(tuple(name), name),), chars_meet, work)
 
 
 def _common(fixed: tuple[Any, ...], placed: list[Any]) -> list[CharSet]:
@@ -222,7 +223,7 @@ def overlaps(a: str, b: str, work: Work | None = None) -> bool:
         assert plain is not None
         work.charge(RULES_STEPS // 2 + plain.count("/"))
         blocks = _compiled(norm, pattern, work)
-        return globs.meet(blocks, _plain(plain), _Decider(work).segments_meet, _segment_key, work)
+        return globs.meet(blocks, _plain(plain), _Decider(work).segments_meet, work)
     key = (norm_a, norm_b) if norm_a <= norm_b else (norm_b, norm_a)
     known = _ANSWERS.get(key)
     if known is not None:
@@ -231,7 +232,7 @@ def overlaps(a: str, b: str, work: Work | None = None) -> bool:
     work.charge(RULES_STEPS)
     blocks_a = _compiled(norm_a, pa, work)
     blocks_b = _compiled(norm_b, pb, work)
-    met = globs.meet(blocks_a, blocks_b, _Decider(work).segments_meet, _segment_key, work)
+    met = globs.meet(blocks_a, blocks_b, _Decider(work).segments_meet, work)
     if work.spent - spent > ANSWER_WORTH:  # an answer cheaper than a look-up is not kept
         _ANSWERS.put(key, met)
     return met

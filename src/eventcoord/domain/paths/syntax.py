@@ -270,10 +270,15 @@ def _analysed_size(raw: str, value: tuple[str, Pattern]) -> int:
     # Measured with tracemalloc (tests/unit/test_paths_bounded.py): the key, the normalised
     # text, a pointer per token and a tuple per segment; literal characters are shared.
     norm, pattern = value
-    tokens = sum(1 if s is GLOBSTAR else len(s) for s in pattern.segments)  # type: ignore[arg-type]
+    tokens = sum(len(s) for s in pattern.segments if not isinstance(s, Globstar))
     texts = (pattern.literal or pattern.literal_dir or "", pattern.prefix)
-    return 300 + len(raw.encode()) + len(norm.encode()) + sum(len(t.encode()) for t in texts) + 8 * tokens + 64 * len(
-        pattern.segments
+    return (
+        300
+        + len(raw.encode())
+        + len(norm.encode())
+        + sum(len(t.encode()) for t in texts)
+        + 8 * tokens
+        + 64 * len(pattern.segments)
     )
 
 
@@ -320,8 +325,9 @@ def _analyse(raw: str) -> tuple[str, Pattern]:
         raise PathError("too_many_wildcards", f"more than {MAX_WILDCARDS} wildcards")
     if wildcards and len(raw) > MAX_PATTERN_CHARS:
         raise PathError(
-            "too_long", f"a pattern with wildcards is longer than {MAX_PATTERN_CHARS} characters (a plain path may have "
-            f"{MAX_PATH_CHARS})"
+            "too_long",
+            f"a pattern with wildcards is longer than {MAX_PATTERN_CHARS} characters (a plain path may have "
+            f"{MAX_PATH_CHARS})",
         )
 
     decoded = [_decoded(s) for s in segments]
