@@ -12,6 +12,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from eventcoord.sanitize import (
+    ACTOR_CAP,
     CHANNEL_PATTERN,
     COMMAND_ID_PATTERN,
     KEY_PATTERN,
@@ -40,8 +41,12 @@ class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", forbi
     command_id: CommandId | None = None
 
 
+#: A name given as the actor: never empty, never cut (two long names must not become one).
+Actor = Annotated[str, Meta(min_length=1, max_length=ACTOR_CAP)]
+
+
 class RegisterAgent(Command, frozen=True, kw_only=True, tag="register_agent"):
-    actor: Text | None = None
+    actor: Actor | None = None
     runtime: Annotated[str, Meta(max_length=64)] | None = None
     runtime_session_id: Text | None = None
     process_ancestry: Text | None = None

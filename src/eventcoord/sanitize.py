@@ -1,7 +1,8 @@
 """Sanitising untrusted text at event construction, and validating names that are keys.
 
 Text one participant writes and another reads is cleaned once, when the event is built,
-never at print time: control characters are stripped, then the length is capped.
+never at print time: control characters, bidirectional controls and zero-width characters
+are stripped (text that cannot lie about what it says), then the length is capped.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ ACTOR_CAP = 64
 HOST_CAP = 64
 BODY_CAP = 4096
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: Characters that change how text is shown without being seen: the bidirectional embeddings,
+#: overrides and isolates (U+202A to U+202E, U+2066 to U+2069: "alice\u202egnp.exe" shows as
+#: "aliceexe.png") and the zero-width space, joiners and no-break space (U+200B to U+200D, U+FEFF).
+INVISIBLE = "\u200b-\u200d\u202a-\u202e\u2066-\u2069\ufeff"
+_CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f{INVISIBLE}]")
 # Bodies and notes keep newline and tab (SPEC §5); every other control character goes.
-_CONTROL_BUT_NEWLINE_TAB = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_BUT_NEWLINE_TAB = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{INVISIBLE}]")
 
 # Names that are keys match as WHOLE strings, under one pattern that means the same to
 # Python's ``re.search`` (msgspec validates with it) and to ECMAScript (JSON Schema
@@ -57,7 +62,7 @@ def is_channel(value: str) -> bool:
 
 
 def clean_line(value: str | None, cap: int) -> str | None:
-    """Strip every control character (C0, DEL, C1), then cap the length."""
+    """Strip every control character (C0, DEL, C1) and invisible one, then cap the length."""
     if value is None:
         return None
     return _CONTROL.sub("", value)[:cap]

@@ -15,11 +15,19 @@ DOT: Final = ord(".")
 Interval = tuple[int, int]
 CharSet = tuple[Interval, ...]
 
-# Every character that may appear inside a file path segment: everything except "/"
-# and the control characters rejected by normalise_path. Wildcards and classes are
-# intersected with this set so that "can match some character" means "can match some
-# character of a valid path".
-SEGMENT_CHARS: Final[CharSet] = ((0x20, 0x2E), (0x30, 0x7E), (0xA0, MAX_CODE_POINT))
+# Every character that may appear inside a file path segment: everything except "/", the
+# control characters and the invisible ones (bidirectional controls, zero-width characters)
+# rejected by normalise_path. Wildcards and classes are intersected with this set so that
+# "can match some character" means "can match some character of a valid path".
+SEGMENT_CHARS: Final[CharSet] = (
+    (0x20, 0x2E),
+    (0x30, 0x7E),
+    (0xA0, 0x200A),
+    (0x200E, 0x2029),
+    (0x202F, 0x2065),
+    (0x206A, 0xFEFE),
+    (0xFF00, MAX_CODE_POINT),
+)
 DOT_ONLY: Final[CharSet] = ((DOT, DOT),)
 
 

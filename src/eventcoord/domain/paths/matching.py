@@ -1,6 +1,6 @@
 """Reference matching: does one concrete file path match a pattern?
 
-Written independently of the automaton behind :func:`eventcoord.domain.paths.overlaps`,
+Written independently of the glob rules behind :func:`eventcoord.domain.paths.overlaps`,
 so the two can be checked against each other.
 """
 
@@ -61,7 +61,7 @@ def matches(pattern: str, path: str) -> bool:
     ``pattern`` is normalised first (:class:`PathError` if invalid). ``path`` is taken
     literally (no escapes) and must be a normalised file path; anything else (empty or
     ``.``/``..`` segments, leading or trailing ``/``, control characters) matches
-    nothing. This is the reference semantics, written independently of the automaton
+    nothing. This is the reference semantics, written independently of the glob rules
     behind :func:`overlaps`.
     """
     segments = analyse(pattern)[1].segments

@@ -1,7 +1,7 @@
 """A least-recently-used memo bounded in bytes, for what the path matcher keeps between calls.
 
 Bounded by an estimate of the memory its entries hold, not by their count: a count bound
-let 8,192 parsed 1,000-character patterns (and their automata) grow the server to a gigabyte.
+let 8,192 parsed 1,000-character patterns (and their compiled forms) grow the server to a gigabyte.
 """
 
 from __future__ import annotations

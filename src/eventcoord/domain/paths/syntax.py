@@ -38,6 +38,7 @@ import msgspec
 from eventcoord.domain.paths import charsets
 from eventcoord.domain.paths.charsets import DOT_ONLY, SEGMENT_CHARS, CharSet, Interval
 from eventcoord.domain.paths.memo import ByteLru
+from eventcoord.sanitize import INVISIBLE
 
 MAX_PATH_CHARS: Final = 1024
 #: A pattern (a path with a wildcard) is shorter: the cost of comparing two grows with
@@ -45,9 +46,11 @@ MAX_PATH_CHARS: Final = 1024
 MAX_PATTERN_CHARS: Final = 256
 MAX_WILDCARDS: Final = 16
 
-# C0, DEL and C1 controls. They are never legitimate in a file name and some of them
-# (NUL, newline, escape sequences) make paths unsafe to log or to hand to other tools.
-CONTROL_RE: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
+# C0, DEL and C1 controls, and the invisible characters that make text lie about what it
+# says (bidirectional controls, zero-width characters). They are never legitimate in a file
+# name and some of them (NUL, newline, escape sequences) make paths unsafe to log or to hand
+# to other tools.
+CONTROL_RE: Final = re.compile(f"[\x00-\x1f\x7f-\x9f{INVISIBLE}]")
 
 
 class PathError(ValueError):
@@ -297,7 +300,9 @@ def _analyse(raw: str) -> tuple[str, Pattern]:
     if len(raw) > MAX_PATH_CHARS:
         raise PathError("too_long", f"longer than {MAX_PATH_CHARS} characters")
     if CONTROL_RE.search(raw):
-        raise PathError("control_char", "control characters are not allowed")
+        raise PathError(
+            "control_char", "control characters and invisible ones (bidirectional, zero-width) are not allowed"
+        )
     if not raw:
         raise PathError("empty", "path is empty")
     if raw.startswith("/"):
