@@ -1,4 +1,4 @@
-"""One place that wires the service together: store, outbox, service, authenticator.
+"""One place that wires the service together: store, outbox, service, authenticator, hooks.
 
 :func:`start` opens and migrates the store, prepares it (the ``default`` workspace, the
 TTL given on the command line), starts the outbox and builds the command pipeline with
@@ -14,6 +14,7 @@ from sqlalchemy import Connection, update
 
 from eventcoord.auth import Authenticator, ensure_workspace
 from eventcoord.config import Settings
+from eventcoord.harness.hooks import Hooks
 from eventcoord.history.asof import History
 from eventcoord.history.snapshot_process import SnapshotProcess
 from eventcoord.outbox.setup import Outbox, start_outbox
@@ -34,6 +35,7 @@ class Runtime:
     auth: Authenticator
     history: History
     snapshots: SnapshotProcess
+    hooks: Hooks
 
     async def stop(self) -> None:
         """Stop the snapshot worker's process and the outbox (relay, then broker), then close the store."""
@@ -71,12 +73,14 @@ async def start(settings: Settings) -> Runtime:
     except BaseException:
         await store.close()
         raise
+    service = Service(store, on_commit=outbox.committed)
     return Runtime(
         settings=settings,
         store=store,
         outbox=outbox,
-        service=Service(store, on_commit=outbox.committed),
+        service=service,
         auth=Authenticator(store, settings.bootstrap_token),
         history=History(store),
         snapshots=worker,
+        hooks=Hooks(service, store),
     )

@@ -71,7 +71,7 @@ def decode_command(body: bytes) -> AnyCommand:
     try:
         return _command_decoder.decode(body)
     except msgspec.ValidationError as e:
-        raise errors.invalid(_field_of(str(e)), in_words(str(e))) from None
+        raise errors.invalid(field_of(str(e)), in_words(str(e))) from None
     except msgspec.DecodeError as e:
         raise errors.invalid("body", f"malformed JSON: {e}") from None
     except RecursionError:
@@ -85,7 +85,7 @@ def in_words(message: str) -> str:
     128 letters, digits and . _ : / # -, starting with a letter or a digit (and nothing
     after them, not even a newline)``; other messages are kept as they are.
     """
-    field = _field_of(message)
+    field = field_of(message)
     for pattern, words in _PATTERN_WORDS.items():
         if f"matching regex {pattern!r}" in message:
             return f"{field}: expected {words}, and nothing after it (not even a newline)"
@@ -101,7 +101,7 @@ def in_words(message: str) -> str:
     return message
 
 
-def _field_of(message: str) -> str:
+def field_of(message: str) -> str:
     """Turn msgspec's ``- at `$.paths[3]``` suffix into ``paths[3]``."""
     path = ""
     m = _FIELD_AT.search(message)

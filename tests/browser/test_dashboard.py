@@ -6,6 +6,7 @@ its final state under ``tests/artifacts/browser/``.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -287,3 +288,57 @@ def test_reconnects_by_itself_after_a_server_restart_and_says_so_meanwhile(
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_agents_show_the_harness_they_run_in_and_the_files_they_are_editing(
+    srv: ServerProcess, api: SyncApi, page: Any, page_log: PageLog, request: pytest.FixtureRequest
+) -> None:
+    def hook(harness: str, payload: dict[str, Any]) -> dict[str, Any]:
+        r = api.http.post(f"/v1/hooks/{harness}", json={"cwd": "/home/dev/proj", **payload})
+        assert r.status_code == 200, r.text
+        answer: dict[str, Any] = r.json()
+        return answer
+
+    def session(harness: str, harness_sid: str) -> str:
+        answer = hook(harness, {"session_id": harness_sid, "hook_event_name": "SessionStart", "source": "startup"})
+        found = re.search(r"this session is (s-[0-9a-f]+)", answer["hookSpecificOutput"]["additionalContext"])
+        assert found
+        return found.group(1)
+
+    claude_sid, codex_sid = "eb58c0de-0000-4000-8000-00000000c1a0", "01a2b3c4-0000-7000-8000-00000000c0de"
+    claude = session("claude", claude_sid)
+    write = {"hook_event_name": "PreToolUse", "tool_name": "Write"}
+    for path in ("src/app.py", "src/util.py", "README.md", "docs/guide.md"):
+        file_input = {"file_path": f"/home/dev/proj/{path}", "content": "x"}
+        assert hook("claude", {**write, "session_id": claude_sid, "tool_input": file_input}) == {}
+    codex = session("codex", codex_sid)
+    patch = "*** Begin Patch\n*** Add File: lib/new.rs\n+fn main() {}\n*** End Patch\n"
+    codex_write = {"tool_name": "apply_patch", "tool_input": {"command": patch}, "hook_event_name": "PreToolUse"}
+    assert hook("codex", {**codex_write, "session_id": codex_sid}) == {}
+    plain = api.register("grace")
+
+    sign_in(page, srv.base_url, api.reader_token())
+    claude_row = page.locator(f"#panel-agents tr[data-session='{claude}']")
+    expect(claude_row.locator(".badge-harness")).to_have_text("claude")
+    expect(claude_row.locator(".badge-harness")).to_have_attribute("title", re.compile("Claude Code"))
+    expect(claude_row.locator(".chip-file")).to_have_count(3)  # three shown, the rest counted
+    expect(claude_row.locator(".chip-file[data-path='src/app.py']")).to_be_visible()
+    expect(claude_row).to_contain_text("+1 files")
+    codex_row = page.locator(f"#panel-agents tr[data-session='{codex}']")
+    expect(codex_row.locator(".badge-harness")).to_have_text("codex")
+    expect(codex_row.locator(".chip-file[data-path='lib/new.rs']")).to_be_visible()
+    expect(page.locator(f"#panel-agents tr[data-session='{plain}'] .badge-harness")).to_have_count(0)
+
+    # A file the harness writes next appears in its row without a reload.
+    more = {"file_path": "/home/dev/proj/lib/more.rs"}
+    assert hook("codex", {**write, "session_id": codex_sid, "tool_input": more}) == {}
+    expect(codex_row.locator(".chip-file[data-path='lib/more.rs']")).to_be_visible(timeout=3_000)
+
+    # In depth: the harness and every file it is editing.
+    claude_row.click()
+    drawer = page.locator("#agent-drawer")
+    expect(drawer.locator("dd.harness")).to_have_text("claude")
+    expect(drawer.locator("li.file-line")).to_have_count(4)
+    expect(drawer.locator("li.file-line[data-path='docs/guide.md']")).to_contain_text(f"edit:{claude}")
+    snapshot(page, request, "harnesses")
+    assert page_log.errors == []

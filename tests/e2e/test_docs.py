@@ -51,6 +51,23 @@ async def test_the_hook_and_a_persons_day_run_as_shown(server: ServerProcess, ap
     assert [e["data"]["reason"] for e in released] == ["superseded", "agent_ended"]
 
 
+async def test_init_and_the_commit_gate_run_as_shown(server: ServerProcess, api: Api, tmp_path: Path) -> None:
+    init = run_block("init", server, tmp_path)
+    assert init.returncode == 0, init.stdout + init.stderr
+    assert "everything is in place" in init.stdout
+    for made in (".claude/settings.json", ".codex/hooks.json", ".mcp.json", ".git/hooks/pre-commit"):
+        assert (tmp_path / "proj" / made).is_file(), made
+    gate = run_block("gate", server, tmp_path)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    assert gate.stdout.strip() == "refused, as it should be"
+    # The lines the page shows, with the real session id.
+    shown = re.search(r"<!-- tested: gate -->.*?```text\n(.*?)```", DOC.read_text(), re.S)
+    assert shown
+    [bob] = [a["session_id"] for a in (await api.get("/v1/agents"))["agents"] if a["actor_key"] == "bob"]
+    expected = re.sub(r"s-18ef07…", bob, shown.group(1))
+    assert gate.stderr == expected, gate.stderr
+
+
 async def test_the_mcp_client_configuration_finds_the_local_token(server: ServerProcess, tmp_path: Path) -> None:
     m = re.search(r"```json\n(.*?)```", DOC.read_text(), re.S)
     assert m

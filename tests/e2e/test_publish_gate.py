@@ -102,17 +102,39 @@ def test_a_repository_with_no_recorded_hold_pushes_with_a_warning(repo: tuple[Pa
     assert remote_has_main(work, env)
 
 
-def test_hook_install_leaves_a_foreign_hook_alone_without_force(
+def test_hook_install_keeps_the_repositorys_own_hook_and_runs_it_after_the_gate(
     repo: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     work, env = repo
     hook = work / ".git" / "hooks" / "pre-push"
-    hook.write_text("#!/bin/sh\nexit 0\n")
+    own = '#!/bin/sh\necho pushed-by-the-users-hook > "$(git rev-parse --git-dir)/pushed"\nexit 0\n'
+    hook.write_text(own)
+    installed = ec("hook", "install", "--repo", str(work), cwd=tmp_path, env=env)
+    assert installed.returncode == 0, installed.stderr
+    text = hook.read_text()
+    assert text.startswith("#!/bin/sh\n") and text.endswith(own.split("\n", 1)[1])  # the user's lines, after the gate
+    again = ec("hook", "install", "--repo", str(work), cwd=tmp_path, env=env)
+    assert again.returncode == 0 and hook.read_text() == text  # a second run changes nothing
+    pushed = push(work, env)
+    assert pushed.returncode == 0, pushed.stderr
+    assert "warning: no hold recorded" in pushed.stderr  # the gate ran
+    assert (work / ".git" / "pushed").read_text() == "pushed-by-the-users-hook\n"  # and then the user's hook
+    removed = ec("hook", "install", "--repo", str(work), "--remove", cwd=tmp_path, env=env)
+    assert removed.returncode == 0 and hook.read_text() == own
+    assert not (work / ".git" / "hooks" / "pre-commit").exists()  # eventcoord's own file: gone
+
+
+def test_hook_install_refuses_a_hook_it_cannot_merge_and_writes_nothing(
+    repo: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    work, env = repo
+    hooks = work / ".git" / "hooks"
+    (hooks / "pre-commit").unlink()
+    (hooks / "pre-push").write_text("#!/usr/bin/env python3\nprint('mine')\n")
     refused = ec("hook", "install", "--repo", str(work), cwd=tmp_path, env=env)
-    assert refused.returncode == 2 and "--force" in refused.stderr
-    assert hook.read_text() == "#!/bin/sh\nexit 0\n"
-    assert ec("hook", "install", "--repo", str(work), "--force", cwd=tmp_path, env=env).returncode == 0
-    assert "eventcoord pre-push hook" in hook.read_text()
+    assert refused.returncode == 2 and "python3 script" in refused.stderr and "nothing was written" in refused.stderr
+    assert (hooks / "pre-push").read_text() == "#!/usr/bin/env python3\nprint('mine')\n"
+    assert not (hooks / "pre-commit").exists()
 
 
 def test_record_outside_a_repository_is_a_usage_error(tmp_path: Path, server: ServerProcess) -> None:

@@ -65,6 +65,35 @@ def test_the_wheel_ships_one_import_path_for_projections_and_migrations(venv_bin
     assert done.returncode == 1 and "No module named 'projections'" in done.stderr
 
 
+def test_the_wheel_is_typed_for_type_checkers(venv_bin: Path, tmp_path: Path) -> None:
+    """py.typed ships, so a type checker reads the installed client's annotations."""
+    marker = run(
+        venv_bin / "python",
+        "-c",
+        "import importlib.resources as r; print(r.files('eventcoord').joinpath('py.typed').is_file())",
+        cwd=tmp_path,
+    )
+    assert marker.strip() == "True"
+    # A real type checker over code that uses the installed client: without py.typed mypy
+    # reports the import as an untyped package and the wrong call below as nothing.
+    (tmp_path / "agent.py").write_text(
+        "from eventcoord.client import Client\n"
+        "with Client() as ec:\n"
+        "    me = ec.register_agent(actor='a')\n"
+        "    ec.claim_issue(session_id=me.session_id, project='P', issue=7)\n"
+    )
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--python-executable", str(venv_bin / "python"), "--no-incremental", "agent.py"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert 'Argument "issue" to "claim_issue" of "Issues" has incompatible type "int"' in checked.stdout, checked.stdout
+    assert "import-untyped" not in checked.stdout and "missing library stubs" not in checked.stdout
+
+
 async def test_the_installed_eventcoord_serves_a_command(venv_bin: Path, db_url: str, tmp_path: Path) -> None:
     """`eventcoord serve` from the wheel migrates (SQLite starts empty), decides, projects."""
     server = ServerProcess(db_url, tmp_path / "data", argv=[str(venv_bin / "eventcoord")], extra_env={"PYTHONPATH": ""})

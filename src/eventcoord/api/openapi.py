@@ -5,20 +5,24 @@ Litestar's generated schema leaves it out; here it is written whole. Every read 
 ``Response[bytes]``, so the generated schema knows no answer's shape either. The command
 body is described as the tagged union of every command
 (discriminated by ``type``, one example each), the command answers as the success and
-error envelopes, and every read's 200 as its result struct (the typed client's, the one
-description of those shapes).
+error envelopes, every read's 200 as its result struct (the typed client's, the one
+description of those shapes), and the hook route's body and answer as the harnesses' own.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import msgspec
 from litestar import Litestar
 from litestar._openapi.plugin import OpenAPIPlugin
 
+from eventcoord.api.routes.hooks import post_hook
 from eventcoord.client.operations import READS
 from eventcoord.commands import COMMAND_TYPES, AnyCommand
+from eventcoord.harness.answers import HookAnswer
+from eventcoord.harness.payloads import AnyPayload
 
 REF = "#/components/schemas/{name}"
 
@@ -59,6 +63,44 @@ _EXTRA: dict[str, dict[str, Any]] = {
     "claim_issue": {"command_id": "claim-PROJ-1-1"},
     "enqueue_work": {"issue": "PROJ-1", "priority": 5, "payload": {"task": "fix"}},
     "acquire_lease": {"ttl_seconds": 30},
+}
+
+
+#: Hook payloads as the harnesses send them (shortened from recorded real ones).
+HOOK_EXAMPLES: dict[str, dict[str, Any]] = {
+    "SessionStart": {
+        "session_id": "eb58c0de-0000-4000-8000-000000000001",
+        "cwd": "/home/dev/proj",
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    },
+    "PreToolUse (Claude Code Write)": {
+        "session_id": "eb58c0de-0000-4000-8000-000000000001",
+        "cwd": "/home/dev/proj",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": "/home/dev/proj/hello.txt", "content": "hello"},
+    },
+    "PreToolUse (Codex apply_patch)": {
+        "session_id": "01a2b3c4-0000-7000-8000-000000000002",
+        "cwd": "/home/dev/proj",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "apply_patch",
+        "tool_input": {"command": "*** Begin Patch\n*** Add File: hello.txt\n+hello\n*** End Patch\n"},
+    },
+    "Stop": {
+        "session_id": "eb58c0de-0000-4000-8000-000000000001",
+        "cwd": "/home/dev/proj",
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+        "last_assistant_message": "done",
+    },
+    "SessionEnd": {
+        "session_id": "eb58c0de-0000-4000-8000-000000000001",
+        "cwd": "/home/dev/proj",
+        "hook_event_name": "SessionEnd",
+        "reason": "other",
+    },
 }
 
 
@@ -111,10 +153,10 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
     """Fill in the command body and the answers' shapes (in place; returns ``schema``)."""
     results = {op.name: op.result for op in READS}
     names = sorted(set(READ_OPERATIONS.values()))
-    types: list[Any] = [AnyCommand, _Ok, _Refused, *(results[n] for n in names)]
+    types: list[Any] = [AnyCommand, _Ok, _Refused, AnyPayload, HookAnswer, *(results[n] for n in names)]
     refs, components = msgspec.json.schema_components(types, ref_template=REF)
     schema.setdefault("components", {}).setdefault("schemas", {}).update(components)
-    command_ref, ok_ref, refused_ref, *read_refs = refs
+    command_ref, ok_ref, refused_ref, hook_ref, hook_answer_ref, *read_refs = refs
     by_read = dict(zip(names, read_refs, strict=True))
     refused = _json(refused_ref, "refused: the error envelope with a stable code")
     # POST /v1/commands is an ASGI route (``routes/commands.py``), which Litestar leaves out:
@@ -136,6 +178,22 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
                 }
                 responses["200"] = _json(ok_ref, "done: the command's result, the events it appended")
                 for status in ("401", "403", "404", "409", "413", "415", "422", "429", "503"):
+                    responses[status] = refused
+            elif op_id == "postHook":
+                op["description"] = inspect.cleandoc(post_hook.fn.__doc__ or "")
+                op["requestBody"] = {
+                    "required": True,
+                    "description": "the JSON the harness gives a hook, tagged by `hook_event_name`",
+                    "content": {
+                        "application/json": {
+                            "schema": hook_ref,
+                            "examples": {name: {"value": v} for name, v in HOOK_EXAMPLES.items()},
+                        }
+                    },
+                }
+                responses.pop("400", None)  # a bad path or body is 422 VALIDATION, as everywhere
+                responses["200"] = _json(hook_answer_ref, "the JSON the harness reads: {}, context, or a deny")
+                for status in ("401", "403", "413", "415", "422", "429", "503"):
                     responses[status] = refused
             elif op_id in READ_OPERATIONS:
                 responses["200"] = _json(by_read[READ_OPERATIONS[op_id]], "the read's answer")

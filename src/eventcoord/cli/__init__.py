@@ -5,16 +5,37 @@
     register-agent, claim-issue, … (every command)  generated from commands (cli.ops)
     agents, leases, state, … (every read)           generated from reads    (cli.ops)
     verify-hold, hook install, claim-issue --record the publish gate        (cli.hook)
+    hook pre-commit                                 the commit gate         (cli.commit_gate)
+    hook claude, hook codex                         the harness hooks       (cli.harness_hook)
+    init                                            set a repository up     (cli.init)
     mcp                                             the MCP server          (eventcoord.mcp)
+    github sync                                     the GitHub mirror       (cli.github)
 
-Imports are lazy: a subcommand loads only what it uses, so the CLI starts fast.
+The console script starts here, so this module imports only ``sys``: a subcommand loads
+the one module that defines it, and ``hook claude|codex`` (run on every tool call of a
+coding agent) loads nothing but the standard library.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+#: The subcommands each module defines, in ``--help`` order; ``None``: every other name (the
+#: commands and reads of cli.ops).
+FACES: tuple[tuple[str, frozenset[str] | None], ...] = (
+    ("server", frozenset({"serve", "migrate", "token", "tail"})),
+    ("history", frozenset({"rebuild", "export", "replay", "archive"})),
+    ("ops", None),
+    ("hook", frozenset({"hook"})),
+    ("init", frozenset({"init"})),
+    ("mcp", frozenset({"mcp"})),
+    ("github", frozenset({"github"})),
+)
 
 
 def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,32 +61,58 @@ def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(fn=run)
 
 
+def _faces_for(chosen: str | None) -> list[str]:
+    """The modules whose subcommands the parser needs: the chosen one's, or all of them."""
+    if not chosen:
+        return [name for name, _ in FACES]
+    for name, names in FACES:
+        if names is not None and chosen in names:
+            return [name]
+    from eventcoord.cli.subcommands import SUBCOMMANDS
+
+    if chosen in SUBCOMMANDS:
+        return ["ops"]
+    return [name for name, _ in FACES]  # not a subcommand: argparse names every choice
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The argument parser; with ``argv``, only its subcommand gets its options (start-up time)."""
-    from eventcoord.cli import history, hook, ops, server
+    """The argument parser; with ``argv``, only its subcommand is built with its options (start-up time)."""
+    import argparse
+    import importlib
 
     chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
-
     parser = argparse.ArgumentParser(prog="eventcoord", description="Event-sourced coordination for fleets of agents")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    server.add_parsers(sub)
-    history.add_parsers(sub)
-    ops.add_parsers(sub, chosen)
-    hook.add_parsers(sub)
-    _add_mcp(sub)
+    for face in _faces_for(chosen):
+        if face == "mcp":
+            _add_mcp(sub)
+        elif face == "ops":
+            from eventcoord.cli import ops
+
+            ops.add_parsers(sub, chosen)
+        else:
+            importlib.import_module(f"eventcoord.cli.{face}").add_parsers(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``eventcoord`` script; the exit code."""
-    from eventcoord.config import ConfigError
-
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["hook"] and argv[1:2] in (["claude"], ["codex"]):
+        from eventcoord.cli import harness_hook
+
+        code = harness_hook.main(argv[1:])
+        if code is not None:
+            return code  # else an option it leaves to argparse (--help, a mistake)
     args = build_parser(argv).parse_args(argv)
     try:
         return int(args.fn(args))
-    except ConfigError as e:
-        print(f"eventcoord: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
+    except ValueError as e:
+        # Only the subcommands that load eventcoord.config can raise its ConfigError.
+        config = sys.modules.get("eventcoord.config")
+        if config is None or not isinstance(e, config.ConfigError):
+            raise
+        print(f"eventcoord: {e}", file=sys.stderr)
+        return 2

@@ -13,7 +13,6 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import IO, Any, TypeVar
 
 from eventcoord.cli.server import _common, _settings
-from eventcoord.store import dbclock
 
 T = TypeVar("T")
 
@@ -160,6 +159,8 @@ def cmd_archive(args: argparse.Namespace) -> int:
             )
         if await take_snapshot(store, before - 1) != before - 1:
             return f"could not snapshot position {before - 1}"
+        from eventcoord.store import dbclock
+
         path = os.path.abspath(args.out)
         count = await store.query(
             lambda c: transfer.archive_file(

@@ -1,10 +1,12 @@
-"""The publish gate where the damage happens (SPEC §7): verify-hold, the pre-push hook, --record.
+"""The gates in git, and the ``hook`` subcommands: verify-hold, --record, pre-commit, pre-push.
 
 ``claim-issue … --record`` writes the grant into the repository's git config
-(``eventcoord.session``, ``eventcoord.issue``, ``eventcoord.fencingToken``);
-``hook install`` writes a ``pre-push`` hook that runs ``verify-hold`` with them. The push is
-refused only when verify-hold is refused by the service (exit 1: ``NOT_FRESH_HOLDER`` names
-the current holder); no recorded hold, or no server, passes with a warning.
+(``eventcoord.session``, ``eventcoord.issue``, ``eventcoord.fencingToken``). ``hook install``
+(and ``eventcoord init``, through ``write_git_hooks``) adds two gates to the repository's own
+git hooks: ``pre-push`` runs ``verify-hold`` with that hold and refuses the push only when
+the service refuses it (``NOT_FRESH_HOLDER`` names the current holder; no recorded hold, or
+no server, passes with a warning); ``pre-commit`` runs the commit gate (``cli.commit_gate``).
+``hook claude|codex`` is the coding-agent hook (``cli.harness_hook``).
 """
 
 from __future__ import annotations
@@ -12,16 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from eventcoord.cli.ops import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXTRAS
+from eventcoord.cli.ops import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any
 
-    from eventcoord.client import Client, Refused, Reply
+    from eventcoord.cli.ops import Answer, Refusal, Server
 
-MARKER = "# eventcoord pre-push hook"
 KEYS = ("eventcoord.session", "eventcoord.issue", "eventcoord.fencingToken")
 
 
@@ -39,7 +41,8 @@ def _in_repository() -> bool:
 # --- claim-issue --record --------------------------------------------------------------
 
 
-def _record_option(p: argparse.ArgumentParser) -> None:
+def record_option(p: argparse.ArgumentParser) -> None:
+    """``claim-issue --record``: after a grant, write the hold into the repository's git config."""
     p.add_argument(
         "--record",
         dest="_record",
@@ -53,10 +56,10 @@ def _record_option(p: argparse.ArgumentParser) -> None:
             return EXIT_USAGE
         return None
 
-    def after(args: argparse.Namespace, values: dict[str, Any], reply: Reply) -> int:
+    def after(args: argparse.Namespace, values: dict[str, Any], answer: Answer) -> int:
         if not args._record:
             return EXIT_OK
-        result = reply.payload()["result"]
+        result = answer.payload()["result"]
         for key, value in zip(KEYS, (values["session_id"], result["issue"], result["fencing_token"]), strict=True):
             git("config", key, str(value))
         print(
@@ -72,18 +75,21 @@ def _record_option(p: argparse.ArgumentParser) -> None:
 # --- verify-hold: name the current holder ------------------------------------------------
 
 
-def _name_holder(p: argparse.ArgumentParser) -> None:
-    def on_refused(args: argparse.Namespace, refused: Refused, client: Client) -> dict[str, Any]:
+def name_holder(p: argparse.ArgumentParser) -> None:
+    """``verify-hold``: a ``NOT_FRESH_HOLDER`` refusal names the current holder."""
+
+    def on_refused(args: argparse.Namespace, refused: Refusal, server: Server) -> dict[str, Any]:
         if refused.code != "NOT_FRESH_HOLDER":
             return {}
-        from eventcoord.client import Refused, Unreachable
+        from eventcoord.cli.ops import Unreachable, read_path
+        from eventcoord.cli.subcommands import SUBCOMMANDS
 
         holder = refused.details.get("holder")
         if holder is None:  # a stale fencing token: ask who holds the issue now
             try:
-                state = client.get_issue_state(args.issue, as_=args.session_id).holder
-                holder = None if state is None else {"session_id": state.session_id, "actor_key": state.actor_key}
-            except (Refused, Unreachable):  # naming the holder is a courtesy; the refusal stands
+                state = server.read(*read_path(SUBCOMMANDS["state"], {"issue": args.issue, "as": args.session_id}))
+                holder = state.payload().get("holder") if state.refusal() is None else None
+            except (Unreachable, ValueError):  # naming the holder is a courtesy; the refusal stands
                 holder = None
         if not holder:
             return {"current_holder": "nobody"}
@@ -92,44 +98,108 @@ def _name_holder(p: argparse.ArgumentParser) -> None:
     p.set_defaults(_on_refused=on_refused)
 
 
-EXTRAS["claim_issue"] = _record_option
-EXTRAS["verify_hold"] = _name_holder
+# --- the git hooks: pre-commit (the commit gate) and pre-push (the publish gate) -------------
+
+#: The git hooks eventcoord adds its gate to, and what each gate does.
+GIT_HOOKS = {
+    "pre-commit": "the commit gate: refuses a commit of files another live session has claimed",
+    "pre-push": "the publish gate: refuses a push once the recorded hold on the issue is gone",
+}
 
 
-# --- hook install / hook pre-push ------------------------------------------------------
+def hooks_dir(repo: Path) -> Path:
+    """The folder git runs ``repo``'s hooks from (``core.hooksPath`` honoured; shared by worktrees).
+
+    Raises ``SetupError`` outside a git repository.
+    """
+    from eventcoord.cli.setup_files import SetupError
+
+    found = git("rev-parse", "--git-path", "hooks", cwd=repo)
+    if found.returncode != 0:
+        raise SetupError(f"{repo} is not in a git repository")
+    return (repo / found.stdout.strip()).resolve()
 
 
-def hook_script() -> str:
-    """The pre-push hook: this installation's eventcoord, else the one on PATH."""
+def _planned(repo: Path, remove: bool, executable: str) -> list[tuple[Path, str | None, str | None, list[str]]]:
+    """Each git hook: its path, text now, text after, and what of eventcoord's is not in place."""
     import shlex
 
-    python = shlex.quote(sys.executable)
-    return (
-        "#!/bin/sh\n"
-        f"{MARKER} (written by `eventcoord hook install`): the publish gate.\n"
-        "# Runs `eventcoord verify-hold` with git config eventcoord.session, eventcoord.issue and\n"
-        "# eventcoord.fencingToken; refuses the push when the service says you no longer hold it.\n"
-        f'if [ -x {python} ]; then exec {python} -m eventcoord.cli hook pre-push "$@"; fi\n'
-        'exec eventcoord hook pre-push "$@"\n'
-    )
+    from eventcoord.cli import setup_files
+
+    folder = hooks_dir(repo)
+    out = []
+    for name in GIT_HOOKS:
+        path = folder / name
+        try:
+            before = path.read_text(encoding="utf-8") if path.exists() else None
+        except (OSError, UnicodeDecodeError) as e:
+            raise setup_files.SetupError(f"{path}: cannot be read ({e})") from None
+        after, missing = setup_files.git_hook(str(path), before, name, shlex.split(executable), remove)
+        if after is not None and path.exists() and not path.stat().st_mode & 0o100:
+            missing.append(f"{path}: not executable")
+        out.append((path, before, after, missing))
+    return out
+
+
+def write_git_hooks(repo: Path, executable: str = "eventcoord") -> list[str]:
+    """Add the commit gate (``pre-commit``) and the publish gate (``pre-push``) to ``repo``'s git hooks.
+
+    The gate goes right after a shell hook's ``#!`` line, so it runs before the hook's own
+    lines, which are kept as they were; a second run changes nothing. ``executable`` is how
+    the hook names eventcoord when this installation is gone. Returns one line per hook
+    written (none: both were in place). Raises ``SetupError`` before writing anything when
+    ``repo`` is not a git repository or a hook is not a shell script.
+    """
+    done = []
+    for path, before, after, _ in _planned(repo, False, executable):
+        assert after is not None
+        if after != before:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(after, encoding="utf-8")
+            done.append(f"{'wrote' if before is None else 'added the gate to'} {path}")
+        if path.stat().st_mode & 0o111 != 0o111:
+            path.chmod(path.stat().st_mode | 0o111)
+    return done
+
+
+def remove_git_hooks(repo: Path) -> list[str]:
+    """Take eventcoord's gates out of ``repo``'s git hooks, leaving the repository's own lines.
+
+    A hook left with nothing but its ``#!`` line is deleted. Returns one line per hook changed.
+    """
+    done = []
+    for path, before, after, _ in _planned(repo, True, "eventcoord"):
+        if after == before:
+            continue
+        if after is None:
+            path.unlink()
+            done.append(f"removed {path}")
+        else:
+            path.write_text(after, encoding="utf-8")
+            done.append(f"took the gate out of {path}")
+    return done
+
+
+def missing_git_hooks(repo: Path, executable: str = "eventcoord") -> list[str]:
+    """What ``write_git_hooks`` would still do in ``repo``: one line per gate not (fully) in place."""
+    return [m for *_, missing in _planned(repo, False, executable) for m in missing]
+
+
+# --- the subcommands -----------------------------------------------------------------------
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    """Write the pre-push hook into the repository at ``--repo`` (default: here)."""
+    """Add (``--remove``: take out) the commit and publish gates in the repository at ``--repo``."""
+    from eventcoord.cli.setup_files import SetupError
+
     repo = Path(args.repo or ".")
-    found = git("rev-parse", "--git-path", "hooks", cwd=repo)
-    if found.returncode != 0:
-        print(f"hook install: {repo} is not a git repository", file=sys.stderr)
+    try:
+        done = remove_git_hooks(repo) if args.remove else write_git_hooks(repo)
+    except SetupError as e:
+        print(f"hook install: {e}; nothing was written", file=sys.stderr)
         return EXIT_USAGE
-    hooks = (repo / found.stdout.strip()).resolve()
-    hooks.mkdir(parents=True, exist_ok=True)
-    target = hooks / "pre-push"
-    if target.exists() and MARKER not in target.read_text(errors="replace") and not args.force:
-        print(f"hook install: {target} exists and is not eventcoord's; pass --force to replace it", file=sys.stderr)
-        return EXIT_USAGE
-    target.write_text(hook_script())
-    target.chmod(0o755)
-    print(f"installed {target}")
+    for line in done or ["nothing to do: " + ("no gate installed" if args.remove else "both gates are in place")]:
+        print(line)
     return EXIT_OK
 
 
@@ -160,15 +230,49 @@ def cmd_pre_push(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_pre_commit(args: argparse.Namespace) -> int:
+    """Run by the hook: refuse staged files another live session has claimed."""
+    from eventcoord.cli import commit_gate
+
+    return commit_gate.run(args.url, args.token)
+
+
+def cmd_harness(args: argparse.Namespace) -> int:
+    """``hook claude|codex`` as argparse reads it (the script's own fast path reads plain options itself)."""
+    from eventcoord.cli import harness_hook
+
+    return harness_hook.run(args.hook_command, args.url, args.token)
+
+
+def _server_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", help="server URL (EVENTCOORD_URL; default http://127.0.0.1:8765)")
+    p.add_argument("--token", help="bearer token (EVENTCOORD_TOKEN; default ./.eventcoord/admin-token)")
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``hook install`` and ``hook pre-push``."""
-    hook = sub.add_parser("hook", help="the git pre-push hook (the publish gate)")
+    """``hook install``, ``hook pre-commit``, ``hook pre-push``, ``hook claude``, ``hook codex``."""
+    hook = sub.add_parser("hook", help="git hooks (the commit and publish gates) and coding-agent hooks")
     hook_sub = hook.add_subparsers(dest="hook_command", required=True)
-    install = hook_sub.add_parser("install", help="write the pre-push hook into a repository")
+    install = hook_sub.add_parser("install", help="add the pre-commit and pre-push gates to a repository's git hooks")
     install.add_argument("--repo", help="the repository (default: the current directory)")
-    install.add_argument("--force", action="store_true", help="replace a pre-push hook that is not eventcoord's")
+    install.add_argument("--remove", action="store_true", help="take eventcoord's lines out of the hooks again")
     install.set_defaults(fn=cmd_install)
+    pre_commit = hook_sub.add_parser(
+        "pre-commit", help="what the pre-commit hook runs: refuse staged files another live session claimed"
+    )
+    _server_options(pre_commit)
+    pre_commit.set_defaults(fn=cmd_pre_commit)
     pre_push = hook_sub.add_parser("pre-push", help="what the hook runs: verify the hold recorded in git config")
     pre_push.add_argument("remote", nargs="?")
     pre_push.add_argument("remote_url", nargs="?")
     pre_push.set_defaults(fn=cmd_pre_push)
+    for harness, product in (("claude", "Claude Code"), ("codex", "Codex CLI")):
+        p = hook_sub.add_parser(
+            harness,
+            help=f"a {product} hook: its payload on stdin to the server, the answer on stdout",
+            description=f"Reads a {product} hook payload on stdin, sends it to /v1/hooks/{harness} and prints "
+            "the answer. Without a server (or a 5xx, or no answer in 2 s) it prints nothing and exits 0; "
+            "EVENTCOORD_HOOK_FAIL=closed makes a file-writing PreToolUse exit 2 instead.",
+        )
+        _server_options(p)
+        p.set_defaults(fn=cmd_harness)

@@ -1,6 +1,8 @@
-"""Printing answers: tables and summaries (rich) by default, the server's JSON with ``--json``.
+"""Printing answers: plain-text tables and summaries by default, the server's JSON with ``--json``.
 
 A refusal prints its code as the first word on stderr, then the message and details.
+Tables are laid out here (columns padded, a rule under the header) rather than by a
+terminal library, whose import would cost more than the rest of a read.
 """
 
 from __future__ import annotations
@@ -8,13 +10,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from rich.console import Console
+    from typing import Any, Protocol
 
-    from eventcoord.client import Client, Refused, Reply
-    from eventcoord.client.operations import Operation
+    from eventcoord.cli.ops import Answer, Server
+    from eventcoord.cli.subcommands import Subcommand
+
+    class WithStatus(Protocol):
+        """A refusal as the CLI's own requests or the typed client report it: its HTTP status."""
+
+        @property
+        def status(self) -> int: ...
+
 
 #: The columns each list read shows, in order (other fields: ``--json``).
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -42,12 +51,17 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def console(stderr: bool = False) -> Console:
-    """A rich console; wide when not a terminal, so piped tables are not folded."""
-    from rich.console import Console
+def table(header: list[str] | None, rows: list[list[str]]) -> None:
+    """Print ``rows`` in padded columns, under ``header`` and a rule when there is one."""
+    lines = ([header] if header else []) + rows
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))] if lines else []
 
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(file=stream, width=None if stream.isatty() else 200, highlight=False, soft_wrap=not stream.isatty())
+    def laid_out(cells: list[str]) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
+
+    out = [] if header is None else [laid_out(header), laid_out(["─" * w for w in widths])]
+    out += [laid_out(row) for row in rows]
+    sys.stdout.write("".join(line + "\n" for line in out))
 
 
 def _cell(value: Any) -> str:
@@ -56,8 +70,9 @@ def _cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, dict | list):
-        return json.dumps(value, separators=(",", ":"))
-    return str(value)
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # One line per row: a line break in a value is shown as \n.
+    return str(value).replace("\r", "\\r").replace("\n", "\\n")
 
 
 def fail(code: str, message: str, details: dict[str, Any] | None = None) -> None:
@@ -67,7 +82,7 @@ def fail(code: str, message: str, details: dict[str, Any] | None = None) -> None
         print(f"  {key}: {_cell(value)}", file=sys.stderr)
 
 
-def exit_code(refused: Refused) -> int:
+def exit_code(refused: WithStatus) -> int:
     """1 refused; 4 for 401/403; 3 for a 5xx."""
     if refused.status in (401, 403):
         return 4
@@ -77,48 +92,37 @@ def exit_code(refused: Refused) -> int:
 
 
 def summary(data: dict[str, Any], title: str | None = None) -> None:
-    """A two-column key/value table."""
-    from rich.table import Table
-
-    table = Table(show_header=False, box=None, title=title, title_justify="left", pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column(overflow="fold")
-    for key, value in data.items():
-        table.add_row(key, _cell(value))
-    console().print(table)
+    """Key/value lines, under ``title``."""
+    if title:
+        print(title)
+    table(None, [[key, _cell(value)] for key, value in data.items()])
 
 
 def rows(name: str, items: list[dict[str, Any]]) -> None:
     """A table of ``items`` with the read's columns."""
-    from rich import box
-    from rich.table import Table
-
     if not items:
-        console().print("(none)")
+        print("(none)")
         return
     columns = COLUMNS.get(name) or tuple(k for k, v in items[0].items() if not isinstance(v, dict | list))
-    table = Table(*columns, header_style="bold", box=box.SIMPLE_HEAD)
-    for item in items:
-        table.add_row(*(_cell(item.get(c)) for c in columns))
-    console().print(table)
+    table(list(columns), [[_cell(item.get(c)) for c in columns] for item in items])
 
 
-def show(op: Operation, reply: Reply, args: argparse.Namespace, client: Client) -> int:
-    """Print ``reply`` for ``op``; the exit code."""
-    refused = reply.refusal()
+def show(spec: Subcommand, answer: Answer, args: argparse.Namespace, server: Server) -> int:
+    """Print ``answer`` for ``spec``; the exit code."""
+    refused = answer.refusal()
     if getattr(args, "_json", False):
-        sys.stdout.write(reply.body.decode() + "\n")
+        sys.stdout.write(answer.body.decode() + "\n")
     if refused is not None:
         on_refused = getattr(args, "_on_refused", None)
-        extra = on_refused(args, refused, client) if on_refused is not None else None
+        extra = on_refused(args, refused, server) if on_refused is not None else None
         fail(refused.code, refused.message, {**refused.details, **(extra or {})})
         if refused.status == 401:
-            print(f"  token: {client.target.source}", file=sys.stderr)
+            print(f"  token: {server.target.source}", file=sys.stderr)
         return exit_code(refused)
     if getattr(args, "_json", False):
         return 0
-    body = reply.payload()
-    if op.kind == "command":
+    body = answer.payload()
+    if spec["kind"] == "command":
         result = body.get("result") or {}
         field = getattr(args, "_print", None)
         if field:
@@ -126,14 +130,14 @@ def show(op: Operation, reply: Reply, args: argparse.Namespace, client: Client) 
             return 0
         summary(
             result if isinstance(result, dict) else {"result": result},
-            title=f"{op.name}: done (position {body.get('position')})",
+            title=f"{spec['name']}: done (position {body.get('position')})",
         )
         return 0
     lists = [k for k, v in body.items() if isinstance(v, list)]
-    if op.name == "get_code_heatmap":
-        console().print(f"mode {body.get('mode')}, depth {body.get('depth')}")
+    if spec["name"] == "get_code_heatmap":
+        print(f"mode {body.get('mode')}, depth {body.get('depth')}")
     if lists:
-        rows(op.name, body[lists[0]])
+        rows(spec["name"], body[lists[0]])
     else:
         summary(body)
     return 0

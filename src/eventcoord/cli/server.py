@@ -12,13 +12,11 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from eventcoord.config import Settings, from_env
-from eventcoord.store import dbclock
-
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from eventcoord.codec import WireEvent
+    from eventcoord.config import Settings
 
 T = TypeVar("T")
 
@@ -29,6 +27,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from eventcoord.config import from_env
+
     keys = ("db_url", "data_dir", "nats", "nats_stream", "host", "port", "ttl_seconds", "snapshot_every")
     return from_env(**{k: getattr(args, k, None) for k in keys})
 
@@ -138,6 +138,8 @@ def cmd_token(args: argparse.Namespace) -> int:
         await store.start()
         await store.migrate()
         try:
+            from eventcoord.store import dbclock
+
             await store.transact(lambda c: store_token(c, token, args.workspace, args.role, dbclock.read(c)[0]))
         finally:
             await store.close()
@@ -194,6 +196,7 @@ def cmd_token_list(args: argparse.Namespace) -> int:
 def cmd_token_revoke(args: argparse.Namespace) -> int:
     """Revoke a token by its id: refused on every replica within a second."""
     from eventcoord.auth import revoke_stored_token
+    from eventcoord.store import dbclock
 
     if not _on_store(args, lambda c: revoke_stored_token(c, args.token_id, dbclock.read(c)[0])):
         print(f"NOT_FOUND no token {args.token_id!r}", file=sys.stderr)

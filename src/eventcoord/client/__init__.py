@@ -18,10 +18,11 @@ first use, so ``import eventcoord.client`` (and the CLI) stays fast.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # not typing's: the harness hook command imports this package, and no more
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from typing import Any
+
     from eventcoord.client.aio import AsyncClient
     from eventcoord.client.errors import (
         AccessDenied,

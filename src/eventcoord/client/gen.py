@@ -1,10 +1,11 @@
-"""Writes ``generated/``: a typed method per command and per read, from the operation table.
+"""Writes ``generated/`` (a typed method per command and per read) and the CLI's subcommand table.
 
-    python -m eventcoord.client.gen          rewrite src/eventcoord/client/generated/
-    python -m eventcoord.client.gen --check  exit 1 if it is out of date
+    python -m eventcoord.client.gen          rewrite src/eventcoord/client/generated/ and cli/subcommands.py
+    python -m eventcoord.client.gen --check  exit 1 if either is out of date
 
 The methods are real code (not ``__getattr__`` magic) so type checkers and IDEs see every
-signature; a test fails when a command struct changes and this was not re-run.
+signature; the CLI's table is plain data, so a subcommand starts without msgspec or the
+command structs. A test fails when a command struct changes and this was not re-run.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from eventcoord.client.guide import describe
 from eventcoord.client.operations import OPERATIONS, Operation
 
 PACKAGE = Path(__file__).with_name("generated")
+CLI_TABLE = Path(__file__).parent.parent / "cli" / "subcommands.py"
 
 #: Which module of ``generated/`` holds each operation: the SPEC's concepts, as everywhere else.
 #: A command or read missing here stops the generator (every operation must have a room).
@@ -234,6 +236,119 @@ def _package_init() -> str:
     )
 
 
+def _unwrap(t: mi.Type) -> tuple[mi.Type, bool]:
+    """The type without its Metadata and ``| None``, and whether None was allowed."""
+    if isinstance(t, mi.Metadata):
+        return _unwrap(t.type)
+    if isinstance(t, mi.UnionType):
+        rest = [x for x in t.types if not isinstance(x, mi.NoneType)]
+        if len(rest) == 1:
+            inner, _ = _unwrap(rest[0])
+            return inner, len(rest) != len(t.types)
+    return t, False
+
+
+def _cli_option(op: Operation, f: mi.Field) -> dict[str, object]:
+    """One field as the CLI offers it (keys with their default value left out)."""
+    t, nullable = _unwrap(f.type)
+    option: dict[str, object] = {"field": f.encode_name}
+    if isinstance(t, mi.BoolType):  # never positional: --force, --exclusive/--no-exclusive, --live/--no-live
+        option["kind"] = "bool_optional" if (nullable or f.default is True) else "bool"
+    elif isinstance(t, mi.IntType):
+        option["kind"] = "int"
+    elif isinstance(t, mi.LiteralType):
+        option["kind"], option["choices"] = "choice", tuple(t.values)
+    elif isinstance(t, mi.ListType):
+        option["kind"] = "list"
+    elif isinstance(t, mi.AnyType):
+        option["kind"] = "json"
+    else:
+        option["kind"] = "str"
+    unset = f.default is msgspec.NODEFAULT and f.default_factory is msgspec.NODEFAULT and not f.required
+    flags = {
+        "required": f.required,
+        "positional": option["kind"] not in ("bool", "bool_optional")
+        and (f.encode_name in op.positional or f.name in op.positional),
+        "empty_is_null": unset,  # '' on the command line sends null
+        "null_hint": unset and nullable,  # and the help says so
+    }
+    option.update({k: True for k, v in flags.items() if v})
+    return option
+
+
+def _literal(value: object, indent: int) -> str:
+    """``value`` as Python source in the shape ``ruff format`` keeps: one line when it fits, else exploded."""
+    pad = " " * indent
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool | int):
+        return repr(value)
+    if isinstance(value, dict):
+        items = [f"{json.dumps(k)}: {_literal(v, indent + 4)}" for k, v in value.items()]
+        flat = "{" + ", ".join(items) + "}"
+        if len(pad) + len(flat) + 1 <= 100 and "\n" not in flat:
+            return flat
+        return "{\n" + "".join(f"{pad}    {item},\n" for item in items) + pad + "}"
+    if isinstance(value, tuple):
+        if not value:
+            return "()"
+        parts = [_literal(v, indent + 4) for v in value]
+        flat = "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        if len(pad) + len(flat) + 1 <= 100 and "\n" not in flat:
+            return flat
+        return "(\n" + "".join(f"{pad}    {part},\n" for part in parts) + pad + ")"
+    raise TypeError(f"no literal for {value!r}")
+
+
+CLI_TABLE_HEAD = f'''"""{_DO_NOT_EDIT}
+
+Every command and read as a subcommand of ``eventcoord``: its operation, route and options,
+as plain data (no msgspec), so the command line starts fast.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal, NotRequired, TypedDict
+
+    class Option(TypedDict):
+        """A field of the command or read; its option is ``--`` + the field with ``_`` -> ``-``."""
+
+        field: str
+        kind: Literal["str", "int", "bool", "bool_optional", "choice", "list", "json"]
+        choices: NotRequired[tuple[str, ...]]
+        required: NotRequired[bool]
+        positional: NotRequired[bool]
+        empty_is_null: NotRequired[bool]
+        null_hint: NotRequired[bool]
+
+    class Subcommand(TypedDict):
+        """A command (sent to ``/v1/commands``) or a read (a GET of ``path``)."""
+
+        name: str
+        kind: Literal["command", "read"]
+        path: str
+        options: tuple[Option, ...]
+
+
+'''
+
+
+def cli_table() -> str:
+    """The text of ``cli/subcommands.py``."""
+    table = {
+        op.cli: {
+            "name": op.name,
+            "kind": op.kind,
+            "path": op.path,
+            "options": tuple(_cli_option(op, f) for f in sorted(op.fields(), key=lambda f: f.name == "command_id")),
+        }
+        for op in OPERATIONS
+    }
+    return CLI_TABLE_HEAD + "SUBCOMMANDS: dict[str, Subcommand] = " + _literal(table, 0) + "\n"
+
+
 def generate() -> dict[str, str]:
     """The text of each module of ``generated/``, by file name."""
     placed = [n for names in CONCEPTS.values() for n in names]
@@ -248,8 +363,11 @@ def generate() -> dict[str, str]:
 def main(argv: list[str]) -> int:
     """Rewrite the generated modules, or (``--check``) report whether they are current."""
     files = generate()
+    table = cli_table()
     if "--check" in argv:
         stale = [n for n, text in files.items() if not (PACKAGE / n).exists() or (PACKAGE / n).read_text() != text]
+        if not CLI_TABLE.exists() or CLI_TABLE.read_text() != table:
+            stale.append(str(CLI_TABLE))
         extra = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in files)
         if stale or extra:
             print(
@@ -264,7 +382,8 @@ def main(argv: list[str]) -> int:
             stray.unlink()
     for name, text in files.items():
         (PACKAGE / name).write_text(text)
-    print(f"wrote {PACKAGE}")
+    CLI_TABLE.write_text(table)
+    print(f"wrote {PACKAGE} and {CLI_TABLE}")
     return 0
 
 

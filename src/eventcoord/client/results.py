@@ -232,6 +232,8 @@ class Agent(Result, frozen=True, kw_only=True):
     identity_source: str | None = None
     stable: bool | None = None
     host: str | None = None
+    #: The harness the session runs in (``claude``, ``codex``), when its identity names one.
+    runtime: str | None = None
     working_on: str | None = None
     registered_at: str | None = None
     last_heartbeat_at: str | None = None

@@ -93,9 +93,12 @@ class Client(Operations):
         """One page of the log."""
         return self.read_events(after=after, limit=limit).events
 
-    def stream(self, after: int = 0) -> Iterator[WireEvent]:
-        """Every event after ``after``, then live, over Server-Sent Events (its own connection)."""
-        conn = self._connect(timeout=None)
+    def stream(self, after: int = 0, timeout: float | None = None) -> Iterator[WireEvent]:
+        """Every event after ``after``, then live, over Server-Sent Events (its own connection).
+
+        ``timeout``: seconds a read may wait (the server sends a keep-alive every 15 s, so a
+        longer silence means the connection is gone: Unreachable)."""
+        conn = self._connect(timeout=timeout)
         try:
             conn.request("GET", self._prefix + "/v1/events/stream" + _query({"after": after}), headers=self._headers)
             r = conn.getresponse()

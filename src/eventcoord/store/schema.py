@@ -1,5 +1,6 @@
 """The event store's own tables: the log, stream heads, the position counter, settings,
-idempotency records, tokens and workspaces. Read-model tables live in ``projections/``.
+idempotency records, harness sessions, tokens and workspaces. Read-model tables live in
+``projections/``.
 """
 
 from __future__ import annotations
@@ -73,6 +74,25 @@ idempotency = Table(
     Column("status", Integer, nullable=False),
     Column("answer", Text, nullable=False),
     Column("recorded_us", BigInt, nullable=False),
+)
+
+harness_sessions = Table(
+    "harness_sessions",
+    metadata,
+    # The hook route's binding of a harness session (Claude Code, Codex) to one eventcoord
+    # session (eventcoord.harness.bindings): kept like the idempotency records, not rebuilt
+    # from events. ``thread`` is a digest of the harness's session id, never the id itself.
+    Column("workspace", String(64), primary_key=True),
+    Column("harness", String(16), primary_key=True),
+    Column("thread", String(64), primary_key=True),
+    Column("generation", Integer, nullable=False),
+    Column("session_id", String(128), nullable=False),
+    Column("previous_session_id", String(128), nullable=True),
+    # Messages and displaced holds up to this position were delivered to the harness.
+    Column("delivered_position", BigInt, nullable=False),
+    # The last assistant message of the session's last Stop: its end's handoff note.
+    Column("last_message", Text, nullable=True),
+    Column("updated_us", BigInt, nullable=False),
 )
 
 tokens = Table(
@@ -156,6 +176,7 @@ STORE_TABLES = (
     store_head,
     settings,
     idempotency,
+    harness_sessions,
     tokens,
     workspaces,
     relay_state,

@@ -23,6 +23,7 @@ class AgentView(msgspec.Struct, frozen=True, kw_only=True):
     stable: bool
     kind: str
     host: str | None
+    runtime: str | None
     working_on: str | None
     live: bool
     registered_at: str
@@ -39,6 +40,7 @@ class AgentView(msgspec.Struct, frozen=True, kw_only=True):
             stable=r.stable,
             kind=r.kind,
             host=r.host,
+            runtime=r.runtime,
             working_on=r.working_on,
             live=is_live(r.last_seen_us, r.ended_us, cutoff_us),
             registered_at=format_time(r.registered_us),

@@ -1,6 +1,7 @@
 """The table of contents of the HTTP API: every route, by concept.
 
-Writes go through one endpoint (``POST /v1/commands``); everything else reads.
+Writes go through one endpoint (``POST /v1/commands``), and a harness's hooks
+(``POST /v1/hooks/{harness}``) through the same service; everything else reads.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from eventcoord.api.routes import (
     events,
     files,
     health,
+    hooks,
     issues,
     messages,
     named_leases,
@@ -23,6 +25,7 @@ from eventcoord.ui import routes as ui
 
 ROUTES: list[Any] = [
     commands.post_command,  # POST /v1/commands: every write
+    hooks.post_hook,  # POST /v1/hooks/{harness}: a harness's hook (writes through the same service)
     health.health,  # GET /health
     health.prometheus_metrics,  # GET /metrics
     events.list_events,  # GET /v1/events

@@ -1,6 +1,7 @@
 // One agent in depth, in a drawer: GET /v1/agents/{session_id} (the session, every lease it
-// was granted, its work items, named leases) and its channel agent:<session_id>
-// (GET /v1/messages, the last page). Opened by clicking an agent row.
+// was granted, its work items, named leases), the files it is editing (GET
+// /v1/file-claims?session_id=) and its channel agent:<session_id> (GET /v1/messages, the
+// last page). Opened by clicking an agent row.
 import { agoSpan, badge, clock, dateTime, dot, fill, h, tickClocks } from '../dom.js';
 import * as api from '../api.js';
 
@@ -19,17 +20,18 @@ export function agentDrawer() {
     el.hidden = false;
     fill(body, h('p', { class: 'muted' }, 'loading…'));
     try {
-      const [detail, inbox] = await Promise.all([
+      const [detail, inbox, files] = await Promise.all([
         api.get(`/v1/agents/${encodeURIComponent(sessionId)}`),
         api.get('/v1/messages', { channel: `agent:${sessionId}`, limit: 20 }).catch(() => ({ messages: [] })),
+        api.get('/v1/file-claims', { session_id: sessionId, limit: 200 }).catch(() => ({ file_claims: [] })),
       ]);
-      render(detail, inbox.messages, travelling);
+      render(detail, inbox.messages, files.file_claims, travelling);
     } catch (err) {
       fill(body, h('p', { class: 'panel-error' }, `Could not read: ${err.message}`));
     }
   }
 
-  function render({ agent: a, leases, work, named_leases: named }, messages, travelling) {
+  function render({ agent: a, leases, work, named_leases: named }, messages, files, travelling) {
     const state = a.ended_at ? 'ended' : a.live ? 'live' : 'stale';
     fill(body,
       travelling ? h('p', { class: 'note' }, 'Details show the present, not the moment on the slider.') : null,
@@ -39,6 +41,7 @@ export function agentDrawer() {
         h('dt', {}, 'Last sign of life'), h('dd', {}, agoSpan(a.last_heartbeat_at), ' ago'),
         h('dt', {}, 'Working on'), h('dd', {}, a.working_on || '—'),
         h('dt', {}, 'Host'), h('dd', {}, a.host || '—'),
+        h('dt', {}, 'Harness'), h('dd', { class: 'harness' }, a.runtime || '—'),
         h('dt', {}, 'Identity'), h('dd', {}, a.identity_source, a.stable ? '' : ' (unstable: advisory only)'),
         h('dt', {}, 'Registered'), h('dd', {}, dateTime(a.registered_at)),
         h('dt', {}, 'Session'), h('dd', { class: 'mono' }, a.session_id)),
@@ -47,6 +50,9 @@ export function agentDrawer() {
         h('span', { class: 'issue' }, l.issue), h('span', { class: 'mono token' }, ` #${l.fencing_token}`),
         h('span', { class: 'muted' }, ` ${dateTime(l.granted_at)} → `),
         l.released_at ? h('span', { class: 'muted' }, `${l.release_reason} ${clock(l.released_at)}`) : badge('holding', 'held')))) : h('p', { class: 'muted' }, 'none'),
+      h('h3', {}, `Files it is editing (${files.length})`),
+      files.length ? h('ul', { class: 'plain' }, files.map((c) => h('li', { class: 'file-line', dataset: { path: c.path } },
+        h('span', { class: 'mono path' }, c.path), ' ', h('span', { class: 'issue' }, c.issue)))) : h('p', { class: 'muted' }, 'none'),
       named.length ? [h('h3', {}, 'Named leases'), h('ul', { class: 'plain' }, named.map((n) => h('li', {}, h('span', { class: 'mono' }, n.name), ` #${n.fencing_token}`, n.expired ? h('span', { class: 'muted' }, ' expired') : null)))] : null,
       h('h3', {}, `Work (${work.length})`),
       work.length ? h('ul', { class: 'plain' }, work.map((w) => h('li', {}, h('span', { class: 'issue' }, w.issue || w.item_id), ' ', badge(w.status, w.status), w.outcome ? h('span', { class: 'muted' }, ` ${w.outcome}`) : null))) : h('p', { class: 'muted' }, 'none'),
