@@ -19,8 +19,8 @@ from eventcoord.domain.paths import PathError, Work, WorkExceeded, normalise_pat
 from eventcoord.domain.sessions import Claimant, SessionState, acting, claimant
 from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed, WaitStarted
 
-#: The steps of overlap checking one claim_files may take (``paths.Work``): about 30 ms
-#: of this machine at most (docs/performance.md), whatever the paths and the live claims.
+#: The steps of overlap checking one claim_files may take (``paths.Work``): at most about
+#: 35 ms of CPU here (docs/performance.md), whatever the paths and the live claims.
 CLAIM_WORK_LIMIT = 100_000
 #: What one conflict costs in those steps: its event is built, stored and published (a
 #: claim of 100 paths over 100 live claims would otherwise record 10,000 of them).
