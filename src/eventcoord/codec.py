@@ -15,6 +15,13 @@ import msgspec
 from eventcoord import errors
 from eventcoord.commands import AnyCommand
 from eventcoord.events import EVENT_TYPES, Event
+from eventcoord.sanitize import (
+    CHANNEL_PATTERN,
+    COMMAND_ID_PATTERN,
+    KEY_PATTERN,
+    TOKEN_ID_PATTERN,
+    WORKSPACE_PATTERN,
+)
 
 _command_decoder = msgspec.json.Decoder(AnyCommand)
 _encoder = msgspec.json.Encoder()
@@ -23,6 +30,17 @@ _FIELD_AT = re.compile(r"- at `\$\.?(?P<path>[^`]*)`$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MISSING = re.compile(r"missing required field `(?P<name>[^`]+)`")
 _UNKNOWN = re.compile(r"unknown field `(?P<name>[^`]+)`")
+_KEY_WORDS = "1 to 128 letters, digits and . _ : / # -, starting with a letter or a digit"
+#: What each name pattern allows, in words (a client reads these, not regular expressions).
+_PATTERN_WORDS = {
+    KEY_PATTERN: _KEY_WORDS,
+    WORKSPACE_PATTERN: "1 to 64 letters, digits, _ and -",
+    CHANNEL_PATTERN: f"issue:<key>, agent:<session id> or project:<key>, where a key is {_KEY_WORDS}",
+    COMMAND_ID_PATTERN: "any characters but control characters",
+    TOKEN_ID_PATTERN: "tok_ and 24 lowercase hexadecimal digits",
+}
+_REGEX = re.compile(r"Expected `str` matching regex '.*' - at")
+_LENGTH = re.compile(r"Expected `(?P<type>str|array|object)` of length (?P<op>>=|<=) (?P<n>\d+)")
 
 
 class EventMetadata(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -53,11 +71,34 @@ def decode_command(body: bytes) -> AnyCommand:
     try:
         return _command_decoder.decode(body)
     except msgspec.ValidationError as e:
-        raise errors.invalid(field_of(str(e)), str(e)) from None
+        raise errors.invalid(field_of(str(e)), in_words(str(e))) from None
     except msgspec.DecodeError as e:
         raise errors.invalid("body", f"malformed JSON: {e}") from None
     except RecursionError:
         raise errors.invalid("body", "JSON nested too deeply") from None
+
+
+def in_words(message: str) -> str:
+    """msgspec's validation message, with what a name or a length allows said in words.
+
+    ``Expected `str` matching regex '^[A-Za-z0-9]…' - at `$.issue``` becomes ``issue: 1 to
+    128 letters, digits and . _ : / # -, starting with a letter or a digit (and nothing
+    after them, not even a newline)``; other messages are kept as they are.
+    """
+    field = field_of(message)
+    for pattern, words in _PATTERN_WORDS.items():
+        if f"matching regex {pattern!r}" in message:
+            return f"{field}: expected {words}, and nothing after it (not even a newline)"
+    if _REGEX.search(message):
+        return f"{field}: not a valid value"
+    m = _LENGTH.search(message)
+    if m is not None:
+        unit = "characters" if m["type"] == "str" else "items"
+        n = int(m["n"])
+        if m["op"] == ">=":
+            return f"{field}: must not be empty" if n == 1 else f"{field}: at least {n} {unit}"
+        return f"{field}: at most {n} {unit}"
+    return message
 
 
 def field_of(message: str) -> str:

@@ -12,30 +12,23 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from eventcoord.sanitize import (
+    ACTOR_CAP,
     CHANNEL_PATTERN,
-    CHANNEL_SCHEMA,
     COMMAND_ID_PATTERN,
-    COMMAND_ID_SCHEMA,
     KEY_PATTERN,
-    KEY_SCHEMA,
+    TOKEN_ID_PATTERN,
     WORKSPACE_PATTERN,
-    WORKSPACE_SCHEMA,
 )
 
-
-def _whole(pattern: str, schema: str) -> Meta:
-    """A name matched as a whole string (``\\Z``); ``/schema`` publishes it in JSON Schema's
-    spelling (api/openapi.py)."""
-    return Meta(pattern=pattern, extra_json_schema={"pattern": schema})
-
-
-Key = Annotated[str, _whole(KEY_PATTERN, KEY_SCHEMA)]
-Channel = Annotated[str, _whole(CHANNEL_PATTERN, CHANNEL_SCHEMA)]
-WorkspaceName = Annotated[str, _whole(WORKSPACE_PATTERN, WORKSPACE_SCHEMA)]
-SessionId = Annotated[str, _whole(KEY_PATTERN, KEY_SCHEMA)]
-CommandId = Annotated[str, _whole(COMMAND_ID_PATTERN, COMMAND_ID_SCHEMA)]
+# A name is matched as a whole string by a pattern that means the same in Python and in
+# ECMAScript (sanitize.py): the server and every JSON Schema client accept the same names.
+Key = Annotated[str, Meta(pattern=KEY_PATTERN)]
+Channel = Annotated[str, Meta(pattern=CHANNEL_PATTERN)]
+WorkspaceName = Annotated[str, Meta(pattern=WORKSPACE_PATTERN)]
+SessionId = Annotated[str, Meta(pattern=KEY_PATTERN)]
+CommandId = Annotated[str, Meta(pattern=COMMAND_ID_PATTERN, min_length=1, max_length=128)]
 #: A token's public id (``issue_token`` answers it; ``revoke_token`` takes it).
-TokenId = Annotated[str, _whole(r"^tok_[0-9a-f]{24}\Z", "^tok_[0-9a-f]{24}$")]
+TokenId = Annotated[str, Meta(pattern=TOKEN_ID_PATTERN)]
 # Free text is sanitised when the event is built; this only bounds what we accept.
 Text = Annotated[str, Meta(max_length=65536)]
 Role = Literal["admin", "human", "agent", "reader"]
@@ -48,8 +41,12 @@ class Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", forbi
     command_id: CommandId | None = None
 
 
+#: A name given as the actor: never empty, never cut (two long names must not become one).
+Actor = Annotated[str, Meta(min_length=1, max_length=ACTOR_CAP)]
+
+
 class RegisterAgent(Command, frozen=True, kw_only=True, tag="register_agent"):
-    actor: Text | None = None
+    actor: Actor | None = None
     runtime: Annotated[str, Meta(max_length=64)] | None = None
     runtime_session_id: Text | None = None
     process_ancestry: Text | None = None

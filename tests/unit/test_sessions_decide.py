@@ -34,7 +34,9 @@ SID = "s-0123456789abcdef0123456789abcdef"
 RAW_RUNTIME_ID = "raw-thread-id-7d1c0e9f-SECRET"
 C0 = "".join(chr(c) for c in range(0x00, 0x20))
 C1 = "".join(chr(c) for c in range(0x80, 0xA0))
-ALL_CONTROL = C0 + "\x7f" + C1
+#: Invisible characters that make text lie: bidirectional controls and zero-width ones.
+INVISIBLE = "\u200b\u200c\u200d\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff"
+ALL_CONTROL = C0 + "\x7f" + C1 + INVISIBLE
 
 
 def ctx(role: str = "agent", now_us: int = NOW) -> Context:
@@ -85,10 +87,16 @@ def test_explicit_actor_is_the_bare_token_and_stable() -> None:
     assert event.host == "build-7"
 
 
-def test_explicit_actor_is_sanitised_then_capped() -> None:
-    event, _ = registered(actor="al\x00ice\x1b[31m\x7f\x9b" + "x" * 100)
-    assert event.actor_key == ("alice[31m" + "x" * 100)[:ACTOR_CAP]
-    assert len(event.actor_key) == ACTOR_CAP
+def test_explicit_actor_is_sanitised_and_never_cut_nor_replaced() -> None:
+    event, _ = registered(actor="al\x00ice\x1b[31m\x7f\x9b\u202egnp.exe\u200b" + "x" * 40)
+    assert event.actor_key == "alice[31mgnp.exe" + "x" * 40
+    # Too long, empty, or empty once sanitised: refused, never cut to another name nor
+    # replaced by another identity source.
+    for actor in ("a" * (ACTOR_CAP + 1), "", "\x00\x01\x9f", "\u202e\u200b"):
+        with pytest.raises(DomainError) as e:
+            domain.decide_register_agent(None, RegisterAgent(actor=actor, process_ancestry="abc"), ctx())
+        assert e.value.code == "VALIDATION" and e.value.details["field"] == "actor"
+    assert registered(actor="a" * ACTOR_CAP)[0].actor_key == "a" * ACTOR_CAP
 
 
 def test_runtime_session_id_gives_a_stable_digest_key_and_never_stores_the_raw_id() -> None:
@@ -144,8 +152,6 @@ def test_unresolved_names_the_session_and_is_unstable() -> None:
         ({"runtime": "codex", "runtime_session_id": "t", "process_ancestry": "abc"}, "runtime-session-id:codex"),
         ({"process_ancestry": "abc"}, "process-ancestry"),
         ({}, "unresolved"),
-        # A source that sanitises to nothing does not count: the next one decides.
-        ({"actor": "\x00\x01\x9f", "process_ancestry": "abc"}, "process-ancestry"),
     ],
 )
 def test_identity_sources_in_strict_priority(fields: dict[str, str], source: str) -> None:
@@ -384,6 +390,12 @@ def test_registered_event_fields_are_always_clean(
     cmd = RegisterAgent(
         actor=actor, host=host, runtime="rt", runtime_session_id=runtime_session_id, process_ancestry=process_ancestry
     )
+    visible = None if actor is None else "".join(ch for ch in actor if ch not in ALL_CONTROL)
+    if visible is not None and not 0 < len(visible) <= ACTOR_CAP:
+        with pytest.raises(DomainError) as e:
+            domain.decide_register_agent(None, cmd, ctx())
+        assert e.value.details["field"] == "actor"
+        return
     d = domain.decide_register_agent(None, cmd, ctx())
     event = d.events[0][1]
     assert isinstance(event, AgentRegistered)

@@ -145,20 +145,6 @@ class _Refused(msgspec.Struct, kw_only=True):
     position: int | None = None
 
 
-def ecma_patterns(node: Any) -> None:
-    """Patterns in JSON Schema's (ECMA-262) syntax, in place: Python's whole-string ``\\Z``
-    (names, sanitize.py) is ``$`` there, where ``$`` already means the end of the string."""
-    if isinstance(node, dict):
-        pattern = node.get("pattern")
-        if isinstance(pattern, str) and pattern.endswith("\\Z"):
-            node["pattern"] = pattern[:-2] + "$"
-        for value in node.values():
-            ecma_patterns(value)
-    elif isinstance(node, list):
-        for value in node:
-            ecma_patterns(value)
-
-
 def _json(schema: dict[str, Any], description: str, **extra: Any) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema, **extra}}}
 
@@ -213,7 +199,6 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
                 responses["200"] = _json(by_read[READ_OPERATIONS[op_id]], "the read's answer")
                 for status in ("401", "404", "422", "503"):
                     responses.setdefault(status, refused)
-    ecma_patterns(schema)
     return schema
 
 

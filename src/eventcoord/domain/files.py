@@ -15,9 +15,16 @@ from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context, Decision
 from eventcoord.domain import refusals, streams
 from eventcoord.domain.messages import agent_channel, issue_channel, post
-from eventcoord.domain.paths import PathError, normalise_path, overlaps
+from eventcoord.domain.paths import PathError, Work, WorkExceeded, normalise_path, overlaps
 from eventcoord.domain.sessions import Claimant, SessionState, acting, claimant
 from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed, WaitStarted
+
+#: The steps of overlap checking one claim_files may take (``paths.Work``): at most about
+#: 35 ms of CPU here (docs/performance.md), whatever the paths and the live claims.
+CLAIM_WORK_LIMIT = 100_000
+#: What one conflict costs in those steps: its event is built, stored and published (a
+#: claim of 100 paths over 100 live claims would otherwise record 10,000 of them).
+CONFLICT_STEPS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +81,31 @@ def normalise_paths(raw: Sequence[str], field: str = "paths") -> list[str]:
         if norm not in out:
             out.append(norm)
     return out
+
+
+def _overlaps(path: str, held: str, work: Work, raw: Sequence[str]) -> bool:
+    """Overlap within the command's budget; past it, the claim is refused, naming the limit."""
+    try:
+        return overlaps(path, held, work)
+    except WorkExceeded as e:
+        raise _too_complex(path, raw, e.limit) from None
+
+
+def _charge_conflict(work: Work, path: str, raw: Sequence[str]) -> None:
+    try:
+        work.charge(CONFLICT_STEPS)
+    except WorkExceeded as e:
+        raise _too_complex(path, raw, e.limit) from None
+
+
+def _too_complex(path: str, raw: Sequence[str], limit: int) -> errors.ValidationFailed:
+    index = next((i for i, p in enumerate(raw) if normalise_path(p) == path), 0)
+    return errors.invalid(
+        f"paths[{index}]",
+        f"paths[{index}]: deciding this claim against the live claims it may overlap (and recording its conflicts) "
+        f"takes more than {limit:,} steps, the limit of one command; claim fewer paths at once, or narrower patterns",
+        "too_complex",
+    )
 
 
 def holder_is_live(claim: ClaimRow, holders: dict[str, SessionState], ctx: Context) -> bool:
@@ -134,11 +166,13 @@ def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) ->
 
     expired: list[ClaimRow] = []
     contended: list[tuple[str, ClaimRow]] = []
+    work = Work(CLAIM_WORK_LIMIT)
     for path in new:
         for h in held:
-            if own(h) or not (cmd.exclusive or h.exclusive) or not overlaps(path, h.path):
+            if own(h) or not (cmd.exclusive or h.exclusive) or not _overlaps(path, h.path, work, cmd.paths):
                 continue
             if holder_is_live(h, holders, ctx):
+                _charge_conflict(work, path, cmd.paths)
                 contended.append((path, h))
             elif h not in expired:
                 expired.append(h)

@@ -98,8 +98,17 @@ def resolve_identity(cmd: RegisterAgent, session_id: str) -> Identity:
     The raw runtime session id is never stored: only a domain-separated digest of it.
     """
     host = clean_line(cmd.host, HOST_CAP) or "unknown-host"
-    if cmd.actor and clean_line(cmd.actor, ACTOR_CAP):
-        return Identity(clean_line(cmd.actor, ACTOR_CAP) or "", "explicit-override", True, None)
+    if cmd.actor is not None:
+        actor = clean_line(cmd.actor, len(cmd.actor)) or ""
+        if not actor or len(actor) > ACTOR_CAP:
+            # Never cut, never dropped for another identity: two long names would become
+            # one actor, and an empty one an unresolved session the caller did not ask for.
+            raise errors.invalid(
+                "actor",
+                f"actor: 1 to {ACTOR_CAP} characters, not counting control or invisible ones "
+                f"(got {len(actor)} after removing them)",
+            )
+        return Identity(actor, "explicit-override", True, None)
     if cmd.runtime_session_id:
         runtime = _TOKEN_SAFE.sub("", cmd.runtime or "") or "unknown"
         digest = hashlib.sha256(("eventcoord:" + cmd.runtime_session_id).encode()).hexdigest()[:24]

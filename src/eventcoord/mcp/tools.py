@@ -20,6 +20,7 @@ import msgspec
 from eventcoord.client import AsyncClient, Refused, Unreachable
 from eventcoord.client.guide import FIELD, describe
 from eventcoord.client.operations import BY_NAME, OPERATIONS, Operation, read_request
+from eventcoord.codec import in_words
 from eventcoord.mcp.sessions import Remembered
 
 SESSION_HELP = "omit it to use the session this connection registered (register_agent)"
@@ -74,7 +75,7 @@ def _validation(message: str) -> types.CallToolResult:
         field = m.group("path")
     if n := _NAMED.search(message):
         field = f"{field}.{n.group('name')}" if field else n.group("name")
-    return tool_error("VALIDATION", message, {"field": field or "arguments"})
+    return tool_error("VALIDATION", in_words(message), {"field": field or "arguments"})
 
 
 def validate(op: Operation, args: dict[str, Any]) -> types.CallToolResult | None:

@@ -129,6 +129,12 @@ _LOCK_NOT_AVAILABLE = "55P03"
 
 #: How long the clock read by a batch's end statement may serve the chained next batch.
 CHAIN_FRESH_S = 0.020
+#: How long a batch decides before it lets the event loop answer others (reads, /health)
+#: for one turn: a command that reads nothing from the database would otherwise keep the
+#: loop for the whole batch (each is bounded on its own: ``domain/files.CLAIM_WORK_LIMIT``).
+BATCH_SLICE_S = 0.02
+#: Turns of the loop it lets others have then (a read or an HTTP answer needs a few).
+SLICE_TURNS = 10
 
 _BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
 _CLOCK_COLUMNS = (
@@ -432,9 +438,14 @@ def _attempt(
         outcomes: list[Outcome] = [None] * len(jobs)
         waits_briefly = not savepoints
         first = True
+        ends = time.monotonic() + BATCH_SLICE_S
         for i, job in enumerate(jobs):
             if job.future.done():  # its caller went away before it ran
                 continue
+            if time.monotonic() > ends:  # the transaction stays open meanwhile, as for a statement
+                for _ in range(SLICE_TURNS):
+                    await_(asyncio.sleep(0))
+                ends = time.monotonic() + BATCH_SLICE_S
             if not first and not waits_briefly:
                 await_(raw.execute(_WAIT_BRIEFLY))
                 waits_briefly = True

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -51,6 +52,13 @@ MAX_BATCH = 256
 #: loop idled through the rest of it, and the heartbeat's server ran at 0.88 of a core
 #: (docs/performance.md, phase 15).
 GROUP_COMMIT_WINDOW = 0.001
+#: How long one batch may decide on the event loop before the rest of its commands wait for
+#: the next: the loop answers others in between (reads, /health), however slow the
+#: commands (each is bounded on its own: ``domain/files.CLAIM_WORK_LIMIT``).
+BATCH_SLICE_S = 0.02
+#: Turns of the loop a sliced batch leaves before the next: a read or an HTTP answer needs a
+#: few (each await is one), and a turn with nothing to do costs microseconds.
+SLICE_TURNS = 10
 #: How often the WAL is checkpointed into the database file, off the event loop.
 CHECKPOINT_INTERVAL = 0.25
 #: WAL frames (pages) past which a checkpoint holds the writer to finish, so the log
@@ -218,16 +226,28 @@ class SqliteEventStore(EventStore):
             return
         jobs, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
         self._last_batch = len(jobs)
-        self._flush_scheduled = bool(self._pending)
-        if self._pending:  # more than one batch waited: the rest go next, at once
-            asyncio.get_running_loop().call_soon(self._flush)
         try:
             outcomes = self._run_batch(jobs)
         except Exception as e:  # the batch itself failed (commit, I/O): fail each job
             outcomes = [StoreError(f"sqlite write failed: {e}")] * len(jobs)
+        # Jobs its time slice left undecided go first in the next batch, after the loop has
+        # had a few turns to answer others.
+        sliced = len(outcomes) < len(jobs)
+        self._pending[:0] = jobs[len(outcomes) :]
+        jobs = jobs[: len(outcomes)]
+        self._flush_scheduled = bool(self._pending)
+        if self._pending:  # more waited than this batch took: the rest go next
+            asyncio.get_running_loop().call_soon(self._flush_after, SLICE_TURNS if sliced else 0)
         _answer(jobs, outcomes)
         stats.BATCHES.inc()
         stats.COMMANDS.inc(len(jobs))
+
+    def _flush_after(self, turns: int) -> None:
+        """Flush once the loop has taken ``turns`` more turns (each polls for I/O first)."""
+        if turns:
+            asyncio.get_running_loop().call_soon(self._flush_after, turns - 1)
+        else:
+            self._flush()
 
     async def _checkpoint_loop(self) -> None:
         while True:
@@ -330,7 +350,10 @@ class SqliteEventStore(EventStore):
         conn: Connection, raw: Any, heads: log_heads.LogHeads, jobs: list[_Job], *, savepoints: bool
     ) -> list[Any]:
         outcomes: list[Any] = []
+        ends = time.monotonic() + BATCH_SLICE_S
         for job in jobs:
+            if outcomes and time.monotonic() > ends:
+                break  # the rest wait for the next batch: the loop answers others first
             if savepoints:
                 raw.execute("SAVEPOINT command")
             before = raw.total_changes

@@ -6,7 +6,7 @@ makes them hashable cache keys and lets equality mean set equality.
 
 from __future__ import annotations
 
-import functools
+import bisect
 from typing import Final
 
 MAX_CODE_POINT: Final = 0x10FFFF
@@ -15,11 +15,19 @@ DOT: Final = ord(".")
 Interval = tuple[int, int]
 CharSet = tuple[Interval, ...]
 
-# Every character that may appear inside a file path segment: everything except "/"
-# and the control characters rejected by normalise_path. Wildcards and classes are
-# intersected with this set so that "can match some character" means "can match some
-# character of a valid path".
-SEGMENT_CHARS: Final[CharSet] = ((0x20, 0x2E), (0x30, 0x7E), (0xA0, MAX_CODE_POINT))
+# Every character that may appear inside a file path segment: everything except "/", the
+# control characters and the invisible ones (bidirectional controls, zero-width characters)
+# rejected by normalise_path. Wildcards and classes are intersected with this set so that
+# "can match some character" means "can match some character of a valid path".
+SEGMENT_CHARS: Final[CharSet] = (
+    (0x20, 0x2E),
+    (0x30, 0x7E),
+    (0xA0, 0x200A),
+    (0x200E, 0x2029),
+    (0x202F, 0x2065),
+    (0x206A, 0xFEFE),
+    (0xFF00, MAX_CODE_POINT),
+)
 DOT_ONLY: Final[CharSet] = ((DOT, DOT),)
 
 
@@ -47,10 +55,8 @@ def complement(cs: CharSet) -> CharSet:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=4096)
 def intersect(a: CharSet, b: CharSet) -> CharSet:
     """The code points in both sets."""
-    # Cached because the product search intersects the same few sets over and over.
     out: list[Interval] = []
     i = j = 0
     while i < len(a) and j < len(b):
@@ -65,12 +71,20 @@ def intersect(a: CharSet, b: CharSet) -> CharSet:
     return tuple(out)
 
 
-def contains(cs: CharSet, code: int) -> bool:
-    """Is ``code`` in ``cs``?"""
-    # Hot path of _accepts; intervals are sorted, so stop at the first one above code.
-    for lo, hi in cs:
-        if code < lo:
-            return False
-        if code <= hi:
+def meets(a: CharSet, b: CharSet) -> bool:
+    """Do the sets share a code point? (``intersect`` without building it.)"""
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if max(a[i][0], b[j][0]) <= min(a[i][1], b[j][1]):
             return True
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
     return False
+
+
+def contains(cs: CharSet, code: int) -> bool:
+    """Is ``code`` in ``cs``? (A binary search: a class may hold hundreds of intervals.)"""
+    i = bisect.bisect_right(cs, (code, MAX_CODE_POINT + 1)) - 1
+    return i >= 0 and cs[i][1] >= code

@@ -1,6 +1,6 @@
 """Reference matching: does one concrete file path match a pattern?
 
-Written independently of the automaton behind :func:`eventcoord.domain.paths.overlaps`,
+Written independently of the glob rules behind :func:`eventcoord.domain.paths.overlaps`,
 so the two can be checked against each other.
 """
 
@@ -25,7 +25,7 @@ def _is_file_path(path: str) -> bool:
     return all(name not in ("", ".", "..") for name in path.split("/"))
 
 
-def _segment_matches(tokens: tuple[Token, ...], name: str) -> bool:
+def _segment_matches(tokens: str | tuple[Token, ...], name: str) -> bool:
     # Classic single-star backtracking: on a mismatch, let the most recent "*" absorb
     # one more character. Correct for "*" plus single-character tokens and O(n*m) at
     # worst, so hostile patterns like "*a*a*a*...b" cannot blow up the way a
@@ -61,7 +61,7 @@ def matches(pattern: str, path: str) -> bool:
     ``pattern`` is normalised first (:class:`PathError` if invalid). ``path`` is taken
     literally (no escapes) and must be a normalised file path; anything else (empty or
     ``.``/``..`` segments, leading or trailing ``/``, control characters) matches
-    nothing. This is the reference semantics, written independently of the automaton
+    nothing. This is the reference semantics, written independently of the glob rules
     behind :func:`overlaps`.
     """
     segments = analyse(pattern)[1].segments

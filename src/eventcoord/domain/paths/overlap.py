@@ -1,191 +1,204 @@
-"""Exact overlap of two patterns: is there a valid file path both match?
+"""Exact overlap of two patterns, at a cost bounded by their sizes: is there a valid file path both match?
 
-Each pattern compiles to an epsilon-free NFA over characters plus a separator symbol;
-two patterns overlap when the product of their automata, run together with a track of
-path validity, accepts some word. Plain files and directories take string fast paths.
-The 1,024-character limit on file paths is ignored: patterns whose only common matches
-are longer than that (possible only near the limit) are still reported as overlapping,
-the conservative answer for conflict detection.
+A pattern is a glob over segments (``**`` is its star) whose segments are globs over
+characters (``*`` is theirs), and a plain path or name is a glob without a star: the rules
+of ``globs`` decide every pair at both levels, none of them ever searching pairs of
+positions, and every step is charged to a :class:`Work`.
 """
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final
 
-from eventcoord.domain.paths import charsets
-from eventcoord.domain.paths.charsets import DOT, DOT_ONLY, SEGMENT_CHARS, CharSet
-from eventcoord.domain.paths.syntax import Globstar, Star, analyse, token_chars
+import msgspec
 
+from eventcoord.domain.paths import charsets, globs
+from eventcoord.domain.paths.charsets import DOT_ONLY, SEGMENT_CHARS, CharSet
+from eventcoord.domain.paths.globs import Piece, Work, WorkExceeded
+from eventcoord.domain.paths.memo import ByteLru
+from eventcoord.domain.paths.syntax import GLOBSTAR, Pattern, Segment, Star, analyse, token_chars
 
-@dataclass(frozen=True, slots=True)
-class _Nfa:
-    """Epsilon-free NFA over characters plus a distinct separator symbol; start is 0."""
+__all__ = ["Work", "WorkExceeded", "overlaps"]
 
-    chars: tuple[tuple[tuple[CharSet, int], ...], ...]
-    seps: tuple[tuple[int, ...], ...]
-    accepting: tuple[bool, ...]
-    # (state, code point) -> successor states, filled lazily by _accepts: file names
-    # reuse few characters, so most steps become one dict lookup.
-    steps: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict, compare=False)
+#: What compiled patterns and the answers kept between calls may hold, in bytes.
+COMPILED_BYTES: Final = 16 * 1024 * 1024
+ANSWERS_BYTES: Final = 4 * 1024 * 1024
 
-
-class _NfaBuilder:
-    def __init__(self) -> None:
-        self.chars: list[list[tuple[CharSet, int]]] = []
-        self.seps: list[list[int]] = []
-        self.eps: list[list[int]] = []
-
-    def new(self) -> int:
-        self.chars.append([])
-        self.seps.append([])
-        self.eps.append([])
-        return len(self.chars) - 1
+#: Steps of the fixed costs (a step is about a quarter of a microsecond here; calibrated
+#: by bench/bounded_overlap.py): every pair (analysing both, the fast paths and filters),
+#: a pair that needs the glob rules, a segment pattern compared with another or a name.
+PAIR_STEPS: Final = 4
+RULES_STEPS: Final = 24
+SEGMENTS_STEPS: Final = 16
+NAME_STEPS: Final = 4
+#: Answers that took fewer steps are decided again rather than kept.
+ANSWER_WORTH: Final = 40
 
 
-@functools.lru_cache(maxsize=8192)
-def _compile(pattern: str) -> _Nfa:
-    """Build the NFA of a pattern (cached: live claims are compared again and again)."""
-    segments = analyse(pattern)[1].segments
-    b = _NfaBuilder()
-    q = b.new()
-    accepting: set[int] = set()
-    last = len(segments) - 1
-    for index, segment in enumerate(segments):
-        if isinstance(segment, Globstar) and index == last:
-            # Final "**": anything at all. The path-validity track of the product
-            # rejects the empty remainder (the word would end in "/" or be empty),
-            # which is exactly the "at least one segment" rule.
-            b.chars[q].append((SEGMENT_CHARS, q))
-            b.seps[q].append(q)
-            accepting.add(q)
-            break
-        if isinstance(segment, Globstar):
-            # Inner "**/": zero segments (epsilon), or whole segments each ending in
-            # "/". The separate state g stops "a/**/b" from accepting "a/xb".
-            g = b.new()
-            nxt = b.new()
-            b.eps[q].append(nxt)
-            b.chars[q].append((SEGMENT_CHARS, g))
-            b.chars[g].append((SEGMENT_CHARS, g))
-            b.seps[g].append(q)
-            q = nxt
-            continue  # the separator after an inner "**" is part of it
-        for token in segment:
-            if isinstance(token, Star):
-                b.chars[q].append((SEGMENT_CHARS, q))
-                nxt = b.new()
-                b.eps[q].append(nxt)
-            else:
-                nxt = b.new()
-                b.chars[q].append((token_chars(token), nxt))
-            q = nxt
-        if index == last:
-            accepting.add(q)
-        else:
-            nxt = b.new()
-            b.seps[q].append(nxt)
-            q = nxt
+class _Segment(msgspec.Struct, frozen=True, gc=False):
+    """A segment pattern with a wildcard: its pieces of characters between stars (one: no star)."""
 
-    # Epsilon elimination: each state inherits the edges and acceptance of its closure.
-    size = len(b.chars)
-    closures: list[list[int]] = []
-    for state in range(size):
-        seen = [state]
-        stack = [state]
-        while stack:
-            for t in b.eps[stack.pop()]:
-                if t not in seen:
-                    seen.append(t)
-                    stack.append(t)
-        closures.append(seen)
-    return _Nfa(
-        chars=tuple(tuple(dict.fromkeys(e for r in closures[s] for e in b.chars[r])) for s in range(size)),
-        seps=tuple(tuple(dict.fromkeys(t for r in closures[s] for t in b.seps[r])) for s in range(size)),
-        accepting=tuple(any(r in accepting for r in closures[s]) for s in range(size)),
-    )
+    pieces: tuple[Piece, ...]
+    #: Its tokens when it has no star (it matches names of exactly that many characters).
+    fixed: tuple[Any, ...] | None
 
 
-# Path-validity track of the product automaton: where we are inside the current
-# segment. Only _V_NAME may be followed by "/" or end the path, which rules out empty
-# segments, leading/trailing "/", and "." / ".." segments.
-_V_START: Final = 0  # nothing read in this segment yet
-_V_DOT: Final = 1  # read "."
-_V_DOTDOT: Final = 2  # read ".."
-_V_NAME: Final = 3  # read a proper segment name
-_AFTER_DOT: Final = (_V_DOT, _V_DOTDOT, _V_NAME, _V_NAME)
+#: The segment "*" (any name).
+_ANY_SEGMENT: Final = _Segment((globs.piece((), text=True), globs.piece((), text=True)), None)
 
 
-@functools.lru_cache(maxsize=4096)
-def _joint_step(a: CharSet, b: CharSet) -> tuple[bool, bool]:
-    """(can both read '.', can both read some character other than '.')."""
-    both = charsets.intersect(a, b)
-    return charsets.contains(both, DOT), bool(both) and both != DOT_ONLY
+def _cut(atoms: Sequence[Any], is_star: Any, *, text: bool) -> tuple[Piece, ...]:
+    """The pieces of ``atoms`` between the atoms that are stars."""
+    bounds = [-1, *(i for i, a in enumerate(atoms) if is_star(a)), len(atoms)]
+    return tuple(globs.piece(atoms[bounds[i] + 1 : bounds[i + 1]], text=text) for i in range(len(bounds) - 1))
 
 
-def _intersect_nonempty(a: _Nfa, b: _Nfa) -> bool:
-    """Is some valid file path accepted by both automata? Depth-first product search."""
-    start = (0, 0, _V_START)
-    seen = {start}
-    stack = [start]
-    while stack:
-        qa, qb, v = stack.pop()
-        if v == _V_NAME and a.accepting[qa] and b.accepting[qb]:
+def _compile_segment(segment: Segment) -> Any:
+    if not isinstance(segment, tuple):
+        return segment  # a name, or "**"
+    pieces = _cut(segment, lambda t: isinstance(t, Star), text=True)
+    return _Segment(pieces, segment if len(pieces) == 1 else None)
+
+
+def _compile(pattern: Pattern) -> tuple[Piece, ...]:
+    """The pattern as a glob over segments: its blocks between inner ``**``, each segment a
+    name or a :class:`_Segment` (one object for a segment written twice: its checks are shared)."""
+    same: dict[Segment, Any] = {}
+    atoms: list[Any] = [same.get(s) or same.setdefault(s, _compile_segment(s)) for s in pattern.segments]
+    if atoms[-1] is GLOBSTAR:
+        # A final "**" needs at least one segment: it is exactly "**/*".
+        atoms.append(_ANY_SEGMENT)
+    return _cut(atoms, lambda a: a is GLOBSTAR, text=False)
+
+
+def _compiled_size(key: str, value: tuple[Piece, ...]) -> int:
+    # Measured with tracemalloc on long patterns (tests/unit/test_paths_bounded.py).
+    atoms = sum(len(b.atoms) for b in value)
+    tokens = sum(len(p.atoms) for b in value for s in b.atoms if isinstance(s, _Segment) for p in s.pieces)
+    return 600 + 2 * len(key.encode()) + 160 * atoms + 24 * tokens
+
+
+_COMPILED: ByteLru[str, tuple[Piece, ...]] = ByteLru(COMPILED_BYTES, _compiled_size)
+_ANSWERS: ByteLru[tuple[str, str], bool] = ByteLru(ANSWERS_BYTES, lambda k, _: 400 + 4 * (len(k[0]) + len(k[1])))
+
+
+def _compiled(norm: str, pattern: Pattern, work: Work) -> tuple[Piece, ...]:
+    compiled = _COMPILED.get(norm)
+    if compiled is None:
+        work.charge(20 + len(norm) // 2)
+        compiled = _COMPILED.put(norm, _compile(pattern))
+    return compiled
+
+
+def _plain(path: str) -> tuple[Piece, ...]:
+    """A plain path as a glob over segments without a star."""
+    return (globs.piece(path.split("/"), text=False),)
+
+
+class _Decider:
+    """Decides one pair of patterns: when two atoms can be matched together, at both levels."""
+
+    __slots__ = ("_seen", "work")
+
+    def __init__(self, work: Work) -> None:
+        self.work = work
+        self._seen: dict[tuple[int, Any], bool] = {}
+
+    def chars_meet(self, x: Any, y: Any) -> bool:
+        """Can one character match both tokens?"""
+        if isinstance(x, str):
+            if isinstance(y, str):
+                return x == y
+            return charsets.contains(token_chars(y), ord(x))
+        if isinstance(y, str):
+            return charsets.contains(token_chars(x), ord(y))
+        cx, cy = token_chars(x), token_chars(y)
+        self.work.charge(1 + (len(cx) + len(cy)) // 8)
+        return charsets.meets(cx, cy)
+
+    def segments_meet(self, s: Any, t: Any) -> bool:
+        """Can one valid name match both segment patterns (names, or :class:`_Segment`)?"""
+        if isinstance(s, str):
+            if isinstance(t, str):
+                return s == t
+            s, t = t, s
+        if isinstance(t, str) and s.fixed is not None:
+            # A segment without a star against a name (the hot case of a pattern searched
+            # among a path's names): the same length, then character by character.
+            tokens = s.fixed
+            if len(tokens) != len(t):
+                return False
+            self.work.charge(NAME_STEPS + len(t))
+            chars_meet = self.chars_meet
+            for token, c in zip(tokens, t, strict=True):
+                if token != c and (isinstance(token, str) or not chars_meet(token, c)):
+                    return False
             return True
-        successors: list[tuple[int, int, int]] = []
-        if v == _V_NAME:
-            successors.extend((ta, tb, _V_START) for ta in a.seps[qa] for tb in b.seps[qb])
-        for sa, ta in a.chars[qa]:
-            for sb, tb in b.chars[qb]:
-                dot, other = _joint_step(sa, sb)
-                # The alphabet is effectively split into "." and "anything else":
-                # those are the only characters the validity track tells apart, and
-                # which concrete character is read otherwise does not matter.
-                if dot:
-                    successors.append((ta, tb, _AFTER_DOT[v]))
-                if other:
-                    successors.append((ta, tb, _V_NAME))
-        for node in successors:
-            if node not in seen:
-                seen.add(node)
-                stack.append(node)
-    return False
+        key = (id(s), t if isinstance(t, str) else id(t))
+        known = self._seen.get(key)
+        if known is None:
+            self.work.charge(SEGMENTS_STEPS)
+            if isinstance(t, str):
+                known = _name_matches(s, t, self.chars_meet, self.work)
+            else:
+                known = self._names_meet(s.pieces, t.pieces)
+            self._seen[key] = known
+        return known
+
+    def _names_meet(self, a: tuple[Piece, ...], b: tuple[Piece, ...]) -> bool:
+        met = globs.meet(a, b, self.chars_meet, self.work)
+        if not met or (len(a) > 1 and len(b) > 1):
+            # Two stars can always take one more character between them: a common name
+            # can be made longer than "..", so it is a valid name.
+            return met
+        fixed = a[0] if len(a) == 1 else b[0]
+        if len(fixed.atoms) >= 3:
+            return True  # no name of 3 characters or more is "." or ".."
+        # A common name of one or two characters must not be all dots.
+        if len(a) == 1 and len(b) == 1:
+            return _not_only_dots(_common(a[0].atoms, list(b[0].atoms)))
+        starred = b if len(a) == 1 else a
+        return any(
+            _not_only_dots(_common(fixed.atoms, placed)) for placed in globs.placements(starred, len(fixed.atoms))
+        )
 
 
-def _accepts(nfa: _Nfa, path: str) -> bool:
-    """Does the NFA accept this (valid) file path? Plain subset simulation."""
-    steps = nfa.steps
-    current = {0}
-    for ch in path:
-        if ch == "/":
-            current = {t for q in current for t in nfa.seps[q]}
-        else:
-            code = ord(ch)
-            nxt: set[int] = set()
-            for q in current:
-                key = (q, code)
-                targets = steps.get(key)
-                if targets is None:
-                    targets = tuple(t for cs, t in nfa.chars[q] if charsets.contains(cs, code))
-                    steps[key] = targets
-                nxt.update(targets)
-            current = nxt
-        if not current:
-            return False
-    return any(nfa.accepting[q] for q in current)
+def _name_matches(segment: _Segment, name: str, chars_meet: globs.Meet, work: Work) -> bool:
+    """Does a segment pattern with a star match this (valid) name?"""
+    return globs.meet(segment.pieces, (globs.Piece(tuple(name), name),), chars_meet, work)
 
 
-def overlaps(a: str, b: str) -> bool:
+def _common(fixed: tuple[Any, ...], placed: list[Any]) -> list[CharSet]:
+    """The characters each position of a short name may take under both patterns."""
+    return [
+        charsets.intersect(token_chars(f), SEGMENT_CHARS if p is None else token_chars(p))
+        for f, p in zip(fixed, placed, strict=True)
+    ]
+
+
+def _not_only_dots(sets: list[CharSet]) -> bool:
+    return all(sets) and any(s != DOT_ONLY for s in sets)
+
+
+def overlaps(a: str, b: str, work: Work | None = None) -> bool:
     """Return True exactly when some valid file path matches both patterns.
 
     Both patterns are normalised first (:class:`PathError` if invalid). Plain files and
-    plain directory claims are compared as strings; otherwise a literal-prefix check
-    filters out most pairs before an exact product-automaton search.
+    plain directory claims are compared as strings, checks of the literal text every match
+    starts and ends with filter out most other pairs, and the rest are decided by the glob
+    rules at both levels; every step is charged to ``work`` (:class:`WorkExceeded` once
+    past its limit). Costly answers for two patterns are kept (bounded in bytes).
+
+    The 1,024-character limit on file paths is ignored: patterns whose only common
+    matches are longer than that are still reported as overlapping, the conservative
+    answer for conflict detection.
     """
+    work = work if work is not None else Work()
+    work.charge(PAIR_STEPS)
     norm_a, pa = analyse(a)
     norm_b, pb = analyse(b)
-    # Fast paths: no automaton needed when neither side has a wildcard.
+    # Fast paths: no glob rule needed when neither side has a wildcard.
     if pa.literal is not None:
         if pb.literal is not None:
             return pa.literal == pb.literal
@@ -196,15 +209,36 @@ def overlaps(a: str, b: str) -> bool:
             return pb.literal.startswith(pa.literal_dir)
         if pb.literal_dir is not None:
             return pa.literal_dir.startswith(pb.literal_dir) or pb.literal_dir.startswith(pa.literal_dir)
-    # Every match of a pattern starts with its literal prefix, so a common match needs
-    # one prefix to extend the other.
-    if not (pa.prefix.startswith(pb.prefix) or pb.prefix.startswith(pa.prefix)):
+    # Every match of a pattern starts with its head and ends with its tail, so a common
+    # match needs one head to extend the other, and one tail the other: most pairs end here.
+    head_a, head_b, tail_a, tail_b = pa.head, pb.head, pa.tail, pb.tail
+    if not (head_a.startswith(head_b) or head_b.startswith(head_a)):
         return False
-    # A plain file against a pattern (the common claim_files case): running the
-    # pattern's automaton over the file is cheaper than the general product search.
-    # The file is already a valid path, so no validity tracking is needed.
-    if pa.literal is not None:
-        return _accepts(_compile(norm_b), pa.literal)
-    if pb.literal is not None:
-        return _accepts(_compile(norm_a), pb.literal)
-    return _intersect_nonempty(_compile(norm_a), _compile(norm_b))
+    if not (tail_a.endswith(tail_b) or tail_b.endswith(tail_a)):
+        return False
+    if pa.literal is not None or pb.literal is not None:
+        # A plain file against a pattern (the common claim_files case): kept answers would
+        # cost more than deciding again.
+        plain, norm, pattern = (pa.literal, norm_b, pb) if pa.literal is not None else (pb.literal, norm_a, pa)
+        assert plain is not None
+        work.charge(RULES_STEPS // 2 + plain.count("/"))
+        blocks = _compiled(norm, pattern, work)
+        return globs.meet(blocks, _plain(plain), _Decider(work).segments_meet, work)
+    key = (norm_a, norm_b) if norm_a <= norm_b else (norm_b, norm_a)
+    known = _ANSWERS.get(key)
+    if known is not None:
+        return known
+    spent = work.spent
+    work.charge(RULES_STEPS)
+    blocks_a = _compiled(norm_a, pa, work)
+    blocks_b = _compiled(norm_b, pb, work)
+    met = globs.meet(blocks_a, blocks_b, _Decider(work).segments_meet, work)
+    if work.spent - spent > ANSWER_WORTH:  # an answer cheaper than a look-up is not kept
+        _ANSWERS.put(key, met)
+    return met
+
+
+def clear_caches() -> None:
+    """Forget compiled patterns and kept answers (tests and benchmarks start cold)."""
+    _COMPILED.clear()
+    _ANSWERS.clear()
