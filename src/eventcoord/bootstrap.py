@@ -1,4 +1,4 @@
-"""One place that wires the service together: store, outbox, service, authenticator, hooks.
+"""One place that wires the service together: store, outbox, service, authenticator, hooks, chainer.
 
 :func:`start` opens and migrates the store, prepares it (the ``default`` workspace, the
 TTL given on the command line), starts the outbox and builds the command pipeline with
@@ -16,6 +16,7 @@ from eventcoord.auth import Authenticator, ensure_workspace
 from eventcoord.config import Settings
 from eventcoord.harness.hooks import Hooks
 from eventcoord.history.asof import History
+from eventcoord.history.chainer import Chainer
 from eventcoord.history.snapshot_process import SnapshotProcess
 from eventcoord.outbox.setup import Outbox, start_outbox
 from eventcoord.service import Service
@@ -36,10 +37,12 @@ class Runtime:
     history: History
     snapshots: SnapshotProcess
     hooks: Hooks
+    chainer: Chainer
 
     async def stop(self) -> None:
-        """Stop the snapshot worker's process and the outbox (relay, then broker), then close the store."""
+        """Stop the chainer, the snapshot worker's process and the outbox (relay, then broker), then close the store."""
         try:
+            await self.chainer.stop()
             await self.snapshots.stop()
             await self.outbox.stop()
         finally:
@@ -70,6 +73,8 @@ async def start(settings: Settings) -> Runtime:
         # In a process of its own: a snapshot's replay would hold this process's GIL.
         worker = SnapshotProcess(store, settings.database_url, settings.snapshot_every)
         worker.start()
+        chainer = Chainer(store)
+        chainer.start()
     except BaseException:
         await store.close()
         raise
@@ -83,4 +88,5 @@ async def start(settings: Settings) -> Runtime:
         history=History(store),
         snapshots=worker,
         hooks=Hooks(service, store),
+        chainer=chainer,
     )

@@ -1,7 +1,7 @@
 """The ``eventcoord`` command line.
 
     serve, migrate, token create, tail              the service itself      (cli.server)
-    rebuild, export, replay, archive                history (SPEC §8)       (cli.history)
+    rebuild, export, verify, replay, archive        history                 (cli.history)
     register-agent, claim-issue, … (every command)  generated from commands (cli.ops)
     agents, leases, state, … (every read)           generated from reads    (cli.ops)
     verify-hold, hook install, claim-issue --record the publish gate        (cli.hook)
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 #: commands and reads of cli.ops).
 FACES: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("server", frozenset({"serve", "migrate", "token", "tail"})),
-    ("history", frozenset({"rebuild", "export", "replay", "archive"})),
+    ("history", frozenset({"rebuild", "export", "verify", "replay", "archive"})),
     ("ops", None),
     ("hook", frozenset({"hook"})),
     ("init", frozenset({"init"})),

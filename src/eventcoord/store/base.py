@@ -94,6 +94,15 @@ class EventStore(ABC):
     async def query(self, fn: Callable[[Connection], T]) -> T:
         """Run a read-only ``fn``; it sees every transaction committed before the call."""
 
+    async def write_aside(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn``, a write that no command reads (the log's hash chain), and commit it.
+
+        Off the commands' batches where the backend can (PostgreSQL: a pooled connection of
+        its own); SQLite's one writer runs it like any write.
+        """
+        result: T = await self.transact(fn)
+        return result
+
     async def append(
         self,
         workspace: str,

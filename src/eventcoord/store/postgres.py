@@ -173,6 +173,16 @@ class PostgresEventStore(EventStore):
                 raise StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}") from e
             raise
 
+    async def write_aside(self, fn: Callable[[Connection], T]) -> T:
+        """``fn`` in a transaction of its own on a pooled connection, beside the writers' batches."""
+        try:
+            async with self.engine.begin() as conn:
+                return await conn.run_sync(fn)
+        except Exception as e:
+            if pg_writer.connection_lost(e):
+                raise StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}") from e
+            raise
+
     async def _lane(self) -> None:
         """One writer: whenever it is free, take every waiting command (up to MAX_BATCH).
 
