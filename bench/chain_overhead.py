@@ -33,8 +33,8 @@ from commands import add_run_options, lua, wrk
 #: ``eventcoord serve`` with the chainer's start a no-op: what the server did before the chain.
 CHAINLESS = (
     "import sys\n"
-    "from eventcoord.history import chainer\n"
-    "chainer.Chainer.start = lambda self: None\n"
+    "from eventcoord.history import chain_process\n"
+    "chain_process.ChainProcess.start = lambda self: None\n"
     "from eventcoord.cli import main\n"
     "sys.exit(main(sys.argv[1:]))\n"
 )

@@ -16,7 +16,7 @@ from eventcoord.auth import Authenticator, ensure_workspace
 from eventcoord.config import Settings
 from eventcoord.harness.hooks import Hooks
 from eventcoord.history.asof import History
-from eventcoord.history.chainer import Chainer
+from eventcoord.history.chain_process import ChainProcess
 from eventcoord.history.snapshot_process import SnapshotProcess
 from eventcoord.outbox.setup import Outbox, start_outbox
 from eventcoord.service import Service
@@ -37,10 +37,10 @@ class Runtime:
     history: History
     snapshots: SnapshotProcess
     hooks: Hooks
-    chainer: Chainer
+    chainer: ChainProcess
 
     async def stop(self) -> None:
-        """Stop the chainer, the snapshot worker's process and the outbox (relay, then broker), then close the store."""
+        """Stop the chainer's and the snapshot worker's processes, the outbox (relay, then broker), the store."""
         try:
             await self.chainer.stop()
             await self.snapshots.stop()
@@ -73,7 +73,8 @@ async def start(settings: Settings) -> Runtime:
         # In a process of its own: a snapshot's replay would hold this process's GIL.
         worker = SnapshotProcess(store, settings.database_url, settings.snapshot_every)
         worker.start()
-        chainer = Chainer(store)
+        # In a process of its own too: hashing the log would take this process's GIL.
+        chainer = ChainProcess(settings.database_url)
         chainer.start()
     except BaseException:
         await store.close()

@@ -20,7 +20,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import create_async_engine
 from tests.contract.test_rebuild import Driver, scripted_day
 from tests.e2e.test_history_cli import cli, opened, other_db_url  # noqa: F401 (a fixture)
-from tests.helpers import Api
+from tests.helpers import Api, ServerProcess
 
 from eventcoord.history import chain
 from eventcoord.history.chainer import Chainer
@@ -46,7 +46,18 @@ async def stored_chain(url: str) -> dict[int, str]:
         return await store.query(lambda c: {int(p): str(h) for p, h in c.execute(select(event_hashes))})
 
 
-async def test_events_carry_the_formulas_hashes_before_and_after_they_are_chained(api: Api, db_url: str) -> None:
+def _chain_children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            if b"eventcoord.history.chain_process" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(int(child))
+    return found
+
+
+async def test_events_carry_the_formulas_hashes_before_and_after_they_are_chained(
+    api: Api, server: ServerProcess, db_url: str
+) -> None:
     sid = await api.register(actor="zoë ☃", host="hôte")  # canonical JSON keeps UTF-8 as it is
     await api.ok({"type": "claim_issue", "session_id": sid, "project": "P", "issue": "P-1"})
     await api.ok({"type": "claim_files", "session_id": sid, "issue": "P-1", "paths": ["src/é.py"]})
@@ -65,6 +76,8 @@ async def test_events_carry_the_formulas_hashes_before_and_after_they_are_chaine
     assert await api.events() == first
     stored = await stored_chain(db_url)
     assert {p: stored[p] for p in range(1, head + 1)} == {e["position"]: e["hash"] for e in first}
+    # The chainer runs in a child process of the server, not on the commands' interpreter.
+    assert _chain_children(server.proc.pid), "the server started no chainer process"
     # A filtered page carries the same hashes.
     grants = (await api.get("/v1/events", type="LeaseGranted"))["events"]
     assert grants == [e for e in first if e["type"] == "LeaseGranted"]
@@ -145,6 +158,12 @@ async def test_replay_refuses_every_tampering_with_one_line_and_writes_nothing(
             assert len(lines) == 1 and "Traceback" not in done.stderr, (name, done.stderr)
             assert f"position {exported[i]['position']}:" in lines[0] and why in lines[0], (name, lines[0])
         assert await _empty(other_db_url), name
+
+    # An export made before events carried hashes: refused, unless said so (all else is checked).
+    bare = _write(tmp_path / "bare.jsonl", [{k: v for k, v in o.items() if k != "hash"} for o in exported])
+    no = cli("verify", str(bare))
+    assert no.returncode == 1 and "position 1: has no hash" in no.stderr, no.stderr
+    assert cli("verify", "--unchained", str(bare)).returncode == 0
 
     # The untouched export replays, with its chain, into the same (still empty) target.
     replayed = cli("replay", str(out), "--db", other_db_url)

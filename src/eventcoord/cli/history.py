@@ -128,12 +128,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verified(files: list[str], allow_gaps: bool, prog: str) -> Any:
+def _verified(args: argparse.Namespace, prog: str) -> Any:
     """The files' log checked (chain and consistency); None, after one line on stderr, when refused."""
     from eventcoord.history import transfer, verify
 
     try:
-        return verify.verify(transfer.read_lines(files), allow_gaps=allow_gaps)
+        return verify.verify(transfer.read_lines(args.files), allow_gaps=args.allow_gaps, unchained=args.unchained)
     except (verify.Refused, transfer.ReplayError) as e:
         print(f"eventcoord {prog}: refused: {e}", file=sys.stderr)
     except OSError as e:
@@ -143,7 +143,7 @@ def _verified(files: list[str], allow_gaps: bool, prog: str) -> Any:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Check exported JSON Lines files without a server: the hash chain and that the events follow one another."""
-    v = _verified(args.files, args.allow_gaps, "verify")
+    v = _verified(args, "verify")
     if v is None:
         return 1
     print(f"verified {v.checked} events (positions up to {v.last}); last hash {v.prev_hash}")
@@ -158,12 +158,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     import eventcoord.projections as projections
     from eventcoord.history import transfer
 
-    if _verified(args.files, args.allow_gaps, "replay") is None:
+    if _verified(args, "replay") is None:
         return 1
 
     async def run(store: Any) -> tuple[int, int]:
         def load(conn: Any) -> tuple[int, int]:
-            n = transfer.replay(conn, transfer.read_lines(args.files), allow_gaps=args.allow_gaps)
+            items = transfer.read_lines(args.files)
+            n = transfer.replay(conn, items, allow_gaps=args.allow_gaps, keep_chain=not args.unchained)
             return n, projections.rebuild(conn)
 
         result: tuple[int, int] = await store.transact(load, retry=False)
@@ -228,6 +229,14 @@ def cmd_archive(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unchained(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--unchained",
+        action="store_true",
+        help="a log exported before events carried hashes: check all but the chain (a copy hashes them anew)",
+    )
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """rebuild, export, verify, replay, archive."""
     rebuild = sub.add_parser("rebuild", help="rebuild the read models from the log (--check: compare only)")
@@ -258,6 +267,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     replay.add_argument(
         "--allow-gaps", dest="allow_gaps", action="store_true", help="accept a filtered export (positions with gaps)"
     )
+    _unchained(replay)
     replay.set_defaults(fn=cmd_replay)
 
     verify = sub.add_parser(
@@ -265,6 +275,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     verify.add_argument("files", nargs="+", help="JSON Lines files (.gz too), in position order")
     verify.add_argument("--allow-gaps", dest="allow_gaps", action="store_true", help="a filtered export")
+    _unchained(verify)
     verify.set_defaults(fn=cmd_verify)
 
     archive = sub.add_parser("archive", help="move the events below a position to a gzip JSON Lines file")

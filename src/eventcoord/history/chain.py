@@ -67,7 +67,7 @@ def _row_canonical(r: Sequence[Any]) -> bytes:
     """The canonical JSON of a stored row (:data:`_ROW_COLUMNS`).
 
     msgspec's sorted encoding spells strings, integers, booleans and nulls as ``json.dumps``
-    does (``tests/unit/test_chain.py``) at a fraction of its cost; free-form data goes the slow way.
+    does (``tests/unit/test_chain_formula.py``) at a fraction of its cost; free-form data goes the slow way.
     """
     obj = {
         "position": r[0],

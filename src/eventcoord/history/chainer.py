@@ -1,10 +1,10 @@
 """The chainer: the log's hash chain extended in the background, in position order.
 
-Every server runs one. It reads the events after the newest stored link, computes their
-links (``history/chain.py``) and stores them beside the commands' batches
-(``EventStore.write_aside``); two replicas computing the same links store them once (the
-database keeps the first row). A command never waits for it: the chain follows the commits
-(docs/decisions/0009-the-chain-follows-the-log.md).
+Every server runs one, in a child process (``history/chain_process.py``). It reads the events
+after the newest stored link, computes their links (``history/chain.py``) and stores them
+beside the commands' batches (``EventStore.write_aside``); two replicas computing the same
+links store them once (the database keeps the first row). A command never waits for it: the
+chain follows the commits (docs/decisions/0009-the-chain-follows-the-log.md).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from eventcoord.store.base import EventStore
 _log = logging.getLogger(__name__)
 
 #: Seconds between looks at the log while the chain has caught up.
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.1
 #: Links computed and stored per step (a step's Python work stays a few milliseconds).
 STEP = 500
 

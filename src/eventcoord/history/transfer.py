@@ -101,13 +101,14 @@ def read_lines(paths: Iterable[str]) -> Iterator[WireEvent]:
                     raise ReplayError(f"{path}:{number}: not an event line ({e})") from None
 
 
-def replay(conn: Connection, items: Iterable[WireEvent], allow_gaps: bool = False) -> int:
+def replay(conn: Connection, items: Iterable[WireEvent], allow_gaps: bool = False, keep_chain: bool = True) -> int:
     """Load events into an empty store, positions kept; the caller rebuilds the read models.
 
     Positions must rise strictly and, unless ``allow_gaps``, leave no gap (from 1, or from
     the start of the first file: an archive's). A line repeating the previous position (two
     overlapping files) must be the same event and is skipped. The events' hashes are kept as
-    the stored chain: check the files first (``history/verify.py``), as ``eventcoord replay`` does.
+    the stored chain (unless ``keep_chain`` is false: the chainer then hashes them anew):
+    check the files first (``history/verify.py``), as ``eventcoord replay`` does.
     """
     if log.head(conn) != 0 or conn.execute(select(func.count()).select_from(events)).scalar_one() != 0:
         raise ReplayError("the target store is not empty: replay loads into an empty store only")
@@ -139,7 +140,7 @@ def replay(conn: Connection, items: Iterable[WireEvent], allow_gaps: bool = Fals
                 "recorded_us": us,
             }
         )
-        if ev.hash is not None and not allow_gaps:  # a filtered copy's chain cannot be checked: none kept
+        if ev.hash is not None and keep_chain and not allow_gaps:  # a filtered copy keeps no chain
             links.append({"position": ev.position, "hash": ev.hash})
         key = (meta.workspace, ev.stream)
         heads[key] = max(heads.get(key, 0), ev.version)

@@ -166,3 +166,16 @@ def test_the_documented_snippet_checks_a_log(tmp_path: Path) -> None:
     worse.write_text("".join(json.dumps(o) + "\n" for o in bad))
     no = subprocess.run([sys.executable, "-c", code, str(worse)], capture_output=True, text=True)
     assert no.returncode == 1 and f"position {bad[20]['position']}" in no.stderr
+
+
+def test_a_log_exported_before_the_chain_is_checked_for_all_but_the_chain() -> None:
+    bare = load(FIXTURES[-1])  # the fixtures were written before events carried hashes
+    assert "hash" not in bare[0]
+    assert refused(bare).position == bare[0]["position"]
+    assert verify(wire(bare), unchained=True).checked == len(bare)
+    ghost = [dict(o) for o in bare]
+    i = first(ghost, "LeaseGranted")
+    ghost[i]["data"] = {**ghost[i]["data"], "session_id": "s-ghost"}
+    with pytest.raises(Refused) as e:
+        verify(wire(ghost), unchained=True)
+    assert e.value.position == ghost[i]["position"]
