@@ -74,7 +74,7 @@ async def start(settings: Settings) -> Runtime:
         worker = SnapshotProcess(store, settings.database_url, settings.snapshot_every)
         worker.start()
         # In a process of its own too: hashing the log would take this process's GIL.
-        chainer = ChainProcess(settings.database_url)
+        chainer = ChainProcess(store, settings.database_url)
         chainer.start()
     except BaseException:
         await store.close()

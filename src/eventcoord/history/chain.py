@@ -9,6 +9,7 @@ of the log serves them from there and computes, without storing, those not chain
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
@@ -134,9 +135,9 @@ def _rows(conn: Connection, after: int, upto: int | None, limit: int) -> list[An
     return list(conn.execute(stmt.order_by(events.c.position).limit(limit)))
 
 
-def next_links(conn: Connection, limit: int) -> list[tuple[int, str]]:
-    """The next ``limit`` links after the tip, computed from the log (not stored)."""
-    after, prev = _start(conn)
+def next_links(conn: Connection, limit: int, start: tuple[int, str] | None = None) -> list[tuple[int, str]]:
+    """The next ``limit`` links after ``start`` (default: the stored tip), computed from the log, not stored."""
+    after, prev = start or _start(conn)
     return list(links(prev, after, _rows(conn, after, None, limit)))
 
 
@@ -182,14 +183,15 @@ def hashes_of(conn: Connection, positions: Sequence[int]) -> dict[int, str]:
         after, prev = _start(conn)
         want = set(missing)
         top = max(missing)
-        while after < top:
-            rows = _rows(conn, after, top, PAGE)
-            if not rows:
-                break
-            for p, h in links(prev, after, rows):
-                if p in want:
-                    out[p] = h
-                after, prev = p, h
+        with contextlib.suppress(Broken):  # a damaged log: its pages go on, without the hashes past the break
+            while after < top:
+                rows = _rows(conn, after, top, PAGE)
+                if not rows:
+                    break
+                for p, h in links(prev, after, rows):
+                    if p in want:
+                        out[p] = h
+                    after, prev = p, h
     return out
 
 

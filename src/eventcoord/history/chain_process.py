@@ -1,12 +1,14 @@
-"""The chainer in a process of its own, beside ``eventcoord serve``.
+"""The chainer's hashing in a process of its own, beside ``eventcoord serve``.
 
-Hashing the log is Python work (~10 µs an event): in the serving process it would take the
-interpreter lock from the commands (measured: ~12 µs more server CPU per heartbeat at
-saturation). So the server runs the chainer (:class:`~eventcoord.history.chainer.Chainer`) in
-a child process with its own connection to the store, started with the server, started
-again if it exits, stopped with it; the child exits by itself when its parent is gone.
-
-Run as ``python -m eventcoord.history.chain_process --db URL --parent PID``.
+Hashing the log is Python work (~6 µs an event): in the serving process it would take the
+interpreter lock from the commands, and a second process writing to a SQLite file makes the
+server's writer wait for the file's lock on its event loop. So the child only reads the log
+and computes links (``history/chain.py``), one step at a time, on standard output; the server
+stores each step through its own store (``EventStore.write_aside``: on SQLite its one writer,
+one multi-row insert) and answers ``ok`` (go on from there) or ``again`` (not stored: read
+the stored tip again). The child is started with the server, again if it exits, and exits by
+itself when its parent is gone. Run as ``python -m eventcoord.history.chain_process --db URL
+--parent PID``.
 """
 
 from __future__ import annotations
@@ -16,23 +18,29 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
+from functools import partial
 
-from eventcoord.history.chainer import POLL_SECONDS, Chainer
-from eventcoord.store import open_store
+import msgspec
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from eventcoord.history import chain
+from eventcoord.history.chainer import POLL_SECONDS, STEP
+from eventcoord.store.base import EventStore
 
 _log = logging.getLogger(__name__)
 
-#: Seconds between looks at the child; and to wait for it to stop after SIGTERM.
-SUPERVISE_SECONDS = 1.0
+#: Seconds before a child that exited is started again; to wait for one to stop after SIGTERM.
+RESTART_SECONDS = 1.0
 STOP_SECONDS = 5.0
+_LINKS = msgspec.json.Decoder(list[tuple[int, str]])
 
 
 class ChainProcess:
-    """Supervises the chainer's child process."""
+    """Runs the chainer's child and stores the links it computes."""
 
-    def __init__(self, database_url: str, poll_seconds: float = POLL_SECONDS) -> None:
+    def __init__(self, store: EventStore, database_url: str, poll_seconds: float = POLL_SECONDS) -> None:
+        self.store = store
         self.database_url = database_url
         self.poll_seconds = poll_seconds
         self._task: asyncio.Task[None] | None = None
@@ -41,35 +49,44 @@ class ChainProcess:
     async def _spawn(self) -> asyncio.subprocess.Process:
         argv = [sys.executable, "-m", __name__, "--db", self.database_url, "--parent", str(os.getpid())]
         argv += ["--poll", str(self.poll_seconds)]
-        return await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL)
+        pipe = asyncio.subprocess.PIPE
+        return await asyncio.create_subprocess_exec(*argv, stdin=pipe, stdout=pipe, limit=2**24)
+
+    async def _serve(self, child: asyncio.subprocess.Process) -> None:
+        """Store each step the child sends, and answer it, until it exits."""
+        assert child.stdout is not None and child.stdin is not None
+        while line := await child.stdout.readline():
+            try:
+                new = _LINKS.decode(line)
+                await self.store.write_aside(partial(chain.store_links, new=new))
+                answer = b"ok\n"
+            except Exception:  # the store may be down: the child reads the stored tip again
+                _log.warning("storing the chain's links failed; retrying", exc_info=True)
+                answer = b"again\n"
+                await asyncio.sleep(self.poll_seconds)
+            child.stdin.write(answer)
+            await child.stdin.drain()
 
     async def _supervise(self) -> None:
         while True:
             try:
-                child = self._child
-                if child is not None and child.returncode is not None:
-                    _log.warning("the chainer exited with %s; starting it again", child.returncode)
-                    self._child = child = None
-                if child is None:
-                    self._child = await self._spawn()
+                self._child = child = await self._spawn()
+                await self._serve(child)
+                code = await child.wait()
+                _log.warning("the chainer exited with %s; starting it again", code)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a loop boundary: look again later
-                _log.warning("chainer supervision failed; retrying", exc_info=True)
-            await asyncio.sleep(SUPERVISE_SECONDS)
+            except Exception:  # a loop boundary (a broken pipe, a child killed): start again
+                _log.warning("the chainer failed; starting it again", exc_info=True)
+                await self._end_child()
+            await asyncio.sleep(RESTART_SECONDS)
 
     def start(self) -> None:
         """Start the child and keep it running."""
         if self._task is None:
             self._task = asyncio.create_task(self._supervise(), name="eventcoord-chain-process")
 
-    async def stop(self) -> None:
-        """Stop supervising and stop the child (SIGTERM, then SIGKILL after ``STOP_SECONDS``)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    async def _end_child(self) -> None:
         child, self._child = self._child, None
         if child is not None and child.returncode is None:
             with contextlib.suppress(ProcessLookupError):
@@ -81,23 +98,49 @@ class ChainProcess:
                     child.kill()
                 await child.wait()
 
+    async def stop(self) -> None:
+        """Stop the child (SIGTERM, then SIGKILL after ``STOP_SECONDS``); what is stored stays."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self._end_child()
+
 
 async def _run_child(database_url: str, parent: int, poll_seconds: float) -> None:
-    store = open_store(database_url)
-    await store.start()
-    chainer = Chainer(store, poll_seconds)
-    stopping = asyncio.Event()
+    """Compute steps of links from the stored tip on; each waits for the server's answer."""
+    engine = create_async_engine(database_url)
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
-    chainer.start()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    out = sys.stdout.buffer
+    start: tuple[int, str] | None = None  # None: from the stored tip
+    reported: int | None = None
     try:
-        while not stopping.is_set() and os.getppid() == parent:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), 1.0)
+        while os.getppid() == parent:
+            try:
+                async with engine.connect() as conn:
+                    new = await conn.run_sync(partial(chain.next_links, limit=STEP, start=start))
+            except chain.Broken as e:  # the log itself is damaged: say so once, keep looking
+                if e.position != reported:
+                    reported = e.position
+                    _log.error("the log's hash chain cannot go on: %s (eventcoord rebuild --check)", e)
+                new = []
+            except Exception:  # the store may be down: look again later
+                _log.warning("reading the log failed; retrying", exc_info=True)
+                new, start = [], None
+            if not new:
+                await asyncio.sleep(poll_seconds)
+                continue
+            out.write(msgspec.json.encode(new) + b"\n")
+            out.flush()
+            answer = await reader.readline()
+            if not answer:
+                return  # the server is gone
+            start = new[-1] if answer == b"ok\n" else None
     finally:
-        await chainer.stop()
-        await store.close()
+        await engine.dispose()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--poll", type=float, default=POLL_SECONDS, help="seconds between looks at the log")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s chainer %(levelname)s %(message)s")
-    asyncio.run(_run_child(args.db, args.parent, args.poll))
+    with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
+        asyncio.run(_run_child(args.db, args.parent, args.poll))
     return 0
 
 

@@ -1,10 +1,11 @@
 """The chainer: the log's hash chain extended in the background, in position order.
 
-Every server runs one, in a child process (``history/chain_process.py``). It reads the events
-after the newest stored link, computes their links (``history/chain.py``) and stores them
-beside the commands' batches (``EventStore.write_aside``); two replicas computing the same
-links store them once (the database keeps the first row). A command never waits for it: the
-chain follows the commits (docs/decisions/0009-the-chain-follows-the-log.md).
+It reads the events after the newest stored link, computes their links (``history/chain.py``)
+and stores them beside the commands' batches (``EventStore.write_aside``); two replicas
+computing the same links store them once (the database keeps the first row). A command never
+waits for it (docs/decisions/0009-the-chain-follows-the-log.md). The server splits this work:
+a child process computes, the server stores (``history/chain_process.py``); this class does
+both in one process (tools, tests).
 """
 
 from __future__ import annotations
