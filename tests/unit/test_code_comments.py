@@ -50,11 +50,17 @@ def where(path: Path, line: int, text: str) -> str:
     return f"{path.relative_to(ROOT)}:{line}: {text.strip()[:100]}"
 
 
+def dashboard_files() -> list[Path]:
+    """The dashboard's own scripts, pages and styles."""
+    static = ROOT / "src" / "eventcoord" / "ui" / "static"
+    return sorted(p for p in static.rglob("*") if p.suffix in {".js", ".html", ".css"})
+
+
 def test_no_file_cites_a_section_of_an_outside_spec() -> None:
     """docs/protocol.md replaced the outside spec: code links its anchors instead."""
     found = [
         where(path, n, line)
-        for path in python_files()
+        for path in python_files() + dashboard_files()
         if path != Path(__file__)
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if SPEC_SECTION.search(line)
