@@ -6,7 +6,7 @@ before authentication; per ``Authorization`` value (keyed by its SHA-256); and p
 for failed authentications (each 401 takes one; while none is left, the address's requests
 without a token known to be good are refused unread). A refusal is 429 ``RATE_LIMITED`` with
 ``Retry-After``. The limits: docs/reliability.md#rate-limits; why not Litestar's middleware:
-docs/decisions/0009-our-own-rate-limiter.md.
+docs/decisions/0010-our-own-rate-limiter.md.
 """
 
 from __future__ import annotations
