@@ -1,6 +1,6 @@
 """PostgreSQL unreachable: every route answers 503 STORE_UNAVAILABLE with Retry-After and
-/health 503 naming the cause; once it is back, the same server answers again, no restart
-(issue 11 defect 2). A real TCP proxy between the server and the real PostgreSQL is cut,
+/health 503 naming the cause; once it is back, the same server answers again, no restart.
+A real TCP proxy between the server and the real PostgreSQL is cut,
 then restored."""
 
 from __future__ import annotations
