@@ -10,6 +10,7 @@ on a pooled connection the restart killed.
 from __future__ import annotations
 
 import asyncio
+import collections
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -182,7 +183,7 @@ async def _every_route_is_503_then_recovers(
 
 
 async def _started(url: str, tmp_path: Path) -> tuple[ServerProcess, Api, Api, str]:
-    server = ServerProcess(url, tmp_path / "data")
+    server = ServerProcess(url, tmp_path / "data", extra_env={"EVENTCOORD_RATE_LIMITS": "off"})
     api = Api(server.base_url)
     agent = await api.client("agent")
     sid = await agent.register(actor="a")
@@ -239,10 +240,15 @@ async def test_too_many_connections_is_503_everywhere_then_recovers(
 
 
 @pytest.mark.skipif(not PrivatePostgres.available(), reason="initdb/pg_ctl not usable here")
-async def test_no_request_fails_on_a_stale_connection_after_a_restart(backend: str, tmp_path: Path) -> None:
-    """PostgreSQL restarted (``pg_ctl stop -m fast`` then start): every pooled connection is dead.
+async def test_a_restart_under_load_is_503_then_no_request_fails_on_a_stale_connection(
+    backend: str, tmp_path: Path
+) -> None:
+    """PostgreSQL restarted (``pg_ctl stop -m fast``, then started) twice on a private cluster.
 
-    The first requests afterwards, many at once (each takes a pooled connection), all succeed.
+    Under load, every answer is a 2xx, a refusal or 503 STORE_UNAVAILABLE (never 500, no
+    traceback in the log). Restarted while the server idles, every pooled connection is dead:
+    the first requests afterwards, many at once (each takes a pooled connection), and the
+    first command all succeed.
     """
     pg = PrivatePostgres().init()
     pg.start()
@@ -255,9 +261,39 @@ async def test_no_request_fails_on_a_stale_connection_after_a_restart(backend: s
             answers = await asyncio.gather(*(agent.http.get(p) for p in reads))
             return [r.status_code for r in answers]
 
+        restarted = asyncio.Event()
+        answers: list[tuple[int, str]] = []
+
+        async def load(i: int) -> None:
+            n = 0
+            while not restarted.is_set():
+                n += 1
+                if n % 2:
+                    r = await agent.http.get(READS[(i + n) % len(READS)])
+                else:
+                    body = {"type": "claim_issue", "session_id": sid, "project": "L", "issue": f"L-{i}-{n}"}
+                    r = await agent.command(body)
+                answers.append(
+                    (r.status_code, r.json().get("error", {}).get("code", "") if r.status_code >= 400 else "")
+                )
+
+        def bounce() -> None:
+            pg.stop()
+            pg.start()
+
+        async def restart() -> None:
+            await wait_until(lambda: len(answers) >= 50, 30, "load before the restart")
+            await asyncio.to_thread(bounce)
+            await wait_until(lambda: answers[-1][0] < 500, 30, "answers after the restart")
+            restarted.set()
+
+        await asyncio.gather(restart(), *(load(i) for i in range(8)))
+        assert {code for status, code in answers if status >= 500} <= {"STORE_UNAVAILABLE"}, answers
+        print(f"restart under load: {collections.Counter(answers)}")
+        assert "Traceback" not in server.log_path.read_text(), server.log_path.read_text()[-4000:]
+
         assert all(s in (200, 404) for s in await all_reads())  # the pool holds many connections now
-        pg.stop()
-        pg.start()
+        bounce()
         statuses = await all_reads()
         assert all(s in (200, 404) for s in statuses), statuses
         await agent.ok({"type": "heartbeat_agent", "session_id": sid})

@@ -206,15 +206,16 @@ class PostgresEventStore(EventStore):
             except Exception as e:
                 raise self._outage.failed(pg_writer.describe(e)) from e
             try:
-                result = await conn.run_sync(fn)
+                try:
+                    result = await conn.run_sync(fn)
+                finally:
+                    await _put_back(conn)
             except Exception as e:
                 if not pg_writer.connection_lost(e):
                     raise
                 if attempt == 2:
                     raise self._outage.failed(pg_writer.describe(e)) from e
                 continue
-            finally:
-                await asyncio.shield(conn.close())  # back to the pool, as ``async with`` would
             self._outage.answered()
             return result
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
@@ -315,6 +316,19 @@ class PostgresEventStore(EventStore):
         stats.AGAIN.inc(len(again))
         stats.LOST_RACES.inc(sum(j.attempts for j in jobs) - attempts)
         return again, lost
+
+
+async def _put_back(conn: AsyncConnection) -> None:
+    """Return a read's connection to the pool (``async with``'s exit, which may raise).
+
+    Its rollback fails if the connection died after the read (or the driver lost its
+    place): the connection is thrown away, and what the read found stands (a read writes
+    nothing).
+    """
+    try:
+        await asyncio.shield(conn.close())
+    except Exception:
+        await _drop(conn)
 
 
 async def _drop(conn: AsyncConnection) -> None:
