@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 
+from eventcoord import errors
 from eventcoord.history.worker import POLL_SECONDS, SnapshotWorker, snapshot_due
 from eventcoord.store import open_store
 from eventcoord.store.base import EventStore
@@ -61,7 +62,9 @@ class SnapshotProcess:
                     self._child = await self._spawn()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a loop boundary: the store may be down; look again later
+            except errors.StoreUnavailable:  # an outage, logged once by the store
+                pass
+            except Exception:  # a loop boundary: look again later
                 _log.warning("snapshot worker supervision failed; retrying", exc_info=True)
             await asyncio.sleep(self.poll_seconds)
 

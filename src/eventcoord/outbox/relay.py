@@ -27,6 +27,7 @@ from nats.js import JetStreamContext, api
 from sqlalchemy import Connection, select
 
 from eventcoord.codec import WireEvent, encode
+from eventcoord.errors import StoreUnavailable
 from eventcoord.outbox.jetstream import (
     DEFAULT_DUPLICATE_WINDOW,
     DEFAULT_MAX_AGE,
@@ -173,7 +174,8 @@ class Relay:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # loop boundary: log, back off, retry from the checkpoint
-                log.warning("relay %s: %s: %s; retrying", self.instance_id, type(e).__name__, e)
+                if not isinstance(e, StoreUnavailable):  # an outage is logged once, by the store
+                    log.warning("relay %s: %s: %s; retrying", self.instance_id, type(e).__name__, e)
             await self._disconnect()
             await asyncio.sleep(delay.next())
 

@@ -22,6 +22,7 @@ import msgspec
 from sqlalchemy import Connection
 
 from eventcoord.codec import WireEvent
+from eventcoord.errors import StoreUnavailable
 from eventcoord.store import log as store_log
 from eventcoord.store.base import EventStore
 
@@ -119,7 +120,8 @@ class LogTail:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # the store is unreachable: keep the streams, retry
-                log.warning("log tail read failed (%s); retrying", e)
+                if not isinstance(e, StoreUnavailable):  # an outage is logged once, by the store
+                    log.warning("log tail read failed (%s); retrying", e)
                 grew = False
                 delay = min(delay * 2, RETRY_MAX)
             if grew:

@@ -205,6 +205,8 @@ def connection_lost(e: BaseException) -> bool:
         asyncpg.AdminShutdownError,
         asyncpg.CannotConnectNowError,
         asyncpg.CrashShutdownError,
+        # the driver's protocol left mid-operation (seen as the server shuts down): unusable
+        asyncpg.InternalClientError,
         SAInterfaceError,
         OSError,
         TimeoutError,
