@@ -24,6 +24,7 @@ from functools import partial
 import msgspec
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from eventcoord.errors import StoreUnavailable
 from eventcoord.history import chain
 from eventcoord.history.chainer import POLL_SECONDS, STEP
 from eventcoord.store.base import EventStore
@@ -60,8 +61,9 @@ class ChainProcess:
                 new = _LINKS.decode(line)
                 await self.store.write_aside(partial(chain.store_links, new=new))
                 answer = b"ok\n"
-            except Exception:  # the store may be down: the child reads the stored tip again
-                _log.warning("storing the chain's links failed; retrying", exc_info=True)
+            except Exception as e:  # not stored: the child reads the stored tip again
+                if not isinstance(e, StoreUnavailable):  # an outage is logged once, by the store
+                    _log.warning("storing the chain's links failed; retrying", exc_info=True)
                 answer = b"again\n"
                 await asyncio.sleep(self.poll_seconds)
             child.stdin.write(answer)
@@ -117,6 +119,7 @@ async def _run_child(database_url: str, parent: int, poll_seconds: float) -> Non
     out = sys.stdout.buffer
     start: tuple[int, str] | None = None  # None: from the stored tip
     reported: int | None = None
+    failing = False
     try:
         while os.getppid() == parent:
             try:
@@ -127,9 +130,13 @@ async def _run_child(database_url: str, parent: int, poll_seconds: float) -> Non
                     reported = e.position
                     _log.error("the log's hash chain cannot go on: %s (eventcoord rebuild --check)", e)
                 new = []
-            except Exception:  # the store may be down: look again later
-                _log.warning("reading the log failed; retrying", exc_info=True)
+            except Exception as e:  # the store may be down: look again later (said once)
+                if not failing:
+                    _log.warning("reading the log failed (%s); retrying until it answers", type(e).__name__)
+                failing = True
                 new, start = [], None
+            else:
+                failing = False
             if not new:
                 await asyncio.sleep(poll_seconds)
                 continue

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 
+from eventcoord.errors import StoreUnavailable
 from eventcoord.history import chain
 from eventcoord.store.base import EventStore
 
@@ -60,8 +61,9 @@ class Chainer:
                     self._reported = e.position
                     _log.error("the log's hash chain cannot go on: %s (eventcoord rebuild --check)", e)
                 n = 0
-            except Exception:  # a loop boundary: the store may be down; look again later
-                _log.warning("chaining the log failed; retrying", exc_info=True)
+            except Exception as e:  # a loop boundary: the store may be down; look again later
+                if not isinstance(e, StoreUnavailable):  # an outage is logged once, by the store
+                    _log.warning("chaining the log failed; retrying", exc_info=True)
                 n = 0
             if n < self.step_size:
                 await asyncio.sleep(self.poll_seconds)
