@@ -78,8 +78,8 @@ class ChainProcess:
                 _log.warning("the chainer exited with %s; starting it again", code)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a loop boundary (a broken pipe, a child killed): start again
-                _log.warning("the chainer failed; starting it again", exc_info=True)
+            except Exception as e:  # a loop boundary (a broken pipe, a child killed): start again
+                _log.warning("the chainer failed (%s: %s); starting it again", type(e).__name__, e)
                 await self._end_child()
             await asyncio.sleep(RESTART_SECONDS)
 
