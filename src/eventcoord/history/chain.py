@@ -16,8 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, select, text
 
 from eventcoord.codec import WireEvent, format_time
 from eventcoord.store.schema import event_hashes, events
@@ -141,15 +140,25 @@ def next_links(conn: Connection, limit: int, start: tuple[int, str] | None = Non
     return list(links(prev, after, _rows(conn, after, None, limit)))
 
 
+_STORE_PG = text(
+    "INSERT INTO event_hashes (position, hash) SELECT * FROM unnest(CAST(:p AS bigint[]), CAST(:h AS text[]))"
+    " ON CONFLICT (position) DO NOTHING"
+)
+_STORE_SQLITE = "INSERT OR IGNORE INTO event_hashes (position, hash) VALUES (?, ?)"
+
+
 def store_links(conn: Connection, new: Sequence[tuple[int, str]]) -> None:
-    """Store links; a position already chained (by another replica) keeps its row."""
+    """Store links; a position already chained (by another replica) keeps its row.
+
+    One statement on the driver, its rows as plain tuples (PostgreSQL: two arrays): on SQLite
+    it runs on the server's one writer, so it costs a row what the driver costs, no more.
+    """
     if not new:
         return
     if conn.dialect.name == "postgresql":
-        stmt: Any = postgresql.insert(event_hashes).on_conflict_do_nothing(index_elements=[event_hashes.c.position])
+        conn.execute(_STORE_PG, {"p": [p for p, _ in new], "h": [h for _, h in new]})
     else:
-        stmt = sqlite.insert(event_hashes).on_conflict_do_nothing(index_elements=[event_hashes.c.position])
-    conn.execute(stmt, [{"position": p, "hash": h} for p, h in new])
+        conn.exec_driver_sql(_STORE_SQLITE, [(p, h) for p, h in new])
 
 
 PAGE = 5000
