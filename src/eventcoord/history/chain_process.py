@@ -146,6 +146,8 @@ async def _run_child(database_url: str, parent: int, poll_seconds: float) -> Non
             if not answer:
                 return  # the server is gone
             start = new[-1] if answer == b"ok\n" else None
+            if len(new) < STEP:  # caught up: a step per poll, not one per commit (each costs the server a write)
+                await asyncio.sleep(poll_seconds)
     finally:
         await engine.dispose()
 
