@@ -6,8 +6,10 @@ For each backend, each round starts ``eventcoord serve`` twice on a fresh store 
 the chainer switched off in the process (the command path as it was before the chain: the
 commands themselves never touch it), once as shipped — and loads each with the same wrk
 scripts as ``bench/commands.py`` (heartbeat_agent, claim_issue). It prints req/s, p99 and
-server CPU per command of both, their ratio, and how far the chain was behind the head when
-the loaded run ended and a moment later (the chainer keeps up, or it does not).
+server CPU per command of both (the server process's own: the chainer's child is not in it),
+the medians' ratios, and how far the chain was behind the head when the loaded run ended and
+a second later (the chainer keeps up, or it does not). On a shared machine req/s swings with
+the neighbours; the server's CPU per command is the steadier figure.
 """
 
 from __future__ import annotations
@@ -125,7 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             for s in args.commands:
                 off = statistics.median(r[s]["rps"] for r in runs[False])
                 on = statistics.median(r[s]["rps"] for r in runs[True])
-                print(f"{backend:<10} {s:<16} chainless {off:7.0f}/s  chained {on:7.0f}/s  ratio {on / off:.3f}")
+                cpu_off = statistics.median(r[s]["cpu_us"] for r in runs[False])
+                cpu_on = statistics.median(r[s]["cpu_us"] for r in runs[True])
+                print(
+                    f"{backend:<10} {s:<16} chainless {off:7.0f}/s {cpu_off:4.0f} µs  chained {on:7.0f}/s "
+                    f"{cpu_on:4.0f} µs  ratio {on / off:.3f} (server CPU per command {cpu_on / cpu_off:.3f})"
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
