@@ -12,8 +12,9 @@
     async for ev in subscribe("nats://127.0.0.1:4222", workspace="default"):  # JetStream
         ...
 
-A refusal raises ``eventcoord.errors.Refused`` (a subclass per code family). Names load on
-first use, so ``import eventcoord.client`` (and the CLI) stays fast.
+A refusal raises ``Refused`` (a subclass per code family, ``from eventcoord.client import
+Contended``; the classes are defined in ``eventcoord.errors``). Names load on first use, so
+``import eventcoord.client`` (and the CLI) stays fast.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ if TYPE_CHECKING:
     from typing import Any
 
     from eventcoord.client.aio import AsyncClient
-    from eventcoord.client.errors import (
+    from eventcoord.client.reply import Reply
+    from eventcoord.client.sync import Client
+    from eventcoord.codec import WireEvent
+    from eventcoord.errors import (
         AccessDenied,
         Contended,
         InvalidRequest,
@@ -34,9 +38,6 @@ if TYPE_CHECKING:
         Retryable,
         Unreachable,
     )
-    from eventcoord.client.reply import Reply
-    from eventcoord.client.sync import Client
-    from eventcoord.codec import WireEvent
 
 __all__ = [
     "AccessDenied",
@@ -58,7 +59,7 @@ _HOME = {
     "AsyncClient": "eventcoord.client.aio",
     "Reply": "eventcoord.client.reply",
     **{
-        name: "eventcoord.client.errors"
+        name: "eventcoord.errors"
         for name in (
             "AccessDenied",
             "Contended",

@@ -20,9 +20,9 @@ from eventcoord.domain.deadlock import WaitGraph
 from eventcoord.domain.files import ClaimRow, holder_is_live, normalise_paths
 from eventcoord.domain.paths import overlaps
 from eventcoord.handlers.common import WS, load_session, load_sessions
-from eventcoord.handlers.files import lock_workspace, overlap_candidates
 from eventcoord.liveness import live_clause
 from eventcoord.projections.tables import leases, named_lease_slots, sessions, waits
+from eventcoord.reads.files import lock_workspace, overlap_candidates
 from eventcoord.store.prepared import Prepared
 
 _COLUMNS = (

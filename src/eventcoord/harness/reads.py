@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select, text
 
 from eventcoord import liveness
-from eventcoord.handlers.files import PG_LIVE_KEY, ancestors
 from eventcoord.projections.files import live_key
 from eventcoord.projections.tables import leases, sessions
+from eventcoord.reads.files import PG_LIVE_KEY, ancestors
 from eventcoord.store import dbclock
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import harness_sessions
