@@ -164,9 +164,10 @@ def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision,
         if not finished:
             refs = [EventRef(real(r.position), event_type(r.event)) for r in recorded]
             position = real(last)
-            if decision.error is None and decision.result_position and isinstance(decision.result, dict) and recorded:
-                decision.result[decision.result_position] = position
-            finished.append(Outcome(decision.result, decision.error, refs, position, len(recorded)))
+            result = decision.result
+            if decision.error is None and decision.result_position and isinstance(result, dict) and recorded:
+                result = {**result, decision.result_position: position}
+            finished.append(Outcome(result, decision.error, refs, position, len(recorded)))
         return finished[0]
 
     if cmd.command_id and (recorded or decision.replay_result is not None):

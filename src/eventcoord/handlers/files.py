@@ -12,12 +12,10 @@ from sqlalchemy import Connection, text
 from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context, Decision
 from eventcoord.domain import files as domain
-from eventcoord.domain import waits
 from eventcoord.domain.handoff import hand_off_files
 from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import Claimant, SessionState, claimant
 from eventcoord.errors import DomainError
-from eventcoord.events import WaitStarted
 from eventcoord.handlers.common import (
     SESSION_COLUMNS,
     declared_ahead,
@@ -25,6 +23,7 @@ from eventcoord.handlers.common import (
     load_sessions,
     own_session,
 )
+from eventcoord.handlers.waits import join_line, load_files_line
 from eventcoord.projections.files import PG_ISSUE_KEY, issue_key
 from eventcoord.reads.files import (
     CLAIM_COLUMNS,
@@ -160,18 +159,8 @@ def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
         lock_workspace(conn, ctx)
         held = overlap_candidates(conn, ctx, paths)
     holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
-
-    def join(
-        d: Decision, me: SessionState, started: WaitStarted, refusal: DomainError, holders_live: Sequence[str]
-    ) -> Decision:
-        from eventcoord.handlers.waits import join_state, load_files_line
-
-        line = [w for w in load_files_line(conn, ctx, started.paths)]
-        return waits.join(d, join_state(conn, ctx, me.session_id, line, holders_live), me, started, refusal, ctx)
-
-    return domain.decide_claim_files(
-        domain.ClaimFilesState(session, held, holders, join if cmd.wait else None), cmd, ctx
-    )
+    d = domain.decide_claim_files(domain.ClaimFilesState(session, held, holders), cmd, ctx)
+    return join_line(conn, ctx, d)  # with ``wait``, a refused claim joins the files line
 
 
 # Unreleased claims of one issue and holder, through the index of an issue's unreleased
@@ -270,24 +259,25 @@ def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision
     claims.sort(key=lambda r: (r[0], r[1]))  # position, idx
     d = domain.decide_release_files(domain.ReleaseFilesState(session, [claim_row(r) for r in claims]), cmd, ctx)
     released = list(d.result["released"])
-    if released and anyone_waits is not False:
-        files_hand_off(conn, ctx, d, released, lambda h: h.issue == cmd.issue and h.session_id == cmd.session_id)
-    return d
+    if not released or anyone_waits is False:
+        return d
+    return files_hand_off(conn, ctx, d, released, lambda h: h.issue == cmd.issue and h.session_id == cmd.session_id)
 
 
 def files_hand_off(
     conn: Connection, ctx: Context, d: Decision, released: Sequence[str], gone: Callable[[domain.ClaimRow], bool]
-) -> None:
-    """Serve the files waiters that ``released`` paths may unblock (the workspace is locked)."""
-    from eventcoord.handlers.waits import load_files_line
-
+) -> Decision:
+    """The second step of a release: serve the files waiters that ``released`` paths may
+    unblock (the workspace is locked), after the decision ``d``."""
     line = load_files_line(conn, ctx, released)
     if not line:
-        return
+        return d
     held = [
         h
         for h in overlap_candidates(conn, ctx, sorted({p for w in line for p in w.paths}))
         if not (gone(h) and h.path in released)
     ]
     holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
-    hand_off_files(d, line, held, holders, Claimant(d.session_id, d.actor_key or "token"), ctx)
+    served = d.then()
+    hand_off_files(served, line, held, holders, Claimant(d.session_id, d.actor_key or "token"), ctx)
+    return served.decided()

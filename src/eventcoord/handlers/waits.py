@@ -182,6 +182,24 @@ def join_state(
     return domain.JoinState(line, current, load_graph(conn, ctx) if current is None else None, tuple(holders))
 
 
+def join_line(conn: Connection, ctx: Context, d: Decision) -> Decision:
+    """A handler's second step after a decision that asks to wait (``d.join``): lock the
+    workspace, load the line (unless the decision saw it), the caller's wait and the graph,
+    and join the line (``domain.waits.join``). Any other decision is returned as it is."""
+    asked = d.join
+    if asked is None:
+        return d
+    started = asked.started
+    line: Sequence[domain.Waiter]
+    if asked.line is not None:
+        line = asked.line
+    elif started.kind == "files":
+        line = load_files_line(conn, ctx, started.paths)
+    else:
+        line = [w for w in load_line(conn, ctx, started.kind, started.key) if domain.waiter_live(w, ctx)]
+    return domain.join(d, join_state(conn, ctx, started.session_id, line, asked.holders), ctx)
+
+
 def cancel_wait(conn: Connection, ctx: Context, cmd: CancelWait) -> Decision:
     session = load_session(conn, ctx, cmd.session_id, lock=True)
     kind, key = domain.cancel_target(cmd)
