@@ -26,8 +26,13 @@ class Family(StrEnum):
 
 
 class ErrorCode(StrEnum):
-    """A stable, machine-readable error code, the HTTP status it answers with and its family
-    (docs/protocol.md#errors)."""
+    """A stable, machine-readable error code, the HTTP status it answers with and its family.
+
+    Every code of docs/protocol.md#errors is a member. Errors are built by named
+    constructors, never from a bare string: this module's (validation, access, the store),
+    and the domain rules' refusals in :mod:`eventcoord.domain.refusals`
+    (``refusals.issue_held(issue, holder)``). Callers assert on ``.code``, never on message text.
+    """
 
     status: int
     family: Family
@@ -193,7 +198,7 @@ def not_found(message: str, details: Mapping[str, Any] | None = None) -> DomainE
 
 
 def session_of_another_token(session_id: str) -> DomainError:
-    """403: the session was registered under another token (SPEC §5): only that token, or an
+    """403: the session was registered under another token (docs/protocol.md#roles): only that token, or an
     admin of the workspace, may drive it."""
     return forbidden(f"session {session_id!r} belongs to the token that registered it", {"session_id": session_id})
 

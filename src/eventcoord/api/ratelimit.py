@@ -1,21 +1,12 @@
 """Rate limits: per token, per client address, and a brake on repeated failed authentication.
 
-An ASGI middleware in front of every route but ``/health``, with three kinds of token
-bucket (a rate per second refilling up to a burst), kept in this process's memory (a
-limit is admission control, not a correctness decision: each replica limits on its own):
-
-* **address** — every request from one client address, before authentication;
-* **token** — every request carrying one ``Authorization`` value (keyed by its SHA-256);
-* **auth failures** — each 401 answered to an address takes one; while that bucket is
-  empty, the address's requests that do not carry a token known to be good are refused
-  without being looked at, so guessing tokens is slowed to the bucket's rate.
-
-A refusal is 429 ``RATE_LIMITED`` in the error envelope with ``Retry-After`` (whole
-seconds, at least 1) and ``details: {scope, retry_after}``. Why not litestar's
-``RateLimitMiddleware``: it counts a fixed window by storing every request's timestamp
-(a JSON list as long as the limit, re-encoded on every request), serialises all requests
-behind one lock, sends no ``Retry-After``, and knows neither tokens before authentication
-nor failed authentications.
+An ASGI middleware in front of every route but ``/health``, with three kinds of token bucket
+(a rate per second refilling up to a burst) in this process's memory: per client address,
+before authentication; per ``Authorization`` value (keyed by its SHA-256); and per address
+for failed authentications (each 401 takes one; while none is left, the address's requests
+without a token known to be good are refused unread). A refusal is 429 ``RATE_LIMITED`` with
+``Retry-After``. The limits: docs/reliability.md#rate-limits; why not Litestar's middleware:
+docs/decisions/0010-our-own-rate-limiter.md.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ class Answer:
 
 
 class Server:
-    """The server a subcommand talks to (found as SPEC §7 says), one request at a time."""
+    """The server a subcommand talks to (found as docs/protocol.md#clients says), one request at a time."""
 
     def __init__(self, url: str | None, token: str | None) -> None:
         from eventcoord.client.locate import locate

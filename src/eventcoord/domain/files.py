@@ -1,7 +1,8 @@
 """File claims: pure decisions over the live claims a handler loaded.
 
 Overlap is ``domain.paths.overlaps`` (exact, never string equality); liveness of a holder
-is judged at decision time; the order of events within a command is SPEC §5's.
+is judged at decision time; the order of events within a command is
+docs/protocol.md#file-claim-events.
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) ->
         for path, h in contended:
             d.add(streams.files(cmd.issue), conflict(path, h))
         d.error = refusals.files_claimed([conflict_details(path, h) for path, h in contended])
-        if cmd.wait and state.session is not None:  # the handler then joins the files line (SPEC §9)
+        if cmd.wait and state.session is not None:  # the handler then joins the files line (docs/protocol.md#waiting)
             started = WaitStarted(
                 kind="files",
                 key=new[0],
