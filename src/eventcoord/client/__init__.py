@@ -7,8 +7,7 @@
 
 ``AsyncClient`` has the same methods, awaited, and ``.stream()`` (Server-Sent Events);
 ``subscribe`` follows JetStream. A refusal raises ``Refused`` (a subclass per code family,
-defined in ``eventcoord.errors``). Names load on first use, so ``import eventcoord.client``
-(and the CLI) stays fast.
+from ``eventcoord.errors``). Names load on first use: ``import eventcoord.client`` is fast.
 """
 
 from __future__ import annotations
