@@ -117,43 +117,65 @@ def main() -> int:
     p.add_argument("--duration", type=int, default=8)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--connections", type=int, default=1)
+    p.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="another checkout (say `git worktree add /tmp/before main`) whose server is measured beside "
+        "this one, each kind on both in turn",
+    )
+    p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     p.add_argument("--json", type=Path, default=None, help="keep the numbers in this file")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ec-hook-bench-"))
+    builds: dict[str, list[str] | None] = {"this": None}
+    if args.before:
+        src = args.before.resolve() / "src"
+        builds["before"] = ["env", f"PYTHONPATH={src}", sys.executable, "-m", "eventcoord.cli", "serve"]
     with contextlib.ExitStack() as stack:
-        db = stack.enter_context(cp.fresh_postgres(args.db)) if args.db else None
-        server = cp.start_eventcoord(work / "data", cp.free_port(), db, None)
-        stack.callback(server.stop)
-        beater = seed(server.base)
-        runs: dict[str, list[cp.Run]] = {k: [] for k in KINDS}
+        servers, beaters = {}, {}
+        for build, serve in builds.items():
+            db = stack.enter_context(cp.fresh_postgres(args.db)) if args.db else None
+            server = cp.start_eventcoord(work / f"data-{build}", cp.free_port(), db, None, serve=serve)
+            stack.callback(server.stop)
+            servers[build], beaters[build] = server, seed(server.base)
+        runs: dict[tuple[str, str], list[cp.Run]] = {(b, k): [] for k in args.kinds for b in builds}
         for _ in range(args.rounds):
-            for kind in KINDS:
-                lua = work / f"{kind}.lua"
-                values = {
-                    "kind": kind,
-                    "sid": HARNESS_SESSION,
-                    "nonce": uuid.uuid4().hex[:10],
-                    "held": HELD,
-                    "token": cp.TOKEN,
-                    "cwd": CWD,
-                    "beater": beater,
-                }
-                lua.write_text(_LUA % values)
-                cp.wait_quiet(below=0.6, timeout=20)
-                run = cp.run_wrk(
-                    server, lua, connections=args.connections, duration=args.duration, threads=1, cpus=None, kind=kind
-                )
-                print(cp.fmt_run(run), flush=True)
-                runs[kind].append(run)
-        backend = "PostgreSQL" if db else "SQLite"
+            for kind in args.kinds:
+                for build, server in servers.items():
+                    lua = work / f"{kind}.lua"
+                    values = {
+                        "kind": kind,
+                        "sid": HARNESS_SESSION,
+                        "nonce": uuid.uuid4().hex[:10],
+                        "held": HELD,
+                        "token": cp.TOKEN,
+                        "cwd": CWD,
+                        "beater": beaters[build],
+                    }
+                    lua.write_text(_LUA % values)
+                    cp.wait_quiet(below=0.6, timeout=20)
+                    run = cp.run_wrk(
+                        server,
+                        lua,
+                        connections=args.connections,
+                        duration=args.duration,
+                        threads=1,
+                        cpus=None,
+                        kind=kind,
+                    )
+                    print(f"{build:<7}", cp.fmt_run(run), flush=True)
+                    runs[(build, kind)].append(run)
+        backend = "PostgreSQL" if args.db else "SQLite"
         print(f"\nmedians over {args.rounds} rounds, {args.connections} connection(s), {backend}:")
-        summary = {}
-        for kind, rs in runs.items():
+        summary: dict[str, dict[str, float]] = {}
+        for (build, kind), rs in runs.items():
             med = {q: statistics.median(getattr(r, q) for r in rs) for q in ("p50_ms", "p90_ms", "p99_ms", "rps")}
-            summary[kind] = med
+            med["cpu_us"] = statistics.median(r.server_cpu_us_per_req for r in rs)
+            summary[f"{build}:{kind}" if args.before else kind] = med
             print(
-                f"  {kind:<10} p50 {med['p50_ms']:5.2f} ms  p90 {med['p90_ms']:5.2f} ms  p99 {med['p99_ms']:6.2f} ms"
-                f"  ({med['rps']:.0f} req/s)"
+                f"  {build:<7}{kind:<12} p50 {med['p50_ms']:5.2f} ms  p90 {med['p90_ms']:5.2f} ms"
+                f"  p99 {med['p99_ms']:6.2f} ms  ({med['rps']:.0f} req/s, {med['cpu_us']:.0f} us CPU/req)"
             )
         if args.json:
             args.json.write_text(json.dumps(summary, indent=2))

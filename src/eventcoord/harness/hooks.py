@@ -18,7 +18,7 @@ from eventcoord.commands import ClaimFiles, EndAgent
 from eventcoord.context import Caller
 from eventcoord.domain.paths import matches
 from eventcoord.errors import DomainError, ErrorCode
-from eventcoord.harness import arrivals, others, reads
+from eventcoord.harness import arrivals, others
 from eventcoord.harness.answers import NOTHING, HookAnswer, deny, tell
 from eventcoord.harness.bindings import Bound, Key, as_bound, bind, bound_session, deliver, remember_message, thread_of
 from eventcoord.harness.briefing import NOTES, PEERS, briefing
@@ -113,16 +113,9 @@ class Hooks:
                 f"{len(wanted)}: split it into smaller edits."
             )
         files = [t.path for t in wanted]
-        ws = key.workspace
         for _ in range(2):  # once more if the session ended between its binding and its claim
-            bound = await bind(
-                self.service,
-                self.store,
-                caller,
-                key,
-                also=lambda c, row: reads.own_claims_over(c, ws, row.session_id, files),
-            )
-            own: list[reads.OwnClaim] = bound.also or []
+            bound = await bind(self.service, self.store, caller, key, over=files)
+            own: list[str] = bound.also or []
             sid = bound.session_id
             todo = [t for t in wanted if not _covered(t, own)]
             if not todo:
@@ -160,9 +153,9 @@ class Hooks:
         return NOTHING
 
 
-def _covered(target: Target, own: list[reads.OwnClaim]) -> bool:
-    """The session holds the file already: one of its exclusive claims matches it."""
-    return any(c.exclusive and matches(c.path, target.path) for c in own)
+def _covered(target: Target, own: list[str]) -> bool:
+    """The session holds the file already: one of its exclusive claims (``own``) matches it."""
+    return any(matches(pattern, target.path) for pattern in own)
 
 
 @dataclass(frozen=True, slots=True)
