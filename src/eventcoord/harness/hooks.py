@@ -18,8 +18,8 @@ from eventcoord.commands import ClaimFiles, EndAgent
 from eventcoord.context import Caller
 from eventcoord.domain.paths import matches
 from eventcoord.errors import DomainError, ErrorCode
-from eventcoord.harness import arrivals, others
-from eventcoord.harness.answers import NOTHING, HookAnswer, deny, tell
+from eventcoord.harness import arrivals, others, reads
+from eventcoord.harness.answers import NOTHING, HookAnswer, HookSession, deny, tell
 from eventcoord.harness.bindings import Bound, Key, as_bound, bind, bound_session, deliver, remember_message, thread_of
 from eventcoord.harness.briefing import NOTES, PEERS, briefing
 from eventcoord.harness.denial import denial
@@ -67,6 +67,21 @@ class Hooks:
                 return await self._between_turns(caller, key, payload)
         await bind(self.service, self.store, caller, key)  # a sign of life; nothing to say
         return NOTHING
+
+    async def session_of(self, caller: Caller, harness: str, harness_session_id: str) -> HookSession:
+        """The eventcoord session ``harness``'s session ``harness_session_id`` is bound to in
+        ``caller``'s workspace; 404 ``NOT_FOUND`` when no hook of it has been answered."""
+        thread = thread_of(harness_session_id)
+        seen = await self.store.query(lambda c: reads.binding(c, caller.workspace, harness, thread))
+        if seen.row is None:
+            raise errors.not_found(
+                f"no eventcoord session is bound to this {harness} session: no hook of it has reached this "
+                "workspace (is the repository set up with `eventcoord init`?)",
+                {"harness": harness},
+            )
+        return HookSession(
+            harness=harness, session_id=seen.row.session_id, actor_key=seen.row.actor_key, live=seen.live
+        )
 
     async def _start(self, caller: Caller, key: Key) -> HookAnswer:
         bound = await bind(self.service, self.store, caller, key)
