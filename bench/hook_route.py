@@ -16,10 +16,13 @@ opens one Claude Code session through ``POST /v1/hooks/claude`` (SessionStart) t
 * ``pre-denied``: a PreToolUse ``Write`` of alice's file (a ``ClaimConflict`` recorded, a deny).
 
 Payloads are shaped as the real harness sends them (``shared/reference/harnesses.md``).
-Prints each run and the medians of p50/p90/p99 per kind.
+Prints each run and the medians of p50/p90/p99 per kind. ``--before DIR`` starts a second
+server from another checkout's ``src`` (``git worktree add --detach DIR main``) on its own
+data and runs each kind on both back to back, then prints the median of the paired ratios.
 
     .venv/bin/python bench/hook_route.py
     .venv/bin/python bench/hook_route.py --db postgresql+asyncpg://postgres@127.0.0.1:5432
+    .venv/bin/python bench/hook_route.py --db … --before /tmp/before --rounds 5 --duration 4
 """
 
 from __future__ import annotations
@@ -177,6 +180,16 @@ def main() -> int:
                 f"  {build:<7}{kind:<12} p50 {med['p50_ms']:5.2f} ms  p90 {med['p90_ms']:5.2f} ms"
                 f"  p99 {med['p99_ms']:6.2f} ms  ({med['rps']:.0f} req/s, {med['cpu_us']:.0f} us CPU/req)"
             )
+        if args.before:  # each round's runs of a kind are back to back: their ratio is paired
+            print("\nthis / before, p50, the median of each round's ratio:")
+            for kind in args.kinds:
+                ratios = [
+                    a.p50_ms / b.p50_ms for a, b in zip(runs[("this", kind)], runs[("before", kind)], strict=True)
+                ]
+                summary[f"ratio:{kind}"] = {"p50": statistics.median(ratios)}
+                print(
+                    f"  {kind:<12} {statistics.median(ratios):5.2f}  (rounds: {' '.join(f'{r:.2f}' for r in ratios)})"
+                )
         if args.json:
             args.json.write_text(json.dumps(summary, indent=2))
     return 0
