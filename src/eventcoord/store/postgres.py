@@ -218,6 +218,18 @@ class PostgresEventStore(EventStore):
             return result
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
+    async def query_one(self, fn: Callable[[Connection], T]) -> T:
+        try:
+            async with self.engine.connect() as conn:
+                # The driver then sends the statement alone: no BEGIN, no ROLLBACK (the
+                # isolation level is the adapter's flag; setting it sends nothing).
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+                return await conn.run_sync(fn)
+        except Exception as e:
+            if pg_writer.connection_lost(e):
+                raise StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}") from e
+            raise
+
     async def _lane(self) -> None:
         """One writer: whenever it is free, take every waiting command (up to MAX_BATCH).
 
