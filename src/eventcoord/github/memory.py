@@ -7,7 +7,8 @@ the mirror added (``added``) or took back (``removed``), a conflict it reported
 without a session by a human or admin token count, so an agent cannot write into it.
 Each record carries ``seq`` (the previous record's plus one) and is posted with a
 ``command_id`` made of it: a repeated post changes nothing, and two syncs that race for
-the same ``seq`` are told apart by the server (``IDEMPOTENCY_MISMATCH``).
+the same ``seq`` are told apart by the server (``IDEMPOTENCY_MISMATCH``; ``FORBIDDEN`` if
+the other sync used another token).
 """
 
 from __future__ import annotations
