@@ -4,7 +4,7 @@ Tokens are 256 random bits, so a fast hash is the right one (no password stretch
 the hot path). Each has a public ``token_id`` (derived from its digest) that
 ``revoke_token`` names. Positive lookups are cached for at most :data:`CACHE_SECONDS`
 (keyed by the token itself, not by how the header was spelled), so a revocation
-committed on any replica is honoured by every replica within a second (SPEC §5).
+committed on any replica is honoured by every replica within a second (docs/protocol.md#roles).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from eventcoord.store.schema import tokens, workspaces
 
 ROLES: tuple[Role, ...] = ("admin", "human", "agent", "reader")
 #: How long a token lookup is trusted: a revoked token stops working on every replica
-#: within this (well under the second SPEC §5 allows).
+#: within this (well under the second the protocol allows).
 CACHE_SECONDS = 0.5
 
 
@@ -128,7 +128,7 @@ class Authenticator:
 
 
 def authorize(caller: Caller, cmd: AnyCommand) -> None:
-    """Role rules of SPEC §5; 403 FORBIDDEN when the role may not send this command."""
+    """Role rules of docs/protocol.md#roles; 403 FORBIDDEN when the role may not send this command."""
     role = caller.role
     if role == "admin":
         return
@@ -181,7 +181,7 @@ def revoke_stored_token(conn: Connection, token_id: str, now_us: int) -> bool:
 
 
 def authorize_session(caller: Caller, session_id: str, owner_token_id: str | None) -> None:
-    """SPEC §5: a session belongs to the token that registered it; another token of the
+    """A session belongs to the token that registered it; another token of the
     workspace naming it is 403 FORBIDDEN, unless it is an admin's. A session registered
     before sessions were bound (no owner) is anyone's of the workspace."""
     if owner_token_id is None or caller.role == "admin" or caller.token_id == owner_token_id:

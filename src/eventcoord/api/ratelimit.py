@@ -1,24 +1,13 @@
 """Rate limits: per token, per client address, and a brake on repeated failed authentication.
 
-An ASGI middleware in front of every route but ``/health``, with three kinds of token
-bucket (a rate per second refilling up to a burst), kept in this process's memory (a
-limit is admission control, not a correctness decision: each replica limits on its own):
-
-* **address** — every request from one client address, before authentication;
-* **token** — every request carrying one bearer token, read as authentication reads it
-  (:func:`eventcoord.auth.bearer_token`: scheme case and spaces do not make a new token);
-* **auth failures** — each 401 answered to an address takes one; while that bucket is
-  empty, the address's requests that do not carry a token known to be good are refused
-  without being looked at, so guessing tokens is slowed to the bucket's rate. A token is
-  known to be good only once authentication accepted it (:func:`vouch`), never because a
-  route that needs no token answered.
-
-A refusal is 429 ``RATE_LIMITED`` in the error envelope with ``Retry-After`` (whole
-seconds, at least 1) and ``details: {scope, retry_after}``. Why not litestar's
-``RateLimitMiddleware``: it counts a fixed window by storing every request's timestamp
-(a JSON list as long as the limit, re-encoded on every request), serialises all requests
-behind one lock, sends no ``Retry-After``, and knows neither tokens before authentication
-nor failed authentications.
+An ASGI middleware in front of every route but ``/health``, with three kinds of token bucket
+(a rate per second refilling up to a burst) in this process's memory: per client address,
+before authentication; per bearer token as authentication reads it (:func:`eventcoord.auth.bearer_token`:
+scheme case and spaces make no new token); and per address for failed authentications (each
+401 takes one; while none is left, requests without a token authentication accepted
+(:func:`vouch`) are refused unread). A refusal is 429 ``RATE_LIMITED`` with ``Retry-After``.
+The limits: docs/reliability.md#rate-limits; why not Litestar's middleware:
+docs/decisions/0010-our-own-rate-limiter.md.
 """
 
 from __future__ import annotations

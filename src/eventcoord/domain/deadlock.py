@@ -1,4 +1,6 @@
-"""The wait-for graph (SPEC §9): a session points at the live holders of what it waits for.
+"""The wait-for graph: a session points at the live holders of what it waits for.
+
+The rule: docs/protocol.md#deadlock.
 
 A new wait adds edges from the caller to the holders it would wait for; it is refused when
 one of them already reaches the caller (that would close a cycle). Pure, no I/O.

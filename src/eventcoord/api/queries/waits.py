@@ -1,4 +1,4 @@
-"""Reads of the waiting lines (SPEC §9): one row per waiter, ordered by key then place."""
+"""Reads of the waiting lines (docs/protocol.md#waiting): one row per waiter, ordered by key then place."""
 
 from __future__ import annotations
 

@@ -40,13 +40,13 @@ _EMPTY: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "mor
 
 # An ASGI route: the app's middleware (rate limits) and exception handlers apply as to every
 # route, but Litestar builds no Request, signature model or Response for it, and runs no
-# before_request hook. Those cost 8 to 15 µs of a command (docs/performance.md, phase 19), where
+# before_request hook. Those cost 8 to 15 µs of a command (bench/route_kinds.py), where
 # the handler already read what it needs from the raw scope and channel and sends its own
 # answer (``answers.CommandAnswer``). Its OpenAPI operation is written by ``api/openapi.py``:
 # Litestar leaves ASGI routes out of the schema.
 @asgi("/v1/commands", name="postCommand", copy_scope=False)
 async def post_command(scope: Scope, receive: Receive, send: Send) -> None:
-    """Decode, authorise, decide, append and answer one command (SPEC §3).
+    """Decode, authorise, decide, append and answer one command (docs/protocol.md#the-command-endpoint).
 
     The body is a JSON object tagged by ``type``. Success is
     ``{"ok": true, "result", "events", "position"}``; a refusal is the error envelope

@@ -1,4 +1,4 @@
-"""Routes of the waiting lines (SPEC §9)."""
+"""Routes of the waiting lines (docs/protocol.md#waiting)."""
 
 from __future__ import annotations
 
