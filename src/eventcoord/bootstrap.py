@@ -18,6 +18,7 @@ from eventcoord.harness.hooks import Hooks
 from eventcoord.history.asof import History
 from eventcoord.history.snapshot_process import SnapshotProcess
 from eventcoord.outbox.setup import Outbox, start_outbox
+from eventcoord.revocations import Revocations
 from eventcoord.service import Service
 from eventcoord.store import dbclock, open_store
 from eventcoord.store.base import EventStore
@@ -36,10 +37,12 @@ class Runtime:
     history: History
     snapshots: SnapshotProcess
     hooks: Hooks
+    revocations: Revocations
 
     async def stop(self) -> None:
         """Stop the snapshot worker's process and the outbox (relay, then broker), then close the store."""
         try:
+            await self.revocations.stop()
             await self.snapshots.stop()
             await self.outbox.stop()
         finally:
@@ -83,4 +86,5 @@ async def start(settings: Settings) -> Runtime:
         history=History(store),
         snapshots=worker,
         hooks=Hooks(service, store),
+        revocations=Revocations(store),
     )

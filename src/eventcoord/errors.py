@@ -203,6 +203,14 @@ def session_of_another_token(session_id: str) -> DomainError:
     return forbidden(f"session {session_id!r} belongs to the token that registered it", {"session_id": session_id})
 
 
+def command_of_another_token(command_id: str) -> DomainError:
+    """403: ``command_id`` was first sent by another token; its answer is that token's alone."""
+    return forbidden(
+        "this command_id was sent by another token: its answer is not yours to read; use a new command_id",
+        {"command_id": command_id},
+    )
+
+
 def token_not_found(token_id: str) -> DomainError:
     """404: no token ``token_id`` in this workspace."""
     return not_found(f"no token {token_id!r} in this workspace", {"token_id": token_id})
