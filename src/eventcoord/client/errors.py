@@ -7,7 +7,7 @@
     │   ├── NotFound            NOT_FOUND
     │   ├── Contended           ISSUE_HELD, HUMAN_HELD, FILES_CLAIMED, LEASE_HELD, WIP_CAP_REACHED, …
     │   ├── NotCurrent          SESSION_NOT_LIVE, NOT_HOLDER, NOT_FRESH_HOLDER, INVALID_TRANSITION
-    │   └── Retryable           CONCURRENCY, RATE_LIMITED, STORE_UNAVAILABLE
+    │   └── Retryable           CONCURRENCY, RATE_LIMITED, STORE_UNAVAILABLE, REQUEST_TIMEOUT
     └── Unreachable             no answer from the server (connection refused, timeout, a 5xx
                                 without an envelope)
 
@@ -82,7 +82,7 @@ class NotCurrent(Refused):
 class Retryable(Refused):
     """A transient refusal; the same request may succeed when sent again."""
 
-    codes = frozenset({"CONCURRENCY", "RATE_LIMITED", "STORE_UNAVAILABLE"})
+    codes = frozenset({"CONCURRENCY", "RATE_LIMITED", "STORE_UNAVAILABLE", "REQUEST_TIMEOUT"})
 
 
 class Unreachable(EventCoordError):
