@@ -288,3 +288,48 @@ async def test_a_rebuild_reproduces_the_lines_slots_and_hand_offs(
         assert [await again.get(path) for path in reads] == before
     finally:
         await again.close()
+
+
+async def test_the_waiting_lines_are_paged_by_key_then_place(api: Api) -> None:
+    """``limit`` rows at a time, ``next`` leading on; pages join into exactly the whole answer,
+    places going on across a page that ends inside a line; a cursor not handed out is 422."""
+    await api.ok({"type": "configure_project", "project": "P", "wip_limit": 50})
+    holder = await api.register(actor="holder")
+    for issue in ("A-1", "B-1", "C-1"):
+        await api.ok({"type": "claim_issue", "session_id": holder, "project": "P", "issue": issue})
+    await api.ok({"type": "claim_files", "session_id": holder, "issue": "A-1", "paths": ["src/"]})
+    await api.ok({"type": "acquire_lease", "session_id": holder, "name": "gpu"})
+    waits: list[dict[str, Any]] = [
+        {"type": "claim_issue", "project": "P", "issue": issue} for issue in ("B-1", "A-1", "C-1", "A-1", "B-1")
+    ]
+    waits += [{"type": "claim_issue", "project": "P", "issue": "A-1"}] * 3
+    waits += [{"type": "claim_files", "issue": "F-1", "paths": ["src/a.py", "src/b.py"]}] * 2
+    waits += [{"type": "acquire_lease", "name": "gpu"}] * 2
+    for i, body in enumerate(waits):
+        sid = await api.register(actor=f"w{i}")
+        r = await api.command({**body, "session_id": sid, "wait": True})
+        assert r.status_code == 409 and "waiting" in r.json()["error"]["details"], r.text
+
+    whole = await api.get("/v1/waits")
+    assert whole["next"] is None and len(whole["waits"]) == 14
+    lines = [(w["key"], w["kind"], w["place"]) for w in whole["waits"]]
+    assert lines == sorted(lines)  # by key, then kind, then place
+    assert [w["place"] for w in whole["waits"] if w["key"] == "A-1"] == [1, 2, 3, 4, 5]
+
+    for limit in (1, 3, 4, 13, 14):
+        pages: list[list[dict[str, Any]]] = []
+        after: str | None = None
+        while True:
+            page = await api.get("/v1/waits", limit=limit, **({"after": after} if after else {}))
+            assert len(page["waits"]) <= limit
+            pages.append(page["waits"])
+            after = page["next"]
+            if after is None:
+                break
+        assert all(len(p) == limit for p in pages[:-1]) and pages[-1], [len(p) for p in pages]
+        assert [w for p in pages for w in p] == whole["waits"], limit
+
+    r = await api.http.get("/v1/waits", params={"after": "not-a-cursor"})
+    assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "after", r.text
+    r = await api.http.get("/v1/waits", params={"limit": 0})
+    assert r.status_code == 422, r.text
