@@ -141,6 +141,55 @@ async def test_three_session_cycle_is_refused(api: Api) -> None:
     assert sorted(w["session_id"] for w in (await api.get("/v1/waits"))["waits"]) == sorted([a, b])
 
 
+async def test_a_slot_of_a_capacity_lease_is_a_deadlock_only_when_every_holder_waits_for_me(api: Api) -> None:
+    """A named lease of capacity 2: waiting for it needs any one slot. While one holder
+    waits for the caller and the other is free to release, the wait is no deadlock; once
+    both wait for the caller, it is one."""
+    a, b, c = [await api.register(actor=x) for x in "abc"]
+    for s in (a, b):
+        await api.ok({"type": "acquire_lease", "session_id": s, "name": "gpu", "capacity": 2})
+    for issue in ("I-1", "I-2"):
+        await api.ok({"type": "claim_issue", "session_id": c, "project": "P", "issue": issue})
+    await api.error(  # a holds 1 of the 2 slots and waits for c
+        {"type": "claim_issue", "session_id": a, "project": "P", "issue": "I-1", "wait": True}, 409, "ISSUE_HELD"
+    )
+    err = await api.error(
+        {"type": "acquire_lease", "session_id": c, "name": "gpu", "capacity": 2, "wait": True}, 409, "LEASE_HELD"
+    )
+    assert err["details"]["waiting"] == {"place": 1, "waiters": 1}  # b may release its slot
+    await api.ok({"type": "cancel_wait", "session_id": c, "name": "gpu"})
+
+    await api.error(  # now b waits for c as well: no slot can ever free for c
+        {"type": "claim_issue", "session_id": b, "project": "P", "issue": "I-2", "wait": True}, 409, "ISSUE_HELD"
+    )
+    err = await api.error(
+        {"type": "acquire_lease", "session_id": c, "name": "gpu", "capacity": 2, "wait": True}, 409, "DEADLOCK"
+    )
+    cycle = [(x["session_id"], x["kind"], x["key"], x["holder_session_id"]) for x in err["details"]["cycle"]]
+    assert cycle == [(c, "lease", "gpu", a), (a, "issue", "I-1", c)]
+    assert [e["data"]["session_id"] for e in await api.events("DeadlockRefused")] == [c]
+
+
+async def test_a_waiter_for_a_lease_with_a_free_slot_is_not_deadlocked(api: Api) -> None:
+    """A slot that expired is free (nothing sweeps: the line's next look hands it out), so
+    the session waiting for that lease is stuck behind nobody."""
+    a, b, c = [await api.register(actor=x) for x in "abc"]
+    await api.ok({"type": "acquire_lease", "session_id": a, "name": "gpu", "capacity": 2})
+    await api.ok({"type": "acquire_lease", "session_id": b, "name": "gpu", "capacity": 2, "ttl_seconds": 1})
+    await api.ok({"type": "claim_issue", "session_id": c, "project": "P", "issue": "I-1"})
+    await api.error(
+        {"type": "acquire_lease", "session_id": c, "name": "gpu", "capacity": 2, "wait": True}, 409, "LEASE_HELD"
+    )
+    deadline = time.monotonic() + 30
+    while any(x["session_id"] == b and x["held"] for x in (await api.get("/v1/named-leases"))["leases"]):
+        assert time.monotonic() < deadline, "b's one-second slot never expired"
+        await asyncio.sleep(0.1)
+    err = await api.error(  # a holds the one live slot; c could take the free one
+        {"type": "claim_issue", "session_id": a, "project": "P", "issue": "I-1", "wait": True}, 409, "ISSUE_HELD"
+    )
+    assert err["details"]["waiting"]["place"] == 1
+
+
 async def test_files_wait_is_handed_the_paths_when_the_holder_releases(api: Api) -> None:
     h, w = await api.register(actor="h"), await api.register(actor="w")
     await api.ok({"type": "claim_files", "session_id": h, "issue": "I-1", "paths": ["src/"]})
