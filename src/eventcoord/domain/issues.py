@@ -24,7 +24,6 @@ from eventcoord.domain.admission import (
     lock_delay_until,
 )
 from eventcoord.domain.handoff import IssueLine, hand_off_issue
-from eventcoord.domain.messages import agent_channel, post
 from eventcoord.domain.issue_view import (
     EffectiveState,
     IssueState,
@@ -33,6 +32,7 @@ from eventcoord.domain.issue_view import (
     effective_state,
     holder_view,
 )
+from eventcoord.domain.messages import agent_channel, post
 from eventcoord.domain.sessions import Claimant, SessionState, require_live, require_not_ended
 from eventcoord.events import (
     LeaseGranted,
