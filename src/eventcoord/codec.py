@@ -55,7 +55,7 @@ class EventMetadata(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
 
 
 class WireEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """An event as the log, Server-Sent Events and NATS carry it (SPEC §2)."""
+    """An event as the log, Server-Sent Events and NATS carry it (docs/protocol.md#events)."""
 
     position: int
     stream: str

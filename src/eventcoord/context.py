@@ -60,7 +60,7 @@ class Context:
         return liveness.cutoff(self.now_us, self.ttl_seconds)
 
     def is_live(self, last_seen_us: int | None, ended_us: int | None) -> bool:
-        """Liveness at decision time: not ended and seen within the TTL (SPEC §1)."""
+        """Liveness at decision time: not ended and seen within the TTL (docs/protocol.md#concepts)."""
         return liveness.is_live(last_seen_us, ended_us, self.cutoff_us)
 
 

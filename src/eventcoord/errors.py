@@ -7,11 +7,7 @@
     ├── StoreError             the event store failed (driver errors are translated here)
     │   └── StoreUnavailable   the database cannot be reached (503, with Retry-After)
     └── PublishError           the relay could not hand an event to NATS
-
-Every code, with its HTTP status, is a member of :class:`ErrorCode`; errors are built by
-named constructors, never from a bare string: the ones below (validation, access, the
-store), and the domain rules' refusals in :mod:`eventcoord.domain.refusals`
-(``refusals.issue_held(issue, holder)``). Callers assert on ``.code``, never on message text.
+Every code, with its HTTP status, is a member of :class:`ErrorCode`.
 """
 
 from __future__ import annotations
@@ -22,7 +18,13 @@ from typing import Any
 
 
 class ErrorCode(StrEnum):
-    """A stable, machine-readable error code and the HTTP status it answers with (SPEC §3)."""
+    """A stable, machine-readable error code and the HTTP status it answers with.
+
+    Every code of docs/protocol.md#errors is a member. Errors are built by named
+    constructors, never from a bare string: this module's (validation, access, the store),
+    and the domain rules' refusals in :mod:`eventcoord.domain.refusals`
+    (``refusals.issue_held(issue, holder)``). Callers assert on ``.code``, never on message text.
+    """
 
     status: int
 
@@ -170,7 +172,7 @@ def not_found(message: str, details: Mapping[str, Any] | None = None) -> DomainE
 
 
 def session_of_another_token(session_id: str) -> DomainError:
-    """403: the session was registered under another token (SPEC §5): only that token, or an
+    """403: the session was registered under another token (docs/protocol.md#roles): only that token, or an
     admin of the workspace, may drive it."""
     return forbidden(f"session {session_id!r} belongs to the token that registered it", {"session_id": session_id})
 
@@ -254,7 +256,7 @@ def store_unavailable(message: str = "the database cannot be reached; it is safe
     return DomainError(ErrorCode.STORE_UNAVAILABLE, message, retry_after=STORE_RETRY_AFTER)
 
 
-# --- client-side refusals (SPEC §7): defined in eventcoord.client.errors, re-exported here ---
+# --- client-side refusals (docs/protocol.md#clients): defined in eventcoord.client.errors, re-exported here ---
 # Loaded on first use: eventcoord.client.errors subclasses EventCoordError above, so a
 # plain import here would be circular whichever module is imported first.
 from typing import TYPE_CHECKING  # noqa: E402

@@ -2,7 +2,7 @@
 
 claim_files used to find its overlap candidates through ``ix_file_claims_workspace_time``
 on SQLite (every claim of the workspace, released ones included), so it slowed down with
-history (issue 12). Each test here fills a workspace with much history (released claims)
+history. Each test here fills a workspace with much history (released claims)
 and some live claims, lets the planner gather statistics (``ANALYZE``), then asks the
 database for the plan of the very statements the handlers and read models run, with the
 parameters they pass, and asserts the plan names the partial index of unreleased claims.
@@ -478,8 +478,9 @@ def _items(n: int) -> list[dict[str, Any]]:
     ]
 
 
-#: The commands' lookups of one live row, each with the one index it may use (issue 12
-#: item 4): (statement, parameters, index on PostgreSQL, index on SQLite).
+#: The commands' lookups of one live row, each with the one index it may use
+#: (docs/decisions/0006-one-index-per-lookup.md): (statement, parameters, index on PostgreSQL,
+#: index on SQLite).
 _BY_KEY: list[tuple[Prepared, dict[str, Any], str, str]] = [
     (issues_handler._LEASE_FOR_UPDATE, {"ws": WS, "issue": "LOAD-7"}, "uq_leases_unreleased", "uq_leases_unreleased"),
     (issues_handler._LEASE_PLAIN, {"ws": WS, "issue": "LOAD-7"}, "uq_leases_unreleased", "uq_leases_unreleased"),
@@ -542,7 +543,8 @@ def _index_of(plan: str) -> list[str]:
 
 
 async def test_each_lookup_of_a_live_row_has_one_index_whatever_the_statistics(store: Any, backend: str) -> None:
-    """No plan can drift (issue 12 item 4): on tables filled fast, before any ANALYZE, and in
+    """No plan can drift (docs/decisions/0006-one-index-per-lookup.md): on tables filled fast,
+    before any ANALYZE, and in
     the generic plan a prepared statement keeps from when its table was empty, each lookup
     reads the one index made for it. Before: leases by issue walked ``ix_leases_project_live``
     (every live lease of the workspace), work items by id ``ix_work_items_status_order``,
@@ -692,7 +694,7 @@ _QUEUE: list[tuple[Prepared, dict[str, Any], list[str], list[str]]] = [
 
 
 async def test_the_queue_reads_only_live_items_whatever_the_statistics(store: Any, backend: str) -> None:
-    """Issue 12 item 4 for the queue: every queue command looks for the project's stale
+    """One index per lookup for the queue: every queue command looks for the project's stale
     workers' items, a pull reads pages of queued items, a finish counts the worker's other
     active items. On empty tables, filled before ANALYZE and after, each reads live items
     only, through the one index that can serve it. Before (PostgreSQL, generic plans): the

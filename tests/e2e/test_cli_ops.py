@@ -1,5 +1,5 @@
 """Every command and read as a subcommand of ``eventcoord``, against a real server: tables by
-default, ``--json`` unchanged, the exit codes of SPEC §7 and the three ways to find the server."""
+default, ``--json`` unchanged, the exit codes of docs/protocol.md#clients and the three ways to find the server."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ async def test_a_session_claims_and_reads_with_tables_json_and_exit_codes(
 async def test_waiting_lines_and_capacity_slots_from_the_command_line(
     env: dict[str, str], api: Api, server: ServerProcess
 ) -> None:
-    """SPEC §9 from the shell: --wait, the waits table and --json, cancel-wait, --capacity, project limits."""
+    """Waiting from the shell: --wait, the waits table and --json, cancel-wait, --capacity, project limits."""
     limits = ("--wip-limit", "4", "--lock-delay-seconds", "0", "--agent-wip-limit", "2")
     configured = ec("configure-project", "--project", "W", *limits, env=env)
     assert configured.returncode == 0, configured.stderr

@@ -70,7 +70,7 @@ def test_every_command_and_read_through_the_sync_client(server: ServerProcess) -
 
 
 def test_waiting_lines_capacity_and_project_limits_through_the_sync_client(server: ServerProcess) -> None:
-    """SPEC §9 through typed methods: wait, list_waits, cancel_wait, capacity slots, configure_project."""
+    """Waiting through typed methods: wait, list_waits, cancel_wait, capacity slots, configure_project."""
     with Client(server.base_url, BOOTSTRAP) as ec:
         holder, first, second = (ec.register_agent(actor=a).session_id for a in ("holder", "first", "second"))
         ec.configure_project(project="W", wip_limit=5, lock_delay_seconds=0, agent_wip_limit=2)

@@ -1,4 +1,4 @@
-"""The foundation end to end (issue 2): a real ``eventcoord serve`` over HTTP, both backends.
+"""The foundation end to end: a real ``eventcoord serve`` over HTTP, both backends.
 
 Sessions and identity, liveness with a short TTL, the paged event log, idempotency, the
 error envelope for any input, auth and workspace scoping, the OpenAPI schema, and many

@@ -1,4 +1,4 @@
-"""History from the command line against real databases (SPEC §8): ``rebuild --check`` and
+"""History from the command line against real databases (docs/protocol.md#history): ``rebuild --check`` and
 ``--projection``, ``export`` + ``replay`` of a long mixed workload, ``archive``.
 
 Workloads run through the real pipeline (``Service.execute``) on the backend under test;

@@ -1,4 +1,4 @@
-"""Issue leases over HTTP against real servers, on both backends (issue 3)."""
+"""Issue leases over HTTP against real servers, on both backends."""
 
 from __future__ import annotations
 

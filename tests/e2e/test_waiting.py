@@ -1,4 +1,4 @@
-"""Waiting lines over HTTP with real concurrent clients, on both backends (issue 15, SPEC §9)."""
+"""Waiting lines over HTTP with real concurrent clients, on both backends (docs/protocol.md#waiting)."""
 
 from __future__ import annotations
 

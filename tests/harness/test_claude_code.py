@@ -9,12 +9,13 @@ it with the model's last words as its handoff note, when Claude Code exits.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 from tests.harness.conftest import ORIGINAL, claims_reader, harness_sessions, runtime_digest
 from tests.harness.harnesses import ClaudeCode
-from tests.harness.model_servers import Answer, MessagesServer, ToolCall
+from tests.harness.model_servers import WAIT_FOR_MCP, Answer, AwaitTools, MessagesServer, ToolCall
 from tests.helpers import Api, ServerProcess
 
 LAST_WORDS = "Wrote notes/plan.md; src/app.py is alice's (APP-1), so I left it alone."
@@ -83,8 +84,11 @@ async def test_a_write_to_a_held_file_is_stopped_and_a_free_one_is_claimed(
 async def test_claude_code_gets_eventcoord_tools_from_the_mcp_json_init_wrote(
     claude: ClaudeCode, coordinated: Path, holder: str, agent_env: dict[str, str]
 ) -> None:
+    tools = ("mcp__eventcoord__list_file_claims", "mcp__eventcoord__claim_files")
     script = [
-        ToolCall("WaitForMcpServers", {}),  # Claude Code connects MCP servers beside the first request
+        # Claude Code connects MCP servers beside the first request: it may offer them at
+        # once or offer WaitForMcpServers until they are connected.
+        AwaitTools(tools),
         ToolCall("mcp__eventcoord__list_file_claims", {}),
         Answer("alice holds src/app.py"),
     ]
@@ -93,8 +97,44 @@ async def test_claude_code_gets_eventcoord_tools_from_the_mcp_json_init_wrote(
         allowed = ("mcp__eventcoord__list_file_claims",)
         run = claude.run(coordinated, model, "who holds what?", env=agent_env, mcp=True, allowed_tools=allowed)
     assert run.returncode == 0, run.explain()
-    connected, claims = model.tool_results()
-    assert str(connected["content"]).startswith("ready: true"), connected
-    assert "mcp__eventcoord__claim_files" in [t["name"] for t in model.model_requests()[-1]["tools"]]
+    assert model.calls[-1] == "mcp__eventcoord__list_file_claims", model.calls
+    *waited, claims = model.tool_results()
+    assert len(waited) == model.calls.count(WAIT_FOR_MCP)
+    if waited:  # the wait ended with the servers connected
+        assert str(waited[-1]["content"]).startswith("ready: true"), waited
+    offered = [t["name"] for t in model.model_requests()[-1]["tools"]]
+    assert set(tools) <= set(offered), offered
     assert not claims.get("is_error") and "src/app.py" in str(claims["content"]), claims
     assert holder in str(claims["content"])
+
+
+async def test_a_commit_the_agent_makes_is_its_own_and_a_held_file_still_stops_it(
+    claude: ClaudeCode, coordinated: Path, api: Api, holder: str, agent_env: dict[str, str]
+) -> None:
+    """The pre-commit gate init installed, run by ``git commit`` in Claude Code's Bash tool: the
+    committer is the session Claude Code's hooks are bound to (Claude Code tells its commands
+    CLAUDE_CODE_SESSION_ID), even though git config names alice; so the file its hook claimed
+    commits, and alice's file does not."""
+    git = ["git", "-C", str(coordinated)]
+    assert subprocess.run([*git, "config", "eventcoord.session", holder], check=False).returncode == 0
+    commit_mine = "git add notes/mine.md && git commit -qm 'my notes' && echo COMMITTED"
+    commit_theirs = "echo '# mine' >> src/app.py && git commit -qam 'take app'; echo EXIT=$?"
+    script = [
+        ToolCall("Write", {"file_path": str(coordinated / "notes" / "mine.md"), "content": "mine\n"}),
+        ToolCall("Bash", {"command": commit_mine}),
+        ToolCall("Bash", {"command": commit_theirs}),
+        Answer("committed my notes; src/app.py is alice's"),
+    ]
+    who = {"GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@example.invalid"}
+    env = {**agent_env, **who, "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@example.invalid"}
+    with MessagesServer(script) as model:
+        run = claude.run(coordinated, model, "commit your notes", env=env, allowed_tools=("Bash",))
+    assert run.returncode == 0, run.explain()
+    written, mine, theirs = model.tool_results()
+    assert not written.get("is_error"), written
+    assert "COMMITTED" in str(mine["content"]), mine
+    assert "EXIT=1" in str(theirs["content"]) and f"src/app.py: held by alice (session {holder})" in str(
+        theirs["content"]
+    ), theirs
+    log = subprocess.run([*git, "log", "--format=%s"], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert log[:2] == ["my notes", "first"], log

@@ -1,4 +1,4 @@
-"""decide_claim_issue, in the order SPEC §5 checks.
+"""decide_claim_issue, in the order docs/protocol.md#claim_issue-in-order checks.
 
 Liveness, own lease, human hold, holder, force, cap, grant and reclaim.
 """

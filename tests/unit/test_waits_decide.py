@@ -1,4 +1,4 @@
-"""SPEC §9 decided without a database: lines served first, hand-off admission, lock delay."""
+"""Waiting (docs/protocol.md#waiting) decided without a database: lines served first, hand-off admission, lock delay."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Waiting lines, decided without a database: random waits and releases (SPEC §9).
+"""Waiting lines, decided without a database: random waits and releases (docs/protocol.md#waiting).
 
 The model keeps holders and lines the way the read models would after each decision, and
 asks the domain (join with its deadlock check, hand-off) for every step. However the steps

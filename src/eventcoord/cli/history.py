@@ -1,4 +1,4 @@
-"""Subcommands of history (SPEC §8): rebuild [--check] [--projection], export, replay, archive.
+"""Subcommands of history (docs/protocol.md#history): rebuild [--check] [--projection], export, replay, archive.
 
 Each opens the database named by ``--db`` / ``EVENTCOORD_DB_URL`` (like ``migrate``);
 none needs a running server, and each may run beside one.
@@ -192,7 +192,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     rebuild.set_defaults(fn=cmd_rebuild)
 
-    export = sub.add_parser("export", help="write the log as JSON Lines or CSV (SPEC §8 filters)")
+    export = sub.add_parser("export", help="write the log as JSON Lines or CSV (the filters of /v1/events)")
     _common(export)
     export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     export.add_argument("--workspace", help="only this workspace")

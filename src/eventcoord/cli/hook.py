@@ -1,14 +1,12 @@
 """The gates in git, and the ``hook`` subcommands: verify-hold, --record, pre-commit, pre-push.
 
-``claim-issue … --record`` writes the grant into the repository's git config
-(``eventcoord.session``, ``eventcoord.issue``, ``eventcoord.fencingToken``) and the server
-that granted it (``eventcoord.url``: verify-hold asks that server when neither ``--url`` nor
-``EVENTCOORD_URL`` names one, so a push from an IDE checks the right server). ``hook install``
-(and ``eventcoord init``, through ``write_git_hooks``) adds two gates to the repository's own
-git hooks: ``pre-push`` runs ``verify-hold`` with that hold and refuses the push only when
-the service refuses it (``NOT_FRESH_HOLDER`` names the current holder; no recorded hold, or
-no server, passes with a warning); ``pre-commit`` runs the commit gate (``cli.commit_gate``).
-``hook claude|codex`` is the coding-agent hook (``cli.harness_hook``).
+``claim-issue … --record`` writes the grant and the server that granted it into the
+repository's git config (``eventcoord.session``, ``.issue``, ``.fencingToken``, ``.url``:
+a push from an IDE, with no ``--url`` nor ``EVENTCOORD_URL``, checks the right server).
+``hook install`` (and ``eventcoord init``, through ``write_git_hooks``) adds two git hooks:
+``pre-push`` runs ``verify-hold`` and refuses the push only when the service refuses it (no
+recorded hold, or no server, passes with a warning); ``pre-commit`` runs the commit gate
+(``cli.commit_gate``). ``hook claude|codex`` is the coding-agent hook (``cli.harness_hook``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A subcommand per command and per read, from the generated table ``cli.subcommands`` (SPEC §7).
+"""A subcommand per command and per read, from the generated table ``cli.subcommands`` (docs/protocol.md#clients).
 
 ``eventcoord claim-issue --session-id S --project P --issue P-1``: each struct field is an
 option of the same name; the body sent is exactly the options given. Output is a table or a
@@ -77,7 +77,7 @@ class Answer:
 
 
 class Server:
-    """The server a subcommand talks to (found as SPEC §7 says), one request at a time."""
+    """The server a subcommand talks to (found as docs/protocol.md#clients says), one request at a time."""
 
     def __init__(self, url: str | None, token: str | None) -> None:
         from eventcoord.client.locate import locate

@@ -56,8 +56,9 @@ def freeze_startup_heap(_app: object = None) -> None:
 
     The modules, the app, the schema and the runtime live as long as the process, and a
     full collection walked all of them again: 70-150 ms with the event loop stopped, every
-    few seconds under load, which was the p99 of every command (docs/performance.md, issue
-    12 phase 4; bench/gc_traced_serve.py). Garbage from the start is collected first, so nothing is frozen
+    few seconds under load, which was the p99 of every command
+    (docs/decisions/0008-freeze-the-startup-heap.md; bench/gc_traced_serve.py). Garbage from
+    the start is collected first, so nothing is frozen
     that could be freed; objects made while serving are collected as before.
     """
     from eventcoord import metrics

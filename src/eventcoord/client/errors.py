@@ -2,16 +2,12 @@
 
     EventCoordError
     ├── Refused                 an error envelope: ``code``, ``message``, ``details``, ``status``
-    │   ├── InvalidRequest      VALIDATION, IDEMPOTENCY_MISMATCH, PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
-    │   ├── AccessDenied        UNAUTHENTICATED, FORBIDDEN
-    │   ├── NotFound            NOT_FOUND
-    │   ├── Contended           ISSUE_HELD, HUMAN_HELD, FILES_CLAIMED, LEASE_HELD, WIP_CAP_REACHED, …
-    │   ├── NotCurrent          SESSION_NOT_LIVE, NOT_HOLDER, NOT_FRESH_HOLDER, INVALID_TRANSITION
-    │   └── Retryable           CONCURRENCY, RATE_LIMITED, STORE_UNAVAILABLE, REQUEST_TIMEOUT
-    └── Unreachable             no answer from the server (connection refused, timeout, a 5xx
-                                without an envelope)
-
-Catch a family (``except Contended``) or test ``.code``; never match message text.
+    │   ├── InvalidRequest / AccessDenied / NotFound     the request, the token, the thing
+    │   ├── Contended / NotCurrent                       someone else holds it; yours is gone
+    │   └── Retryable                                    CONCURRENCY, RATE_LIMITED, STORE_UNAVAILABLE, REQUEST_TIMEOUT
+    └── Unreachable             no answer from the server (refused, timeout, a 5xx without an envelope)
+The codes of each family: :data:`FAMILIES` and docs/protocol.md#errors. Catch a family
+(``except Contended``) or test ``.code``; never match message text.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from eventcoord.errors import EventCoordError
 
 
 class Refused(EventCoordError):
-    """The service refused a command or a read with a stable ``code`` (SPEC §3 errors)."""
+    """The service refused a command or a read with a stable ``code`` (docs/protocol.md#errors)."""
 
     codes: ClassVar[frozenset[str]] = frozenset()
 

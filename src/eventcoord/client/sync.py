@@ -37,8 +37,8 @@ def _query(params: dict[str, Any] | None) -> str:
 class Client(Operations):
     """A synchronous client: ``Client().claim_issue(session_id=…, project=…, issue=…)``.
 
-    The server and token are found as SPEC §7 says (``url``/``token``, the environment,
-    the local data folder). Refusals raise ``eventcoord.errors.Refused`` subclasses; no
+    The server and token are found as docs/protocol.md#clients says (``url``/``token``, the environment,
+    the local data folder). Refusals raise ``eventcoord.client.Refused`` subclasses; no
     answer at all raises ``Unreachable``.
     """
 

@@ -1,4 +1,7 @@
-"""Admission of an issue grant (SPEC §5, §9): the project cap, the per-agent cap, lock delay.
+"""Admission of an issue grant: the project cap, the per-agent cap, the lock delay.
+
+The rules: docs/protocol.md#claim_issue-in-order, docs/protocol.md#per-agent-limit and
+docs/protocol.md#lock-delay.
 
 One set of rules for a direct claim and for a hand-off to a waiter. Pure, no I/O.
 """

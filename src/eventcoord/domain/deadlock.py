@@ -1,4 +1,6 @@
-"""The wait-for graph (docs/protocol.md#deadlock): a session points at the live holders of what it waits for.
+"""The wait-for graph: a session points at the live holders of what it waits for.
+
+The rule: docs/protocol.md#deadlock.
 
 A wait for an issue or for paths needs every holder to let go; a wait for a named lease
 needs any one slot (``ANY_OF``), so it is stuck only while every holder is, and never

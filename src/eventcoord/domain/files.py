@@ -1,7 +1,8 @@
 """File claims: pure decisions over the live claims a handler loaded.
 
 Overlap is ``domain.paths.overlaps`` (exact, never string equality); liveness of a holder
-is judged at decision time; the order of events within a command is SPEC §5's.
+is judged at decision time; the order of events within a command is
+docs/protocol.md#file-claim-events.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class ClaimFilesState:
     session: SessionState | None
     held: Sequence[ClaimRow]
     holders: dict[str, SessionState]
-    #: With ``wait: true``: joins the files line behind the live holders named (SPEC §9).
+    #: With ``wait: true``: joins the files line behind the live holders named.
     join: Callable[[Decision, SessionState, WaitStarted, errors.DomainError, Sequence[str]], Decision] | None = None
 
 

@@ -1,9 +1,9 @@
-"""Hand-off (SPEC §9): when a resource frees, its first live waiter that could take it now
-gets it, in the same decision, with every rule a direct claim obeys. Pure, no I/O.
+"""Hand-off (docs/protocol.md#waiting): when a resource frees, its first live waiter that
+could take it now gets it, in the same decision, with every rule a direct claim obeys.
 
 Each function appends to the decision that freed the resource: ``WaitAbandoned`` for the
 stale waiters it passed, the grant (``handed_off: true``) and a message on the waiter's
-channel ``agent:<session_id>``.
+channel ``agent:<session_id>``. Pure, no I/O.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Issue leases: claim (WIP cap, stale reclaim, force, waiting), release, verify_hold.
 
 Also the project configuration the WIP cap reads, and the grant a work-queue pull takes.
-Pure functions over the state a handler loaded; the orders of checks are SPEC §5's.
+Pure functions over the state a handler loaded; the orders of checks are
+docs/protocol.md#claim_issue-in-order and docs/protocol.md#verify_hold-in-order.
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ def _grant(view: IssueView, project: str, me: SessionState) -> tuple[int, Stream
 
 
 def stale_end_us(view: IssueView, ctx: Context) -> int:
-    """When a stale holder's lease counts as ended: its last sign of life + TTL (SPEC §9)."""
+    """When a stale holder's lease counts as ended: its last sign of life + TTL (docs/protocol.md#lock-delay)."""
     seen = view.holder.last_seen_us if view.holder is not None else ctx.now_us
     ended = view.holder.ended_us if view.holder is not None else None
     return min(ended if ended is not None else seen + ctx.ttl_seconds * 1_000_000, ctx.now_us)
@@ -201,7 +202,7 @@ def _wait(
     refusal: errors.DomainError,
     ctx: Context,
 ) -> Decision:
-    """Join the issue's line behind ``refusal`` (SPEC §9), or refuse without waiting."""
+    """Join the issue's line behind ``refusal`` (docs/protocol.md#waiting), or refuse without waiting."""
     if not cmd.wait or state.joining is None:
         if d.events:
             d.error = refusal
@@ -219,7 +220,7 @@ def _wait(
 
 
 def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Decision:
-    """claim_issue in SPEC §5 order, with SPEC §9's line, lock delay and per-agent limit.
+    """claim_issue in docs/protocol.md#claim_issue-in-order, with its line, lock delay and per-agent limit.
 
     Waiters ahead of the caller are served first: when the issue is free or reclaimable, the
     first live waiter admitted now is handed it (the caller then finds it held).
@@ -330,8 +331,8 @@ def grant_for_work(
     """The lease a work-queue pull takes on the item's issue, if it is takeable now.
 
     The caller's own lease is kept (no events); a ``free`` issue is granted while the
-    project is under its cap. Selection never hands out an issue that is not free (SPEC §1,
-    guard points): a stale holder's lease is reclaimable only by ``claim_issue``'s explicit
+    project is under its cap. Selection never hands out an issue that is not free (a guard
+    point, docs/protocol.md#concepts): a stale holder's lease is reclaimable only by ``claim_issue``'s explicit
     takeover, so such an item is skipped — unless ``recovered``, i.e. the stale-worker
     recovery of this very pull released that lease (the worker's own item went back to the
     queue), which leaves the issue free: its release is then recorded as ``expired`` here.

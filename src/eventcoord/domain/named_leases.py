@@ -1,14 +1,10 @@
 """Named leases (leader election, capacity slots): acquire, renew, release. Pure, no I/O.
 
-With ``capacity`` N (SPEC §9, fixed by the first acquire) a name has up to N holders, each
-a slot with its own fencing token; with the default 1 it is the leader lease below.
-
-``ttl_seconds`` defaults to 30. ``acquire_lease`` wins when the name is
-free, expired (``expires_at <= now``) or already the caller's (then it is a renewal:
-``NamedLeaseRenewed``, same token); a new grant's token is the last one plus 1 and the
-expired holder's release (reason ``expired``) is recorded first. Only the holder of
-record may renew or release (409 ``NOT_HOLDER``), even after expiry as long as nobody
-else has acquired it; anyone else acquiring a live lease gets 409 ``LEASE_HELD``.
+With ``capacity`` N (fixed by the first acquire, docs/protocol.md#capacity) a name has up
+to N holders, each a slot with its own fencing token; with the default 1 it is the leader
+lease below. The rules are docs/protocol.md#named-lease-rules (``ttl_seconds`` defaults to
+30); the holder of record may still renew or release after expiry, as long as nobody else
+has acquired the name.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ class SessionState:
 
 @dataclass(frozen=True, slots=True)
 class Identity:
-    """A resolved actor identity (SPEC §1, §5)."""
+    """A resolved actor identity (docs/protocol.md#identity)."""
 
     actor_key: str
     source: str
@@ -84,7 +84,7 @@ class EndState:
     """What end_agent decides on: the session and everything it holds.
 
     ``hand_off`` adds, after the releases, the grants of what the session freed to the
-    first waiters of each line and the end of the session's own wait (SPEC §9).
+    first waiters of each line and the end of the session's own wait.
     """
 
     session: SessionState | None

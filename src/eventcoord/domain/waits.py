@@ -1,9 +1,9 @@
-"""Waiting lines (SPEC §9): join a resource's FIFO line, leave it, drop stale waiters. Pure.
+"""Waiting lines (docs/protocol.md#waiting): join a resource's FIFO line, leave it, drop stale waiters.
 
 A line is the waits of one resource (``kind``, ``key``) in log order: the place of a waiter
 is its rank by the position of its ``WaitStarted``. A session waits in one line at a time
 (so a hand-off, which ends the waiter's only wait, can never close a wait-for cycle).
-Stale or ended waiters are dropped (``WaitAbandoned``) whenever their line is looked at.
+Stale or ended waiters are dropped (``WaitAbandoned``) whenever their line is looked at. Pure.
 """
 
 from __future__ import annotations

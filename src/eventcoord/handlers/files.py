@@ -127,8 +127,9 @@ def starts_with(conn: Connection, column: Any, prefix: str) -> ColumnElement[boo
 
 
 # The overlap candidates are read through the partial index of unreleased claims only, by
-# construction (issue 12): on SQLite every probe names it (``INDEXED BY``: the planner
-# cannot drift to ``ix_file_claims_workspace_time``, which holds every claim ever made);
+# construction (docs/decisions/0006-one-index-per-lookup.md): on SQLite every probe names
+# it (``INDEXED BY``: the planner cannot drift to ``ix_file_claims_workspace_time``, which
+# holds every claim ever made);
 # on PostgreSQL the probes are ranges on ``literal_prefix COLLATE "C"``, an expression only
 # ``ix_file_claims_live_c`` (partial, unreleased claims) indexes. Each probe reads only the
 # claims whose prefix can overlap, so neither history nor live claims elsewhere in the

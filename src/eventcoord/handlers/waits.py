@@ -1,4 +1,4 @@
-"""Loading the waiting lines (SPEC §9): a line in FIFO order, a session's wait, the graph.
+"""Loading the waiting lines (docs/protocol.md#waiting): a line in FIFO order, a session's wait, the graph.
 
 Joining a line locks the workspace row first (the lock claim_files takes), so every wait
 that adds an edge to the wait-for graph is decided one after the other across replicas:

@@ -1,4 +1,4 @@
-"""Export, replay and archive (SPEC §8): the log to a file, a file into an empty store,
+"""Export, replay and archive (docs/protocol.md#history): the log to a file, a file into an empty store,
 a prefix of the log moved to a file.
 
 Files are JSON Lines whose lines are exactly the ``/v1/events`` objects, in position order

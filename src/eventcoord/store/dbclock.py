@@ -1,4 +1,4 @@
-"""The database's clock and the liveness TTL, as every decision and read sees them (SPEC §5).
+"""The database's clock and the liveness TTL, as every decision and read sees them (docs/protocol.md#liveness).
 
 PostgreSQL's clock is the one clock all replicas share; SQLite lives in one file on one
 host, so its clock is this host's. The TTL is kept in the database (``settings``) and
@@ -27,7 +27,7 @@ _PG_NOW = "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint"
 
 
 def read(conn: Connection) -> tuple[int, int]:
-    """The database's clock in microseconds and the liveness TTL in seconds (SPEC §5)."""
+    """The database's clock in microseconds and the liveness TTL in seconds."""
     b = batch.current(conn)
     if b is not None:  # read once per batch, with the TTL, in the batch's first statement
         return b.now_us, b.ttl

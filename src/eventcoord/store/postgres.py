@@ -34,13 +34,11 @@ _MIGRATION_LOCK = 0x6576636F  # "evco": one replica migrates at a time
 #: Writers (connections, batches in flight) per replica; ``EVENTCOORD_PG_WRITERS`` sets it.
 #: A command's cost on PostgreSQL is mostly its round trips, and one writer waits for each
 #: in turn; with two, one decides while the other waits (commits still take turns on the
-#: position counter). Two raise a lone replica's throughput on uncontended commands
-#: (bench/commands.py: heartbeats 1,125 -> 1,831/s, claim_issue 322 -> 516/s), but where
-#: commands contend (bench/fleet.py: one queue, teams sharing projects) the two batches
-#: take each other's row locks: short lock waits cut off, passes rolled back, careful
-#: batches, and now and then a backlog that feeds itself (p99 0.2-3.7 s at 2,000 agents
-#: in three of five runs, against 21-171 ms with one writer, no rollback). So one it is;
-#: raise it for loads whose commands touch disjoint rows (docs/performance.md).
+#: position counter). Two raise a lone replica's throughput on uncontended commands, but
+#: where commands contend (one queue, teams sharing projects) the two batches take each
+#: other's row locks: short lock waits cut off, passes rolled back, careful batches, and now
+#: and then a backlog that feeds itself. So one it is; raise it for loads whose commands
+#: touch disjoint rows (docs/decisions/0002-one-writer-on-sqlite.md).
 WRITERS = 1
 #: Seconds to wait for a new connection before the database counts as unreachable (503).
 CONNECT_TIMEOUT = 5.0
@@ -219,6 +217,18 @@ class PostgresEventStore(EventStore):
             self._outage.answered()
             return result
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def query_one(self, fn: Callable[[Connection], T]) -> T:
+        try:
+            async with self.engine.connect() as conn:
+                # The driver then sends the statement alone: no BEGIN, no ROLLBACK (the
+                # isolation level is the adapter's flag; setting it sends nothing).
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+                return await conn.run_sync(fn)
+        except Exception as e:
+            if pg_writer.connection_lost(e):
+                raise StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}") from e
+            raise
 
     async def _lane(self) -> None:
         """One writer: whenever it is free, take every waiting command (up to MAX_BATCH).

@@ -38,7 +38,7 @@ events = Table(
     Column("recorded_us", BigInt, nullable=False),
     UniqueConstraint("workspace", "stream", "version", name="uq_events_stream_version"),
     Index("ix_events_workspace_position", "workspace", "position"),
-    # The log filtered by type (SPEC §8, 0004_history): a seek, then position order. Streams
+    # The log filtered by type (docs/protocol.md#history, 0004_history): a seek, then position order. Streams
     # use uq_events_stream_version, times a search over positions (eventcoord.history.logreads).
     Index("ix_events_workspace_type_position", "workspace", "type", "position"),
 )

@@ -23,7 +23,7 @@ KEEP_ALIVE_FRAME = b": keep-alive\n\n"
 
 
 def parse_filters(types: list[str] | None, stream: str | None, since: str | None, until: str | None) -> Filters:
-    """SPEC §8 filters of the log from the query; a bad one is 422 VALIDATION naming it."""
+    """The log's filters (docs/protocol.md#history) from the query; a bad one is 422 VALIDATION naming it."""
     for t in types or ():
         if t not in EVENT_TYPES:
             raise errors.invalid("type", f"unknown event type {t!r}")
@@ -54,7 +54,7 @@ async def list_events(
     until: Annotated[str | None, Parameter(description="RFC 3339 on recorded_at, exclusive")] = None,
 ) -> Response[bytes]:
     """``{"events": [...]}``: the workspace's events with position > ``after``, optionally
-    filtered (SPEC §8); filters never reorder, ``after``/``limit`` page as before."""
+    filtered (docs/protocol.md#history); filters never reorder, ``after``/``limit`` page as before."""
     who = await caller(request)
     f = parse_filters(types, stream, since, until)
     events = await runtime(request).store.query(lambda c: page(c, after, min(limit, 1000), who.workspace, f))

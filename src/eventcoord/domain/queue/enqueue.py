@@ -27,7 +27,7 @@ def check_blockers(blocked_by: Sequence[str], existing: Iterable[str]) -> list[s
 
 
 def check_issue_project(issue: str | None, project: str, issue_project: str | None) -> None:
-    """An issue belongs to the project named at its first claim (SPEC §5)."""
+    """An issue belongs to the project named at its first claim (docs/protocol.md#concepts)."""
     if issue is not None and issue_project is not None and issue_project != project:
         raise errors.invalid("issue", f"issue {issue!r} belongs to project {issue_project!r}, not {project!r}")
 
