@@ -52,6 +52,7 @@ class ErrorCode(StrEnum):
     METHOD_NOT_ALLOWED = ("METHOD_NOT_ALLOWED", 405, Family.OTHER)
     PAYLOAD_TOO_LARGE = ("PAYLOAD_TOO_LARGE", 413, Family.INVALID_REQUEST)
     UNSUPPORTED_MEDIA_TYPE = ("UNSUPPORTED_MEDIA_TYPE", 415, Family.INVALID_REQUEST)
+    REQUEST_TIMEOUT = ("REQUEST_TIMEOUT", 408, Family.RETRYABLE)
     SESSION_NOT_LIVE = ("SESSION_NOT_LIVE", 409, Family.NOT_CURRENT)
     ISSUE_HELD = ("ISSUE_HELD", 409, Family.CONTENDED)
     HUMAN_HELD = ("HUMAN_HELD", 409, Family.CONTENDED)
@@ -269,6 +270,11 @@ def concurrency() -> DomainError:
 def rate_limited(message: str, retry_after: int = 1) -> DomainError:
     """429: too many requests; retry after ``Retry-After``."""
     return DomainError(ErrorCode.RATE_LIMITED, message, retry_after=retry_after)
+
+
+def request_timeout() -> DomainError:
+    """408: the request's headers or body did not arrive in time; the connection is closed."""
+    return DomainError(ErrorCode.REQUEST_TIMEOUT, "the request did not arrive in time; send it again, faster")
 
 
 def internal() -> DomainError:

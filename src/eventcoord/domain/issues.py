@@ -33,6 +33,7 @@ from eventcoord.domain.issue_view import (
     effective_state,
     holder_view,
 )
+from eventcoord.domain.messages import agent_channel, post
 from eventcoord.domain.sessions import Claimant, SessionState, require_live, require_not_ended
 from eventcoord.events import (
     LeaseGranted,
@@ -291,6 +292,8 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
         d.result = {"superseded": es.holder} if reason == "superseded" else {}
     token, granted = _grant(view, cmd.project, me)
     d.events.append(granted)
+    if lease is not None and reason == "superseded" and lease.session_id not in (None, me.session_id):
+        _tell_superseded(d, cmd.issue, lease.session_id, Claimant(me.session_id, me.actor_key), token)
     d.result = {
         **(d.result or {}),
         "issue": cmd.issue,
@@ -301,6 +304,18 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
     if reclaimed_from is not None:
         d.result["reclaimed_from"] = reclaimed_from
     return d.decided()
+
+
+def _tell_superseded(d: Decision, issue: str, holder: str, me: Claimant, token: int) -> None:
+    """A forced takeover is told to the one who loses it, on its own channel (as a forced
+    claim_files is; docs/protocol.md#claim_issue-in-order)."""
+    post(
+        d,
+        agent_channel(holder),
+        me,
+        f"Your lease on issue {issue} was taken over with force by session {me.session_id} ({me.actor_key}), "
+        f"now its holder with fencing token {token}: stop working on it, do not push or publish.",
+    )
 
 
 def grant_for_work(

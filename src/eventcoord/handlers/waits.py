@@ -21,7 +21,7 @@ from eventcoord.domain.files import ClaimRow, holder_is_live, normalise_paths
 from eventcoord.domain.paths import overlaps
 from eventcoord.handlers.common import WS, load_session, load_sessions
 from eventcoord.liveness import live_clause
-from eventcoord.projections.tables import leases, named_lease_slots, sessions, waits
+from eventcoord.projections.tables import leases, named_lease_slots, named_leases, sessions, waits
 from eventcoord.reads.files import lock_workspace, overlap_candidates
 from eventcoord.store.prepared import Prepared
 
@@ -135,7 +135,15 @@ def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
         ):
             issue_holders.setdefault(issue, []).append(sid)
     lease_holders: dict[str, list[str]] = {}
+    capacity: dict[str, int] = {}
     if lease_keys:
+        capacity = dict(
+            conn.execute(
+                select(named_leases.c.name, named_leases.c.capacity).where(
+                    (named_leases.c.workspace == ctx.workspace) & named_leases.c.name.in_(lease_keys)
+                )
+            ).all()
+        )
         for name, sid in conn.execute(
             select(named_lease_slots.c.name, named_lease_slots.c.session_id).where(
                 (named_lease_slots.c.workspace == ctx.workspace)
@@ -154,7 +162,10 @@ def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
             for h in issue_holders.get(w.key, ()):
                 graph.add(w.session_id, "issue", w.key, h)
         elif w.kind == "lease":
-            for h in lease_holders.get(w.key, ()):
+            held = lease_holders.get(w.key, ())
+            if len(held) < capacity.get(w.key, 1):  # a slot is free: its next look serves it
+                graph.add_free(w.session_id)
+            for h in held:
                 graph.add(w.session_id, "lease", w.key, h)
         else:
             for c in claims:
