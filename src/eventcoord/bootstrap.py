@@ -1,4 +1,4 @@
-"""One place that wires the service together: store, outbox, service, authenticator, hooks.
+"""One place that wires the service together: store, outbox, service, authenticator, hooks, chainer.
 
 :func:`start` opens and migrates the store, prepares it (the ``default`` workspace, the
 TTL given on the command line), starts the outbox and builds the command pipeline with
@@ -16,6 +16,7 @@ from eventcoord.auth import Authenticator, ensure_workspace
 from eventcoord.config import Settings
 from eventcoord.harness.hooks import Hooks
 from eventcoord.history.asof import History
+from eventcoord.history.chain_process import ChainProcess
 from eventcoord.history.snapshot_process import SnapshotProcess
 from eventcoord.outbox.setup import Outbox, start_outbox
 from eventcoord.revocations import Revocations
@@ -38,11 +39,13 @@ class Runtime:
     snapshots: SnapshotProcess
     hooks: Hooks
     revocations: Revocations
+    chainer: ChainProcess
 
     async def stop(self) -> None:
-        """Stop the snapshot worker's process and the outbox (relay, then broker), then close the store."""
+        """Stop the chainer's and the snapshot worker's processes, the outbox (relay, then broker), the store."""
         try:
             await self.revocations.stop()
+            await self.chainer.stop()
             await self.snapshots.stop()
             await self.outbox.stop()
         finally:
@@ -73,6 +76,9 @@ async def start(settings: Settings) -> Runtime:
         # In a process of its own: a snapshot's replay would hold this process's GIL.
         worker = SnapshotProcess(store, settings.database_url, settings.snapshot_every)
         worker.start()
+        # In a process of its own too: hashing the log would take this process's GIL.
+        chainer = ChainProcess(store, settings.database_url)
+        chainer.start()
     except BaseException:
         await store.close()
         raise
@@ -87,4 +93,5 @@ async def start(settings: Settings) -> Runtime:
         snapshots=worker,
         hooks=Hooks(service, store),
         revocations=Revocations(store),
+        chainer=chainer,
     )

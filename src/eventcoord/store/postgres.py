@@ -219,16 +219,47 @@ class PostgresEventStore(EventStore):
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     async def query_one(self, fn: Callable[[Connection], T]) -> T:
+        """``fn``, one statement, sent alone (no ``BEGIN``/``ROLLBACK``); outages as :meth:`query`."""
+        for attempt in (1, 2):
+            try:
+                conn = await self.engine.connect()
+            except Exception as e:
+                raise self._outage.failed(pg_writer.describe(e)) from e
+            try:
+                try:
+                    # The isolation level is the adapter's flag; setting it sends nothing.
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    result = await conn.run_sync(fn)
+                finally:
+                    await _put_back(conn)
+            except Exception as e:
+                if not pg_writer.connection_lost(e):
+                    raise
+                if attempt == 2:
+                    raise self._outage.failed(pg_writer.describe(e)) from e
+                continue
+            self._outage.answered()
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def write_aside(self, fn: Callable[[Connection], T]) -> T:
+        """``fn`` in a transaction of its own on a pooled connection, beside the writers' batches.
+
+        An outage is :class:`StoreUnavailable`, as for a read (no retry: the caller decides).
+        """
         try:
-            async with self.engine.connect() as conn:
-                # The driver then sends the statement alone: no BEGIN, no ROLLBACK (the
-                # isolation level is the adapter's flag; setting it sends nothing).
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
+            conn = await self.engine.connect()
+        except Exception as e:
+            raise self._outage.failed(pg_writer.describe(e)) from e
+        try:
+            async with conn.begin():
                 return await conn.run_sync(fn)
         except Exception as e:
             if pg_writer.connection_lost(e):
-                raise StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}") from e
+                raise self._outage.failed(pg_writer.describe(e)) from e
             raise
+        finally:
+            await _put_back(conn)
 
     async def _lane(self) -> None:
         """One writer: whenever it is free, take every waiting command (up to MAX_BATCH).
