@@ -306,7 +306,7 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
     return d.decided()
 
 
-def _tell_superseded(d: Decision, issue: str, holder: str, me: Claimant, token: int) -> None:
+def _tell_superseded(d: Draft, issue: str, holder: str, me: Claimant, token: int) -> None:
     """A forced takeover is told to the one who loses it, on its own channel (as a forced
     claim_files is; docs/protocol.md#claim_issue-in-order)."""
     post(
