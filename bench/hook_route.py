@@ -16,10 +16,13 @@ opens one Claude Code session through ``POST /v1/hooks/claude`` (SessionStart) t
 * ``pre-denied``: a PreToolUse ``Write`` of alice's file (a ``ClaimConflict`` recorded, a deny).
 
 Payloads are shaped as the real harness sends them (``shared/reference/harnesses.md``).
-Prints each run and the medians of p50/p90/p99 per kind.
+Prints each run and the medians of p50/p90/p99 per kind. ``--before DIR`` starts a second
+server from another checkout's ``src`` (``git worktree add --detach DIR main``) on its own
+data and runs each kind on both back to back, then prints the median of the paired ratios.
 
     .venv/bin/python bench/hook_route.py
     .venv/bin/python bench/hook_route.py --db postgresql+asyncpg://postgres@127.0.0.1:5432
+    .venv/bin/python bench/hook_route.py --db … --before /tmp/before --rounds 5 --duration 4
 """
 
 from __future__ import annotations
@@ -117,44 +120,76 @@ def main() -> int:
     p.add_argument("--duration", type=int, default=8)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--connections", type=int, default=1)
+    p.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="another checkout (say `git worktree add /tmp/before main`) whose server is measured beside "
+        "this one, each kind on both in turn",
+    )
+    p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     p.add_argument("--json", type=Path, default=None, help="keep the numbers in this file")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ec-hook-bench-"))
+    builds: dict[str, list[str] | None] = {"this": None}
+    if args.before:
+        src = args.before.resolve() / "src"
+        builds["before"] = ["env", f"PYTHONPATH={src}", sys.executable, "-m", "eventcoord.cli", "serve"]
     with contextlib.ExitStack() as stack:
-        db = stack.enter_context(cp.fresh_postgres(args.db)) if args.db else None
-        server = cp.start_eventcoord(work / "data", cp.free_port(), db, None)
-        stack.callback(server.stop)
-        beater = seed(server.base)
-        runs: dict[str, list[cp.Run]] = {k: [] for k in KINDS}
+        servers, beaters = {}, {}
+        for build, serve in builds.items():
+            db = stack.enter_context(cp.fresh_postgres(args.db)) if args.db else None
+            server = cp.start_eventcoord(work / f"data-{build}", cp.free_port(), db, None, serve=serve)
+            stack.callback(server.stop)
+            servers[build], beaters[build] = server, seed(server.base)
+        runs: dict[tuple[str, str], list[cp.Run]] = {(b, k): [] for k in args.kinds for b in builds}
         for _ in range(args.rounds):
-            for kind in KINDS:
-                lua = work / f"{kind}.lua"
-                values = {
-                    "kind": kind,
-                    "sid": HARNESS_SESSION,
-                    "nonce": uuid.uuid4().hex[:10],
-                    "held": HELD,
-                    "token": cp.TOKEN,
-                    "cwd": CWD,
-                    "beater": beater,
-                }
-                lua.write_text(_LUA % values)
-                cp.wait_quiet(below=0.6, timeout=20)
-                run = cp.run_wrk(
-                    server, lua, connections=args.connections, duration=args.duration, threads=1, cpus=None, kind=kind
-                )
-                print(cp.fmt_run(run), flush=True)
-                runs[kind].append(run)
-        backend = "PostgreSQL" if db else "SQLite"
+            for kind in args.kinds:
+                for build, server in servers.items():
+                    lua = work / f"{kind}.lua"
+                    values = {
+                        "kind": kind,
+                        "sid": HARNESS_SESSION,
+                        "nonce": uuid.uuid4().hex[:10],
+                        "held": HELD,
+                        "token": cp.TOKEN,
+                        "cwd": CWD,
+                        "beater": beaters[build],
+                    }
+                    lua.write_text(_LUA % values)
+                    cp.wait_quiet(below=0.6, timeout=20)
+                    run = cp.run_wrk(
+                        server,
+                        lua,
+                        connections=args.connections,
+                        duration=args.duration,
+                        threads=1,
+                        cpus=None,
+                        kind=kind,
+                    )
+                    print(f"{build:<7}", cp.fmt_run(run), flush=True)
+                    runs[(build, kind)].append(run)
+        backend = "PostgreSQL" if args.db else "SQLite"
         print(f"\nmedians over {args.rounds} rounds, {args.connections} connection(s), {backend}:")
-        summary = {}
-        for kind, rs in runs.items():
+        summary: dict[str, dict[str, float]] = {}
+        for (build, kind), rs in runs.items():
             med = {q: statistics.median(getattr(r, q) for r in rs) for q in ("p50_ms", "p90_ms", "p99_ms", "rps")}
-            summary[kind] = med
+            med["cpu_us"] = statistics.median(r.server_cpu_us_per_req for r in rs)
+            summary[f"{build}:{kind}" if args.before else kind] = med
             print(
-                f"  {kind:<10} p50 {med['p50_ms']:5.2f} ms  p90 {med['p90_ms']:5.2f} ms  p99 {med['p99_ms']:6.2f} ms"
-                f"  ({med['rps']:.0f} req/s)"
+                f"  {build:<7}{kind:<12} p50 {med['p50_ms']:5.2f} ms  p90 {med['p90_ms']:5.2f} ms"
+                f"  p99 {med['p99_ms']:6.2f} ms  ({med['rps']:.0f} req/s, {med['cpu_us']:.0f} us CPU/req)"
             )
+        if args.before:  # each round's runs of a kind are back to back: their ratio is paired
+            print("\nthis / before, p50, the median of each round's ratio:")
+            for kind in args.kinds:
+                ratios = [
+                    a.p50_ms / b.p50_ms for a, b in zip(runs[("this", kind)], runs[("before", kind)], strict=True)
+                ]
+                summary[f"ratio:{kind}"] = {"p50": statistics.median(ratios)}
+                print(
+                    f"  {kind:<12} {statistics.median(ratios):5.2f}  (rounds: {' '.join(f'{r:.2f}' for r in ratios)})"
+                )
         if args.json:
             args.json.write_text(json.dumps(summary, indent=2))
     return 0

@@ -29,6 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import command_path as cp
 
 KINDS = ("heartbeat_agent", "claim_issue", "release_issue", "claim_files", "release_files", "queue")
+#: Hook route kinds (``POST /v1/hooks/claude`` without HTTP): a PreToolUse ``Write`` of a file
+#: the harness session holds, of a new file, of a file another session holds.
+HOOK_KINDS = ("pre_held", "pre_new", "pre_denied")
+CWD = "/home/dev/proj"
 COUNTS: collections.Counter[tuple[str, str]] = collections.Counter()
 
 
@@ -45,6 +49,18 @@ def _count_calls() -> None:
             return call
 
         setattr(asyncpg.connection.Connection, name, counted())
+    # What SQLAlchemy sends itself (its asyncpg adapter prepares, then fetches the statement).
+    for name in ("fetch", "fetchrow", "fetchval", "executemany"):
+        original = getattr(asyncpg.prepared_stmt.PreparedStatement, name)
+
+        def counted_prepared(original: Any = original, name: str = name) -> Callable[..., Awaitable[Any]]:
+            async def call(self: Any, *args: Any, **kw: Any) -> Any:
+                COUNTS[(f"prepared.{name}", " ".join(self.get_query().split()))] += 1
+                return await original(self, *args, **kw)
+
+            return call
+
+        setattr(asyncpg.prepared_stmt.PreparedStatement, name, counted_prepared())
 
 
 def claim(tier: str, sid: str, tag: str, k: int) -> dict[str, Any]:
@@ -94,6 +110,9 @@ async def measure(
                     measured = [
                         {"type": kind, "session_id": agents[k % at_once], "issue": f"{kind}-{k}"} for k in range(n)
                     ]
+            if kind in HOOK_KINDS:
+                out[kind] = await _hooks(service, store, operator, send, kind, n)
+                continue
             if kind == "queue":  # claim_next_work + finish_work, counted as two commands
                 # each agent pulls from its own project, as bench/commands.py's connections do;
                 # every agent pulls as often, so each project holds as many items as its puller takes
@@ -127,10 +146,44 @@ async def measure(
     return out
 
 
+async def _hooks(
+    service: Any, store: Any, caller: Any, send: Callable[[dict[str, Any]], Awaitable[Any]], kind: str, n: int
+) -> tuple[int, collections.Counter[tuple[str, str]]]:
+    """``n`` PreToolUse hooks of ``kind``, one at a time, each counted in full."""
+    from eventcoord.harness.hooks import Hooks
+    from eventcoord.harness.payloads import decode_payload
+
+    hooks = Hooks(service, store)
+    harness_session = f"bench-{kind}"
+
+    async def hook(payload: dict[str, Any]) -> Any:
+        body = {"session_id": harness_session, "cwd": CWD, **payload}
+        return await hooks.answer(caller, "claude", decode_payload(json.dumps(body).encode()))
+
+    def write(path: str) -> dict[str, Any]:
+        return {"hook_event_name": "PreToolUse", "tool_name": "Write", "tool_input": {"file_path": f"{CWD}/{path}"}}
+
+    await hook({"hook_event_name": "SessionStart", "source": "startup"})
+    if kind == "pre_held":
+        for k in range(n):
+            await hook(write(f"held/{k}.py"))
+        paths = [f"held/{k}.py" for k in range(n)]
+    elif kind == "pre_denied":
+        other = (await send({"type": "register_agent", "actor": "alice"}))["session_id"]
+        await send({"type": "claim_files", "session_id": other, "issue": "A-1", "paths": ["theirs.py"]})
+        paths = ["theirs.py"] * n
+    else:
+        paths = [f"new/{k}.py" for k in range(n)]
+    COUNTS.clear()
+    for path in paths:
+        await hook(write(path))
+    return n, collections.Counter(COUNTS)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--db", required=True, help="postgresql+asyncpg://user@host:port (a fresh database is made)")
-    p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
+    p.add_argument("--kinds", nargs="+", choices=KINDS + HOOK_KINDS, default=list(KINDS))
     p.add_argument("--count", type=int, default=20, help="commands of each kind (default 20)")
     p.add_argument(
         "--at-once",

@@ -74,6 +74,19 @@ def store_token(conn: Connection, token: str, workspace: str, role: Role, now_us
     return token_id
 
 
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization`` header, or None when it carries no bearer token.
+
+    The scheme is case-insensitive (RFC 9110 §11.1) and spaces around scheme and token are
+    not part of either. The rate limits key on this same reading, so a token cannot be
+    respelled into a new one (docs/protocol.md#under-attack).
+    """
+    parts = header.split(None, 1) if header else []
+    if len(parts) != 2 or parts[0].lower() != "bearer":
+        return None
+    return parts[1].strip() or None
+
+
 class Authenticator:
     """Turns an ``Authorization`` header into a :class:`Caller`."""
 
@@ -85,10 +98,9 @@ class Authenticator:
 
     async def authenticate(self, header: str | None) -> Caller:
         """The caller of a request; 401 UNAUTHENTICATED for a missing, unknown or revoked token."""
-        # The auth scheme is case-insensitive (RFC 9110 §11.1).
-        if not header or header[:7].lower() != "bearer ":
+        token = bearer_token(header)
+        if token is None:
             raise errors.unauthenticated("missing bearer token")
-        token = header[7:].strip()
         now = time.monotonic()
         # Keyed by the token, not the header's spelling: a hit costs no hashing at all.
         hit = self._cache.get(token)

@@ -19,6 +19,7 @@ from eventcoord.history.asof import History
 from eventcoord.history.chain_process import ChainProcess
 from eventcoord.history.snapshot_process import SnapshotProcess
 from eventcoord.outbox.setup import Outbox, start_outbox
+from eventcoord.revocations import Revocations
 from eventcoord.service import Service
 from eventcoord.store import dbclock, open_store
 from eventcoord.store.base import EventStore
@@ -37,11 +38,13 @@ class Runtime:
     history: History
     snapshots: SnapshotProcess
     hooks: Hooks
+    revocations: Revocations
     chainer: ChainProcess
 
     async def stop(self) -> None:
         """Stop the chainer's and the snapshot worker's processes, the outbox (relay, then broker), the store."""
         try:
+            await self.revocations.stop()
             await self.chainer.stop()
             await self.snapshots.stop()
             await self.outbox.stop()
@@ -89,5 +92,6 @@ async def start(settings: Settings) -> Runtime:
         history=History(store),
         snapshots=worker,
         hooks=Hooks(service, store),
+        revocations=Revocations(store),
         chainer=chainer,
     )

@@ -155,6 +155,11 @@ async def test_waiting_lines_and_capacity_slots_from_the_command_line(
     header, *rows = [line.split() for line in table.stdout.splitlines() if line.strip() and "───" not in line]
     assert header == ["kind", "key", "place", "session_id", "actor_key", "issue", "since"]
     assert [r[:5] for r in rows] == [["issue", "W-1", "1", first, "first"], ["issue", "W-1", "2", second, "second"]]
+    # Paged: one row, then the command line for the rest; that page goes on at place 2.
+    page = ec("waits", "--limit", "1", env=env).stdout.splitlines()
+    assert page[2].split()[:4] == ["issue", "W-1", "1", first] and page[3].startswith("(more: --after "), page
+    rest = ec("waits", "--limit", "1", "--after", page[3].removeprefix("(more: --after ").rstrip(")"), env=env)
+    assert [line.split()[:4] for line in rest.stdout.splitlines()[2:]] == [["issue", "W-1", "2", second]], rest.stdout
     raw = ec("waits", "--json", env=env)
     assert (
         raw.stdout.strip()

@@ -4,8 +4,10 @@ session has claimed exclusively stops the commit, naming path, holder and issue.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,8 @@ def commit(work: Path, env: dict[str, str], *paths: str, message: str = "change"
 @pytest.fixture
 def repo(tmp_path: Path, server: ServerProcess) -> tuple[Path, dict[str, str]]:
     """A repository with one commit and eventcoord's git hooks installed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVENTCOORD_", "GIT_"))}
+    # Nothing of a harness session the suite itself may run in (CLAUDE_CODE_SESSION_ID, …).
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVENTCOORD_", "GIT_", "CLAUDE_CODE_", "CODEX_"))}
     env.update(
         EVENTCOORD_URL=server.base_url,
         EVENTCOORD_TOKEN=BOOTSTRAP,
@@ -144,3 +147,118 @@ async def test_an_unreachable_server_lets_the_commit_through_with_a_warning(
         work, {**away, "EVENTCOORD_URL": env["EVENTCOORD_URL"], "EVENTCOORD_TOKEN": "bad"}, "src/w.py"
     )
     assert refused_token.returncode == 0 and "did not list the file claims (HTTP 401" in refused_token.stderr
+
+
+async def test_a_commit_inside_a_harness_session_is_that_sessions_own(
+    repo: tuple[Path, dict[str, str]], api: Api, holders: dict[str, str]
+) -> None:
+    """Inside Claude Code (CLAUDE_CODE_SESSION_ID) or Codex (CODEX_THREAD_ID) the committer is
+    the session the harness's hooks are bound to, even when git config names another one."""
+    work, env = repo
+    for harness, variable, harness_sid in (
+        ("claude", "CLAUDE_CODE_SESSION_ID", "eb58c0de-2f1e-4c6b-9a7d-000000000001"),
+        ("codex", "CODEX_THREAD_ID", "01a25201-63f6-7d12-94cc-0786cc7405b0"),
+    ):
+        mine = f"lib/{harness}.py"
+        common = {"session_id": harness_sid, "cwd": str(work)}
+        start = {**common, "hook_event_name": "SessionStart", "source": "startup"}
+        write = {
+            **common,
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Write",
+            "tool_input": {"file_path": str(work / mine), "content": "x"},
+        }
+        assert (await api.http.post(f"/v1/hooks/{harness}", json=start)).status_code == 200
+        r = await api.http.post(f"/v1/hooks/{harness}", json=write)
+        assert r.status_code == 200 and r.json() == {}, r.text  # claimed
+        bound = await api.get(f"/v1/hooks/{harness}/session", id=harness_sid)
+        assert bound["harness"] == harness and bound["live"] is True
+        # git config names alice: outside the harness she commits, and the harness's file is refused.
+        assert run("git", "config", "eventcoord.session", holders["alice"], cwd=work, env=env).returncode == 0
+        outside = commit(work, env, mine, message=f"outside {harness}")
+        assert outside.returncode == 1, outside.stderr
+        assert f"{mine}: held by " in outside.stderr and bound["session_id"] in outside.stderr
+        run("git", "reset", "-q", cwd=work, env=env)
+        # Inside the harness the same commit is its own; alice's file is still refused, naming her.
+        inside = {**env, variable: harness_sid}
+        assert commit(work, inside, mine, message=f"inside {harness}").returncode == 0
+        refused = commit(work, inside, "lib/a.py", message=f"not mine {harness}")
+        assert refused.returncode == 1 and f"lib/a.py: held by alice (session {holders['alice']})" in refused.stderr
+        run("git", "reset", "-q", cwd=work, env=env)
+        # A harness session no hook was answered for names no one: git config decides again.
+        stranger = {**env, variable: "never-seen"}
+        assert commit(work, stranger, "lib/a.py", message=f"as alice {harness}").returncode == 0
+
+
+async def test_the_hook_session_route_answers_404_for_an_unknown_session_and_reads_for_any_role(
+    api: Api,
+) -> None:
+    r = await api.http.get("/v1/hooks/claude/session", params={"id": "nobody"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND", r.text
+    r = await api.http.get("/v1/hooks/claude/session")
+    assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION", r.text
+    r = await api.http.get("/v1/hooks/other/session", params={"id": "x"})
+    assert r.status_code == 422, r.text
+    odd = "ü/../\u2028" + "x" * 5000  # any length and characters
+    payload = {"session_id": odd, "cwd": "/w", "hook_event_name": "SessionStart"}
+    assert (await api.http.post("/v1/hooks/codex", json=payload)).status_code == 200
+    reader = await api.client("reader")
+    found = await reader.get("/v1/hooks/codex/session", id=odd)
+    assert found["harness"] == "codex" and found["live"] is True
+
+
+def _venv_without_eventcoord(tmp_path: Path) -> Path:
+    """A virtualenv that sees this one's dependencies and holds its own copy of eventcoord
+    (the installation a git hook names); returns its python."""
+    import eventcoord
+
+    venv = tmp_path / "other-venv"
+    assert subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], timeout=120).returncode == 0
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    shutil.copytree(Path(eventcoord.__file__).parent, Path(site) / "eventcoord")
+    (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
+
+
+async def test_a_gate_whose_eventcoord_is_gone_says_what_to_do_and_lets_the_commit_through(
+    tmp_path: Path, repo: tuple[Path, dict[str, str]], holders: dict[str, str]
+) -> None:
+    """The installation the hook names is gone and no eventcoord is on the hook's PATH: not the
+    shell's cryptic 127 that stops every commit, but a warning saying what to do."""
+    work, env = repo
+    python = _venv_without_eventcoord(tmp_path)
+    installed = run(str(python), "-m", "eventcoord.cli", "hook", "install", "--repo", str(work), cwd=tmp_path, env=env)
+    assert installed.returncode == 0, installed.stderr
+    site = Path(
+        run(
+            str(python),
+            "-c",
+            "import eventcoord, os; print(os.path.dirname(eventcoord.__file__))",
+            cwd=tmp_path,
+            env=env,
+        ).stdout.strip()
+    )
+    assert str(site).startswith(str(tmp_path)) and str(python) in (work / ".git" / "hooks" / "pre-commit").read_text()
+    shutil.rmtree(site)  # uninstalled: the interpreter is still there, eventcoord is not
+    bare = {
+        **env,
+        "PATH": os.pathsep.join(str(Path(shutil.which(t) or t).parent) for t in ("git", "sh")),
+        "EVENTCOORD_SESSION": holders["alice"],
+    }
+    assert shutil.which("eventcoord", path=bare["PATH"]) is None
+    before = commits(work, env)
+    passed = commit(work, bare, "src/x.py")
+    assert passed.returncode == 0, passed.stderr
+    assert commits(work, env) == before + 1
+    assert "the pre-commit gate did not run: eventcoord is not on this hook's PATH" in passed.stderr
+    assert "committing without the gate" in passed.stderr and "Put eventcoord on the PATH" in passed.stderr
+    # With an eventcoord on the hook's PATH the gate runs again, and refuses bob's file.
+    on_path = {**bare, "PATH": os.pathsep.join([str(Path(sys.executable).parent), bare["PATH"]])}
+    refused = commit(work, on_path, "src/y.py")
+    assert refused.returncode == 1 and "src/y.py (claim src/): held by bob" in refused.stderr

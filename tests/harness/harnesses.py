@@ -216,11 +216,14 @@ class Codex:
         env: Mapping[str, str] = {},
         timeout: float = 60,
         trust_hooks: bool = True,
+        sandbox: str = "workspace-write",
     ) -> Run:
+        """One ``codex exec`` in ``repo``. ``sandbox``: how its commands run (``workspace-write``
+        keeps ``.git`` read-only and the network off; ``danger-full-access`` lets them commit)."""
         self.configure(repo, model)
         environment = _environment(self.home, {"CODEX_HOME": str(self.home), "LOCAL_API_KEY": "stand-in", **env})
         bypass = ["--dangerously-bypass-hook-trust"] if trust_hooks else []
-        argv = [str(self.executable), "exec", "--json", "--sandbox", "workspace-write", *bypass, prompt]
+        argv = [str(self.executable), "exec", "--json", "--sandbox", sandbox, *bypass, prompt]
         done, seconds = _run(argv, repo, environment, timeout)
         session_id = None
         for line in done.stdout.splitlines():

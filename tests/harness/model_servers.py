@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 
 @dataclass(frozen=True)
 class ToolCall:
-    """The model calls ``name``: Claude tools take a JSON ``input``; Codex's apply_patch the patch text."""
+    """The model calls ``name``: Claude tools take a JSON ``input``; Codex's apply_patch the patch
+    text, its function tools (``exec_command``) a JSON ``input`` (their arguments)."""
 
     name: str
     input: dict[str, Any] | str
@@ -248,13 +249,22 @@ class ResponsesServer(_ModelServer):
         return path.split("?", 1)[0] == "/v1/responses"
 
     def stream(self, turn: ToolCall | Answer, n: int, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        if isinstance(turn, ToolCall):
+        if isinstance(turn, ToolCall) and isinstance(turn.input, dict):  # a function tool (exec_command)
             item: dict[str, Any] = {
+                "type": "function_call",
+                "id": f"fc_{n}",
+                "call_id": f"call_{n}",
+                "name": turn.name,
+                "arguments": json.dumps(turn.input),
+                "status": "completed",
+            }
+        elif isinstance(turn, ToolCall):  # a freeform tool (apply_patch): its input is the text
+            item = {
                 "type": "custom_tool_call",
                 "id": f"ctc_{n}",
                 "call_id": f"call_{n}",
                 "name": turn.name,
-                "input": turn.input if isinstance(turn.input, str) else json.dumps(turn.input),
+                "input": turn.input,
                 "status": "completed",
             }
         else:

@@ -9,6 +9,7 @@ it with the model's last words as its handoff note, when Claude Code exits.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,35 @@ async def test_claude_code_gets_eventcoord_tools_from_the_mcp_json_init_wrote(
     assert set(tools) <= set(offered), offered
     assert not claims.get("is_error") and "src/app.py" in str(claims["content"]), claims
     assert holder in str(claims["content"])
+
+
+async def test_a_commit_the_agent_makes_is_its_own_and_a_held_file_still_stops_it(
+    claude: ClaudeCode, coordinated: Path, api: Api, holder: str, agent_env: dict[str, str]
+) -> None:
+    """The pre-commit gate init installed, run by ``git commit`` in Claude Code's Bash tool: the
+    committer is the session Claude Code's hooks are bound to (Claude Code tells its commands
+    CLAUDE_CODE_SESSION_ID), even though git config names alice; so the file its hook claimed
+    commits, and alice's file does not."""
+    git = ["git", "-C", str(coordinated)]
+    assert subprocess.run([*git, "config", "eventcoord.session", holder], check=False).returncode == 0
+    commit_mine = "git add notes/mine.md && git commit -qm 'my notes' && echo COMMITTED"
+    commit_theirs = "echo '# mine' >> src/app.py && git commit -qam 'take app'; echo EXIT=$?"
+    script = [
+        ToolCall("Write", {"file_path": str(coordinated / "notes" / "mine.md"), "content": "mine\n"}),
+        ToolCall("Bash", {"command": commit_mine}),
+        ToolCall("Bash", {"command": commit_theirs}),
+        Answer("committed my notes; src/app.py is alice's"),
+    ]
+    who = {"GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@example.invalid"}
+    env = {**agent_env, **who, "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@example.invalid"}
+    with MessagesServer(script) as model:
+        run = claude.run(coordinated, model, "commit your notes", env=env, allowed_tools=("Bash",))
+    assert run.returncode == 0, run.explain()
+    written, mine, theirs = model.tool_results()
+    assert not written.get("is_error"), written
+    assert "COMMITTED" in str(mine["content"]), mine
+    assert "EXIT=1" in str(theirs["content"]) and f"src/app.py: held by alice (session {holder})" in str(
+        theirs["content"]
+    ), theirs
+    log = subprocess.run([*git, "log", "--format=%s"], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert log[:2] == ["my notes", "first"], log

@@ -9,6 +9,7 @@ are claimed by Codex's own eventcoord session, which ends when Codex exits.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from tests.harness.conftest import ORIGINAL, claims_reader, harness_sessions, runtime_digest
@@ -78,3 +79,31 @@ async def test_a_patch_touching_a_held_file_is_refused_whole_and_a_free_one_clai
     assert ended[0]["data"]["handoff_note"] == LAST_WORDS
     claims = (await api.get("/v1/file-claims"))["file_claims"]
     assert [(c["path"], c["session_id"]) for c in claims] == [("src/app.py", holder)]
+
+
+async def test_a_commit_codex_makes_is_its_own_and_a_held_file_still_stops_it(
+    codex: Codex, coordinated: Path, api: Api, holder: str, agent_env: dict[str, str]
+) -> None:
+    """``git commit`` from Codex's ``exec_command`` (with full access: its default sandbox keeps
+    ``.git`` read-only and the network off): the committer is the session Codex's hooks are
+    bound to (CODEX_THREAD_ID), though git config names alice."""
+    repo = coordinated
+    git = ["git", "-C", str(repo)]
+    assert subprocess.run([*git, "config", "eventcoord.session", holder], check=False).returncode == 0
+    who = "-c user.name=agent -c user.email=agent@example.invalid"
+    script = [
+        ToolCall("apply_patch", patch("*** Add File: notes/mine.md\n+mine\n")),
+        ToolCall(
+            "exec_command", {"cmd": f"git add notes/mine.md && git {who} commit -qm 'my notes' && echo COMMITTED"}
+        ),
+        ToolCall("exec_command", {"cmd": f"echo x >> src/app.py && git {who} commit -qam 'take app'; echo EXIT=$?"}),
+        Answer("committed my notes; src/app.py is alice's"),
+    ]
+    with ResponsesServer(script) as model:
+        run = codex.run(repo, model, "commit your notes", env=agent_env, sandbox="danger-full-access")
+    assert run.returncode == 0, run.explain()
+    _patch, mine, theirs = (str(o.get("output")) for o in model.tool_outputs())
+    assert "COMMITTED" in mine, mine
+    assert "EXIT=1" in theirs and f"src/app.py: held by alice (session {holder})" in theirs, theirs
+    log = subprocess.run([*git, "log", "--format=%s"], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert log[:2] == ["my notes", "first"], log

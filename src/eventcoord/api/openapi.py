@@ -21,7 +21,7 @@ from litestar._openapi.plugin import OpenAPIPlugin
 from eventcoord.api.routes.hooks import post_hook
 from eventcoord.client.operations import READS
 from eventcoord.commands import COMMAND_TYPES, AnyCommand
-from eventcoord.harness.answers import HookAnswer
+from eventcoord.harness.answers import HookAnswer, HookSession
 from eventcoord.harness.payloads import AnyPayload
 
 REF = "#/components/schemas/{name}"
@@ -153,10 +153,10 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
     """Fill in the command body and the answers' shapes (in place; returns ``schema``)."""
     results = {op.name: op.result for op in READS}
     names = sorted(set(READ_OPERATIONS.values()))
-    types: list[Any] = [AnyCommand, _Ok, _Refused, AnyPayload, HookAnswer, *(results[n] for n in names)]
+    types: list[Any] = [AnyCommand, _Ok, _Refused, AnyPayload, HookAnswer, HookSession, *(results[n] for n in names)]
     refs, components = msgspec.json.schema_components(types, ref_template=REF)
     schema.setdefault("components", {}).setdefault("schemas", {}).update(components)
-    command_ref, ok_ref, refused_ref, hook_ref, hook_answer_ref, *read_refs = refs
+    command_ref, ok_ref, refused_ref, hook_ref, hook_answer_ref, hook_session_ref, *read_refs = refs
     by_read = dict(zip(names, read_refs, strict=True))
     refused = _json(refused_ref, "refused: the error envelope with a stable code")
     # POST /v1/commands is an ASGI route (``routes/commands.py``), which Litestar leaves out:
@@ -194,6 +194,11 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
                 responses.pop("400", None)  # a bad path or body is 422 VALIDATION, as everywhere
                 responses["200"] = _json(hook_answer_ref, "the JSON the harness reads: {}, context, or a deny")
                 for status in ("401", "403", "413", "415", "422", "429", "503"):
+                    responses[status] = refused
+            elif op_id == "getHookSession":
+                responses.pop("400", None)
+                responses["200"] = _json(hook_session_ref, "the bound eventcoord session")
+                for status in ("401", "404", "422", "429", "503"):
                     responses[status] = refused
             elif op_id in READ_OPERATIONS:
                 responses["200"] = _json(by_read[READ_OPERATIONS[op_id]], "the read's answer")

@@ -51,7 +51,11 @@ def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "after this many seconds without a request or an open stream (default 120)",
     )
     p.add_argument("--url", help="eventcoord server URL (EVENTCOORD_URL; default http://127.0.0.1:8765)")
-    p.add_argument("--token", help="bearer token (EVENTCOORD_TOKEN; default ./.eventcoord/admin-token)")
+    p.add_argument(
+        "--token",
+        help="stdio: bearer token (EVENTCOORD_TOKEN; default ./.eventcoord/admin-token); "
+        "not used over http, where each client sends its own",
+    )
     p.set_defaults(fn=run)
 
 

@@ -1,12 +1,12 @@
 """The pre-commit gate: a commit may not carry a file another live session has claimed exclusively.
 
-The committer's session is ``EVENTCOORD_SESSION``, else the repository's git config
-``eventcoord.session``. Each staged path (added, changed, deleted; a rename is both its
-paths) is matched against the workspace's live exclusive file claims with the claims' own
-pattern rules (a directory or glob claim covers what it names). A match held by another
-session refuses the commit (exit 1), naming path, holder and issue; the committer's own
-claims and unclaimed paths pass. With no committer session known the same text is only a
-warning (exit 0), and a server that cannot be asked lets the commit through with a warning.
+The committer's session is ``EVENTCOORD_SESSION``; else, in a harness's session (Claude
+Code's ``CLAUDE_CODE_SESSION_ID``, Codex's ``CODEX_THREAD_ID``), the session its hooks are
+bound to; else git config ``eventcoord.session``. Each staged path (a rename is both its
+paths) is matched against the workspace's live exclusive claims with their own pattern
+rules. A match held by another session refuses the commit (exit 1), naming path, holder and
+issue; the committer's own claims and unclaimed paths pass. With no committer known it only
+warns (exit 0), and a server that cannot be asked lets the commit through with a warning.
 """
 
 from __future__ import annotations
@@ -26,13 +26,46 @@ CLAIMS_LIMIT = 10000
 SESSION_VARIABLE = "EVENTCOORD_SESSION"
 
 
-def committer_session() -> str:
-    """``EVENTCOORD_SESSION``, else git config ``eventcoord.session``; '' when neither is set."""
+#: The variables in which a harness tells the commands it runs its own session id (the
+#: ``session_id`` of its hooks), by harness.
+HARNESS_VARIABLES = (("claude", "CLAUDE_CODE_SESSION_ID"), ("codex", "CODEX_THREAD_ID"), ("codex", "CODEX_SESSION_ID"))
+
+
+def committer_session(url: str = "", token: str = "") -> str:
+    """``EVENTCOORD_SESSION``; else the session the hooks of the harness running this commit
+    are bound to (asked of the server at ``url``); else git config ``eventcoord.session``;
+    '' when none is known."""
     from_env = os.environ.get(SESSION_VARIABLE, "").strip()
     if from_env:
         return from_env
+    if url:
+        for harness, variable in HARNESS_VARIABLES:
+            harness_session = os.environ.get(variable, "").strip()
+            if harness_session:
+                bound = harness_bound_session(url, token, harness, harness_session)
+                if bound:
+                    return bound
     done = subprocess.run(["git", "config", "--get", "eventcoord.session"], capture_output=True, text=True, check=False)
     return done.stdout.strip()
+
+
+def harness_bound_session(url: str, token: str, harness: str, harness_session: str) -> str:
+    """The eventcoord session ``harness``'s session is bound to; '' when none is (or the
+    server cannot say: the read of the claims then warns)."""
+    import json
+    from urllib.parse import quote
+
+    try:
+        status, body = request(
+            "GET",
+            f"{url}/v1/hooks/{harness}/session?id={quote(harness_session, safe='')}",
+            token,
+            timeout=TIMEOUT_SECONDS,
+        )
+        found = json.loads(body).get("session_id") if status == 200 else None
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return found if isinstance(found, str) else ""
 
 
 def staged_paths() -> list[str]:
@@ -77,7 +110,6 @@ def describe(path: str, claim: dict[str, Any]) -> str:
 
 def run(url: str | None = None, token: str | None = None) -> int:
     """Check the commit being made; the exit code for git (1 refuses it)."""
-    session = committer_session()
     try:
         paths = staged_paths()
     except RuntimeError as e:
@@ -86,6 +118,7 @@ def run(url: str | None = None, token: str | None = None) -> int:
     if not paths:
         return 0
     target = locate(url, token)
+    session = committer_session(target.url, target.token)
     claims = _live_claims(target.url, target.token)
     if claims is None:
         return 0

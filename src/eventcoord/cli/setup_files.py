@@ -175,20 +175,36 @@ def mcp_server(shown: str, text: str | None, executable: list[str], remove: bool
 
 
 def git_hook_block(name: str, executable: list[str]) -> str:
-    """What eventcoord adds to a git hook: this installation's eventcoord, else the one on PATH.
+    """What eventcoord adds to a git hook: this installation's eventcoord, else the one on PATH,
+    else a warning that says what to do.
 
-    A git hook stays in its clone, so naming this interpreter is safe; the fallback keeps the
-    hook working when this installation goes away (or when ``core.hooksPath`` is shared).
+    A git hook stays in its clone, so naming this interpreter is safe while the installation
+    is there (its module file is checked, not only the interpreter); the fallback keeps the
+    hook working once it is gone (or when ``core.hooksPath`` is shared). Git hooks often run
+    with another PATH than the shell's (an IDE, a harness's sandbox): when neither is found,
+    the gate says so and lets the commit or push through, as it does without a server,
+    rather than failing with the shell's "not found" (exit 127).
     """
     import sys
 
+    import eventcoord
+
     python = shlex.quote(sys.executable)
+    module = shlex.quote(str(Path(eventcoord.__file__).resolve().parent / "cli" / "__main__.py"))
     args = ' "$@"' if name == "pre-push" else ""
     fallback = shlex.join([*executable, "hook", name])
+    action = "committing" if name == "pre-commit" else "pushing"
+    before, after = (
+        f"eventcoord: warning: the {name} gate did not run: {executable[0]} is not on this hook's PATH (",
+        f") and {sys.executable} no longer has eventcoord; {action} without the gate. Put eventcoord on the "
+        "PATH git hooks see, or run 'eventcoord init' again from the installation you use",
+    )
+    warning = f'{shlex.quote(before)}"$PATH"{shlex.quote(after)}'
     return (
         f"{BEGIN} written by `eventcoord init`; `eventcoord init --remove` takes it out\n"
-        f"if [ -x {python} ]; then {python} -m eventcoord.cli hook {name}{args} || exit $?\n"
-        f"else {fallback}{args} || exit $?; fi\n"
+        f"if [ -x {python} ] && [ -f {module} ]; then {python} -m eventcoord.cli hook {name}{args} || exit $?\n"
+        f"elif command -v {shlex.quote(executable[0])} >/dev/null 2>&1; then {fallback}{args} || exit $?\n"
+        f"else echo {warning} >&2; fi\n"
         f"{END}\n"
     )
 

@@ -90,7 +90,8 @@ class ListNamedLeases(Read, frozen=True, kw_only=True):
 
 
 class ListWaits(Read, frozen=True, kw_only=True):
-    pass
+    after: Annotated[str, Meta(max_length=4096, description="the `next` of the previous page")] | None = None
+    limit: Limit | None = None
 
 
 class ReadMessages(Read, frozen=True, kw_only=True):

@@ -401,3 +401,5 @@ class Wait(Result, frozen=True, kw_only=True):
 
 class WaitsPage(Result, frozen=True, kw_only=True):
     waits: list[Wait]
+    #: The ``after`` of the next page; None on the last.
+    next: str | None = None

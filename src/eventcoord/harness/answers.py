@@ -31,6 +31,17 @@ class HookAnswer(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
 NOTHING = HookAnswer()
 
 
+class HookSession(msgspec.Struct, frozen=True, kw_only=True):
+    """The eventcoord session a harness's session is bound to (``GET /v1/hooks/{harness}/session``):
+    how a commit made inside the harness knows its committer."""
+
+    harness: str
+    session_id: str
+    actor_key: str | None
+    #: The session is live now (a hook renews it; an ended or stale one is renewed by the next hook).
+    live: bool
+
+
 def tell(event: str, text: str) -> HookAnswer:
     """Add ``text`` to the model's context at ``event`` (nothing, when there is no text)."""
     return (

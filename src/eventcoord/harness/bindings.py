@@ -10,8 +10,9 @@ old, sent by the one hook whose compare-and-set on the binding row takes the tur
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, update
@@ -21,7 +22,7 @@ from eventcoord import errors
 from eventcoord.commands import HeartbeatAgent, RegisterAgent
 from eventcoord.context import Caller
 from eventcoord.errors import DomainError, ErrorCode
-from eventcoord.harness.reads import BindingRow, Seen, binding
+from eventcoord.harness.reads import BindingRow, Seen, binding, binding_over
 from eventcoord.sanitize import clean_text
 from eventcoord.service import Service
 from eventcoord.store.base import EventStore
@@ -98,12 +99,20 @@ async def bind(
     caller: Caller,
     key: Key,
     also: Callable[[Connection, BindingRow], Any] | None = None,
+    *,
+    over: Sequence[str] | None = None,
 ) -> Bound:
     """The live session bound to ``key``: reused (with a sign of life when one is due), or
     registered now. ``also(conn, binding)`` runs in the same read as the binding's when the
-    session is reused (its answer is ``Bound.also``)."""
+    session is reused (its answer is ``Bound.also``); ``over`` instead reads, in the
+    binding's own statement, the patterns of the session's exclusive claims that could
+    cover these files (``reads.binding_over``: one round trip on PostgreSQL)."""
     for _ in range(_ATTEMPTS):
-        seen, extra = await store.query(lambda c: _read(c, key, also))
+        seen, extra = await (
+            store.query_one(partial(_read_over, key, over))
+            if over is not None
+            else store.query(partial(_read, key, also))
+        )
         row = seen.row
         if row is not None and seen.live:
             beat = beat_due(row.last_seen_us, seen.now_us, seen.ttl_seconds)
@@ -119,7 +128,11 @@ async def bind(
     raise errors.concurrency()
 
 
-def _read(conn: Connection, key: Key, also: Callable[[Connection, BindingRow], T] | None) -> tuple[Seen, T | None]:
+def _read_over(key: Key, files: Sequence[str], conn: Connection) -> tuple[Seen, Any]:
+    return binding_over(conn, key.workspace, key.harness, key.thread, files)
+
+
+def _read(key: Key, also: Callable[[Connection, BindingRow], T] | None, conn: Connection) -> tuple[Seen, T | None]:
     seen = binding(conn, key.workspace, key.harness, key.thread)
     if also is None or seen.row is None or not seen.live:
         return seen, None

@@ -19,7 +19,7 @@ from eventcoord.context import Caller
 from eventcoord.domain.paths import matches
 from eventcoord.errors import DomainError, ErrorCode
 from eventcoord.harness import arrivals, others, reads
-from eventcoord.harness.answers import NOTHING, HookAnswer, deny, tell
+from eventcoord.harness.answers import NOTHING, HookAnswer, HookSession, deny, tell
 from eventcoord.harness.bindings import Bound, Key, as_bound, bind, bound_session, deliver, remember_message, thread_of
 from eventcoord.harness.briefing import NOTES, PEERS, briefing
 from eventcoord.harness.denial import denial
@@ -68,6 +68,21 @@ class Hooks:
         await bind(self.service, self.store, caller, key)  # a sign of life; nothing to say
         return NOTHING
 
+    async def session_of(self, caller: Caller, harness: str, harness_session_id: str) -> HookSession:
+        """The eventcoord session ``harness``'s session ``harness_session_id`` is bound to in
+        ``caller``'s workspace; 404 ``NOT_FOUND`` when no hook of it has been answered."""
+        thread = thread_of(harness_session_id)
+        seen = await self.store.query(lambda c: reads.binding(c, caller.workspace, harness, thread))
+        if seen.row is None:
+            raise errors.not_found(
+                f"no eventcoord session is bound to this {harness} session: no hook of it has reached this "
+                "workspace (is the repository set up with `eventcoord init`?)",
+                {"harness": harness},
+            )
+        return HookSession(
+            harness=harness, session_id=seen.row.session_id, actor_key=seen.row.actor_key, live=seen.live
+        )
+
     async def _start(self, caller: Caller, key: Key) -> HookAnswer:
         bound = await bind(self.service, self.store, caller, key)
         ws, sid = key.workspace, bound.session_id
@@ -113,16 +128,9 @@ class Hooks:
                 f"{len(wanted)}: split it into smaller edits."
             )
         files = [t.path for t in wanted]
-        ws = key.workspace
         for _ in range(2):  # once more if the session ended between its binding and its claim
-            bound = await bind(
-                self.service,
-                self.store,
-                caller,
-                key,
-                also=lambda c, row: reads.own_claims_over(c, ws, row.session_id, files),
-            )
-            own: list[reads.OwnClaim] = bound.also or []
+            bound = await bind(self.service, self.store, caller, key, over=files)
+            own: list[str] = bound.also or []
             sid = bound.session_id
             todo = [t for t in wanted if not _covered(t, own)]
             if not todo:
@@ -160,9 +168,9 @@ class Hooks:
         return NOTHING
 
 
-def _covered(target: Target, own: list[reads.OwnClaim]) -> bool:
-    """The session holds the file already: one of its exclusive claims matches it."""
-    return any(c.exclusive and matches(c.path, target.path) for c in own)
+def _covered(target: Target, own: list[str]) -> bool:
+    """The session holds the file already: one of its exclusive claims (``own``) matches it."""
+    return any(matches(pattern, target.path) for pattern in own)
 
 
 @dataclass(frozen=True, slots=True)

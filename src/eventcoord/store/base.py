@@ -94,6 +94,12 @@ class EventStore(ABC):
     async def query(self, fn: Callable[[Connection], T]) -> T:
         """Run a read-only ``fn``; it sees every transaction committed before the call."""
 
+    async def query_one(self, fn: Callable[[Connection], T]) -> T:
+        """Run a read-only ``fn`` that sends one statement; it sees every transaction committed
+        before the call. PostgreSQL runs it outside a transaction: one round trip, no
+        ``BEGIN`` and ``ROLLBACK`` around it (a second statement would see a later snapshot)."""
+        return await self.query(fn)
+
     async def write_aside(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn``, a write that no command reads (the log's hash chain), and commit it.
 

@@ -22,6 +22,10 @@ TTL_REFRESH_SECONDS = 2.0
 #: (``Connection.info``), so it lives and dies with that connection to that database.
 _TTL_KEY = "eventcoord.ttl"
 
+#: ``Connection.info`` key of a pinned clock ``(now_us, ttl)``: a point-in-time read
+#: (``eventcoord.history.scratch``) judges liveness at its moment, not now (:func:`read_pinned`).
+PINNED_KEY = "eventcoord.as_of_clock"
+
 _READ_TTL = Prepared(lambda d: select(settings.c.value).where(settings.c.key == "ttl_seconds"))
 _PG_NOW = "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint"
 
@@ -37,6 +41,12 @@ def read(conn: Connection) -> tuple[int, int]:
         # SQLite lives in one file on one host: its clock is this host's clock.
         now_us = time.time_ns() // 1000
     return now_us, ttl_seconds(conn)
+
+
+def read_pinned(conn: Connection) -> tuple[int, int]:
+    """``(now_us, ttl_seconds)``: the moment ``conn`` is pinned to (``PINNED_KEY``), else :func:`read`."""
+    pinned: tuple[int, int] | None = conn.info.get(PINNED_KEY)
+    return pinned if pinned is not None else read(conn)
 
 
 def ttl_seconds(conn: Connection) -> int:

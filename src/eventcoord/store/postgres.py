@@ -218,6 +218,30 @@ class PostgresEventStore(EventStore):
             return result
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
+    async def query_one(self, fn: Callable[[Connection], T]) -> T:
+        """``fn``, one statement, sent alone (no ``BEGIN``/``ROLLBACK``); outages as :meth:`query`."""
+        for attempt in (1, 2):
+            try:
+                conn = await self.engine.connect()
+            except Exception as e:
+                raise self._outage.failed(pg_writer.describe(e)) from e
+            try:
+                try:
+                    # The isolation level is the adapter's flag; setting it sends nothing.
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    result = await conn.run_sync(fn)
+                finally:
+                    await _put_back(conn)
+            except Exception as e:
+                if not pg_writer.connection_lost(e):
+                    raise
+                if attempt == 2:
+                    raise self._outage.failed(pg_writer.describe(e)) from e
+                continue
+            self._outage.answered()
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
     async def write_aside(self, fn: Callable[[Connection], T]) -> T:
         """``fn`` in a transaction of its own on a pooled connection, beside the writers' batches.
 

@@ -26,6 +26,7 @@ from eventcoord.ui import routes as ui
 ROUTES: list[Any] = [
     commands.post_command,  # POST /v1/commands: every write
     hooks.post_hook,  # POST /v1/hooks/{harness}: a harness's hook (writes through the same service)
+    hooks.get_hook_session,  # GET /v1/hooks/{harness}/session: the session a harness's session is bound to
     health.health,  # GET /health
     health.prometheus_metrics,  # GET /metrics
     events.list_events,  # GET /v1/events

@@ -12,6 +12,7 @@ from eventcoord import errors
 from eventcoord.api import params
 from eventcoord.api.answers import outcome_response
 from eventcoord.api.body import read_body
+from eventcoord.api.ratelimit import vouch
 from eventcoord.codec import decode_command
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ async def post_command(scope: Scope, receive: Receive, send: Send) -> None:
             content_length = value
     rt: Runtime = scope["litestar_app"].state.runtime
     who = await rt.auth.authenticate(authorization)
+    vouch(scope)
     if content_type is not None and not is_json(content_type):
         raise errors.unsupported_media_type(content_type)
     cmd = decode_command(await read_body(receive, content_length))

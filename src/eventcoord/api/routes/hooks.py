@@ -1,10 +1,11 @@
-"""POST /v1/hooks/{harness}: a coding-agent harness's hook, answered as the harness reads it."""
+"""POST /v1/hooks/{harness}: a coding-agent harness's hook, answered as the harness reads it;
+GET /v1/hooks/{harness}/session: the eventcoord session a harness's session is bound to."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import MediaType, Request, Response, post
+from litestar import MediaType, Request, Response, get, post
 from litestar.params import Parameter
 
 from eventcoord import errors
@@ -43,3 +44,29 @@ async def post_hook(
     payload = decode_payload(await request.body())
     answer = await runtime(request).hooks.answer(who, harness, payload)
     return Response(encode(answer), status_code=200, media_type=MediaType.JSON)
+
+
+@get(
+    "/v1/hooks/{harness:str}/session",
+    operation_id="getHookSession",
+    summary="The eventcoord session a harness's session is bound to",
+)
+async def get_hook_session(
+    request: Request[Any, Any, Any],
+    harness: Annotated[Harness, Parameter(description="the harness: claude or codex")],
+    harness_session_id: Annotated[
+        str,
+        Parameter(
+            query="id",
+            min_length=1,
+            description="the harness's own session id (CLAUDE_CODE_SESSION_ID, CODEX_THREAD_ID)",
+        ),
+    ],
+) -> Response[bytes]:
+    """``{"harness", "session_id", "actor_key", "live"}``: the eventcoord session the hooks of
+    the harness session ``id`` act for, in the caller's workspace (any role may ask). A commit
+    made inside the harness is that session's own (the pre-commit gate lets its claims pass).
+    404 ``NOT_FOUND`` when no hook of that session has been answered."""
+    who = await caller(request)
+    found = await runtime(request).hooks.session_of(who, harness, harness_session_id)
+    return Response(encode(found), status_code=200, media_type=MediaType.JSON)

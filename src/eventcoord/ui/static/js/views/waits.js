@@ -6,7 +6,7 @@
 // past the view says it shows the present.
 import { agoSpan, badge, clock, dot, h, num, shortId } from '../dom.js';
 
-const SHOW_LINES = 60; // /v1/waits is not paged: draw at most this many lines …
+const SHOW_LINES = 60; // of the first page of /v1/waits (1,000 rows): draw at most this many lines …
 const SHOW_WAITERS = 12; // … and this many waiters per line, saying how many more there are
 const RECENT = 6; // hand-offs kept for the "Handed off" list
 
