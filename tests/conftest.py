@@ -12,6 +12,7 @@ Helpers that tests import live in ``tests/helpers.py``.
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -85,6 +86,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = only or BACKENDS
     params = [pytest.param(name, marks=pytest.mark.postgres) if name == "postgresql" else name for name in names]
     metafunc.parametrize("backend", params, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def _test_clock_as_the_environment_says() -> Iterator[None]:
+    """A test that turned the test clock on in this process leaves it as it found it."""
+    yield
+    dbclock = sys.modules.get("eventcoord.store.dbclock")
+    if dbclock is not None:
+        dbclock.enable_test_clock(None)
 
 
 @pytest.fixture

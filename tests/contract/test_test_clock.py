@@ -7,7 +7,6 @@ expiry are then tested by moving the clock instead of waiting for it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,12 +18,8 @@ HOUR_US = 3_600_000_000
 
 
 @pytest.fixture
-def test_clock() -> Iterator[None]:
-    dbclock.enable_test_clock()
-    try:
-        yield
-    finally:
-        dbclock.enable_test_clock(False)
+def test_clock() -> None:
+    dbclock.enable_test_clock()  # off again after the test (conftest)
 
 
 def now(conn: Connection) -> int:

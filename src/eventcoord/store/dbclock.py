@@ -76,8 +76,9 @@ def test_clock_on() -> bool:
     return _test_clock_on
 
 
-def enable_test_clock(on: bool = True) -> None:
-    """Honour (or stop honouring) the test clock in this process, as the variable would."""
+def enable_test_clock(on: bool | None = True) -> None:
+    """Honour (or stop honouring) the test clock in this process, as the variable would;
+    ``None``: as the environment says."""
     global _test_clock_on
     _test_clock_on = on
 
