@@ -12,7 +12,9 @@ Helpers that tests import live in ``tests/helpers.py``.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -67,6 +69,18 @@ def _pg_template() -> str:
         asyncio.run(make())
         _TEMPLATE.append(name)
     return _TEMPLATE[0]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The processes the tests start (servers, CLIs) cache their bytecode, outside the checkout.
+
+    With ``PYTHONDONTWRITEBYTECODE`` set, each of the hundreds of ``eventcoord`` processes
+    of a run compiled the package anew (a sixth of a server's start-up CPU); a cache beside the
+    checkout keeps it clean and is shared by every process of the run.
+    """
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+        os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"eventcoord-pycache-{os.getuid()}")
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
