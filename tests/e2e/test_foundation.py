@@ -19,7 +19,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.helpers import BOOTSTRAP, Api, ServerProcess
+from tests.helpers import BOOTSTRAP, Api, ServerProcess, advance_clock
 
 from eventcoord.commands import COMMAND_TYPES
 from eventcoord.errors import ErrorCode
@@ -259,14 +259,16 @@ async def test_unknown_session_is_not_found(api: Api) -> None:
 # --- liveness at read time ----------------------------------------------------------------
 
 
-async def test_liveness_follows_the_ttl_and_a_heartbeat_revives(start_server: Callable[..., ServerProcess]) -> None:
-    server = start_server(ttl_seconds=1)
+async def test_liveness_follows_the_ttl_and_a_heartbeat_revives(
+    db_url: str, start_server: Callable[..., ServerProcess]
+) -> None:
+    server = start_server(ttl_seconds=1, test_clock=True)
     api = Api(server.base_url)
     try:
         reg = await api.ok({"type": "register_agent", "actor": "short"})
         assert reg["ttl_seconds"] == 1
         a, b = reg["session_id"], await api.register(actor="other")
-        await asyncio.sleep(1.5)
+        await advance_clock(db_url, 1.5)
         deadline = time.monotonic() + 30
         while {a, b} & set(await api.agents(live="true")):
             assert time.monotonic() < deadline, "sessions never went stale"
