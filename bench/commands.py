@@ -1,6 +1,6 @@
 """Every hot command vs. the no-op stack, side by side, on SQLite and PostgreSQL; replicas.
 
-One command reproduces issue 12's figures and prints each as a ratio measured in the same
+One command reproduces the per-command figures of docs/performance.md and prints each as a ratio measured in the same
 run (the targets are ratios, so a busy machine moves both sides):
 
     .venv/bin/python bench/commands.py --db postgresql+asyncpg://postgres@127.0.0.1:5432

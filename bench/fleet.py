@@ -1,6 +1,6 @@
 """A fleet of agents against one ``eventcoord serve``: how many agents does one server carry?
 
-Each simulated agent lives like a coding agent does (issue 12, item 5):
+Each simulated agent lives like a coding agent does:
 
 * registers, then heartbeats every ``--heartbeat`` seconds (30);
 * every ``--claim-every`` seconds (60) takes a piece of work: ``claim_issue`` (its team's

@@ -1,4 +1,4 @@
-"""How far the claim row of issue 12 item 2 can go on this HTTP stack: the floor beside the rest.
+"""How far the claim_issue row of ``bench/commands.py`` can go on this HTTP stack: the floor beside the rest.
 
 Three servers per backend, loaded in turn by the same wrk script (``bench/commands.py``'s
 claim_issue: new issues, two per new project, one connection per session), ``--rounds``
@@ -11,7 +11,8 @@ times:
   events, no projections, no metrics, no retries).
 
 Each line gives req/s and the server's CPU per request; the summary gives each server's
-ratio to the no-op run beside it (the median of the rounds) against issue 12's target.
+ratio to the no-op run beside it (the median of the rounds) against its target
+(docs/decisions/0004-the-floor.md).
 
     .venv/bin/python bench/floor.py --rounds 3
     .venv/bin/python bench/floor.py --db postgresql+asyncpg://postgres@127.0.0.1:5432 --rounds 3

@@ -1,4 +1,4 @@
-"""Hand-off latency (SPEC §9): release_issue sent -> the waiter's LeaseGranted at a NATS subscriber.
+"""Hand-off latency (docs/protocol.md#waiting): release_issue sent -> the waiter's LeaseGranted at a NATS subscriber.
 
 Starts a throwaway ``nats-server`` and ``eventcoord serve --nats <it>`` on a fresh data folder
 (SQLite; ``--db`` for PostgreSQL), has one session claim an issue and ``--waiters`` sessions

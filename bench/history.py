@@ -401,7 +401,7 @@ def measure_http(
 
 
 # ---------------------------------------------------------------------------------------
-# --tiers: every command type and read model, fresh vs. history vs. load (issue 12 item 4)
+# --tiers: every command type and read model, fresh vs. history vs. load
 # ---------------------------------------------------------------------------------------
 
 #: The measured commands, in the order each sample sends them.

@@ -1,4 +1,4 @@
-"""What the rate limiter costs per request, in process (issue 11 item 7).
+"""What the rate limiter costs per request, in process.
 
 Calls the limiter (:class:`eventcoord.api.ratelimit.Limiter`, limits set so nothing is
 refused) in front of a trivial ASGI app ``--requests`` times over 256 tokens from one

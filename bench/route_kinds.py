@@ -48,14 +48,14 @@ def _headers(scope: Any) -> bytes | None:
 
 @post("/v1/commands", status_code=200, media_type=MediaType.JSON)
 async def http_route(request: Request[Any, Any, Any]) -> ASGIApp:
-    """The endpoint as an HTTP route (before phase 19)."""
+    """The endpoint as an HTTP route (as it was before it became an ASGI route)."""
     await read_body(request.receive, _headers(request.scope))
     return CommandAnswer(ANSWER, 200)
 
 
 @asgi("/v1/commands", copy_scope=False)
 async def asgi_route(scope: Any, receive: Any, send: Any) -> None:
-    """The endpoint as an ASGI route (phase 19)."""
+    """The endpoint as an ASGI route (as ``api/routes/commands.py`` serves it)."""
     await read_body(receive, _headers(scope))
     await CommandAnswer(ANSWER, 200)(scope, receive, send)
 

@@ -1,4 +1,4 @@
-"""CPU of ``eventcoord serve`` holding many idle Server-Sent Events streams (issue 11 item 8).
+"""CPU of ``eventcoord serve`` holding many idle Server-Sent Events streams.
 
 Starts ``eventcoord serve --nats off`` on a fresh data folder (SQLite; ``--db`` for a
 PostgreSQL URL), opens ``--streams`` idle ``/v1/events/stream`` connections (raw sockets,

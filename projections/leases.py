@@ -148,8 +148,8 @@ def _release_counted(named: bool = False) -> Executable:
 
 
 _RELEASE_COUNTED = Prepared(lambda d: _release_counted(), rows={"leases": ("ws", "issue")})
-#: The same, for a release that names its project (``LeaseReleased.project``, since v3 of the
-#: stored shapes): it names the rows of both tables it writes.
+#: The same, for a release that names its project (``LeaseReleased.project``, stored shape
+#: v3): it names the rows of both tables it writes.
 _RELEASE_COUNTED_IN = Prepared(
     lambda d: _release_counted(named=True), rows={"leases": ("ws", "issue"), "project_leases": ("ws", "project")}
 )
@@ -169,7 +169,7 @@ def lease_released(conn: Connection, r: RecordedEvent) -> None:
         for (project,) in _RELEASE_LEASE.rows(conn, params):
             _COUNT_UNRELEASED.write(conn, {"ws": ws, "project": project, "delta": -1, "delta2": -1})
     if e.reason in ("expired", "superseded"):
-        # The lock delay counts from here (SPEC §9); a queue re-queue records no ended_at.
+        # The lock delay counts from here (docs/protocol.md#lock-delay); a queue re-queue records no ended_at.
         ended = e.ended_at_us if isinstance(e.ended_at_us, int) else r.recorded_us
         _DELAY_FROM.write(conn, {"ws": ws, "issue": e.issue, "at": ended, "sid": e.session_id})
 

@@ -1,6 +1,6 @@
 """Read models of the work queue: ``work_items`` (current state) and ``work_ledger`` (audit).
 
-The ledger is the p24 audit trail: one row per transition naming the session, actor and
+The ledger is the queue's audit trail: one row per transition naming the session, actor and
 host that made it, when, and a detail (fencing token, outcome or re-queue reason).
 Actor and host of a session never change, so they are looked up from ``sessions``. Every
 statement is built once (``Prepared``).

@@ -237,7 +237,7 @@ class Liveness:
             p.working_on = e.working_on
 
     def sign_of_life(self, r: RecordedEvent) -> None:
-        """Every event a session's accepted command appends counts as a heartbeat (SPEC §1)."""
+        """Every event a session's accepted command appends counts as a heartbeat (docs/protocol.md#liveness)."""
         sid = r.metadata.session_id
         # Session events set last_seen themselves; denials are not signs of life.
         if sid is None or isinstance(r.event, _SETS_LAST_SEEN) or r.type in DENIALS:

@@ -28,12 +28,12 @@ sessions = Table(
     Column("host", String(64), nullable=True),
     Column("runtime", String(64), nullable=True),
     Column("registered_us", BigInt, nullable=False),
-    # Liveness is computed at read time from this, never stored as a flag (SPEC §1).
+    # Liveness is computed at read time from this, never stored as a flag (docs/protocol.md#concepts).
     Column("last_seen_us", BigInt, nullable=False),
     Column("ended_us", BigInt, nullable=True),
     Column("working_on", String(128), nullable=True),
     Column("heartbeats", BigInt, nullable=False),
-    # The token that registered the session (SPEC §5: sessions are bound to it).
+    # The token that registered the session (docs/protocol.md#roles: sessions are bound to it).
     Column("token_id", String(40), nullable=True),
     # The session's claimed and running work items, kept from the queue's events: the stale
     # workers a queue command recovers are found among the sessions that work on something
@@ -112,11 +112,11 @@ issues = Table(
     Column("issue", String(128), primary_key=True),
     Column("project", String(128), nullable=False),
     Column("last_fencing_token", BigInt, nullable=False),
-    # The latest handoff note since the previous grant (SPEC §5 "Handoff").
+    # The latest handoff note since the previous grant (docs/protocol.md#claim_issue-in-order).
     Column("handoff_note", Text, nullable=True),
     Column("handoff_session_id", String(128), nullable=True),
     # The last involuntary end of a lease (expired: when its holder went stale; superseded:
-    # when forced), and whose lease it was: the lock delay counts from it (SPEC §9).
+    # when forced), and whose lease it was: the lock delay counts from it (docs/protocol.md#lock-delay).
     Column("delay_from_us", BigInt, nullable=True),
     Column("delay_session_id", String(128), nullable=True),
 )
@@ -371,7 +371,7 @@ work_blockers = Table(
 work_ledger = Table(
     "work_ledger",
     metadata,
-    # The audit ledger: which session, actor and host moved which item, when (p24).
+    # The audit ledger: which session, actor and host moved which item, when.
     Column("position", BigInt, primary_key=True, autoincrement=False, info=POSITION),
     Column("workspace", String(64), nullable=False),
     Column("item_id", String(128), nullable=False),
@@ -402,7 +402,7 @@ named_leases = Table(
 named_lease_slots = Table(
     "named_lease_slots",
     metadata,
-    # The current holders of each named lease: one row per held slot (SPEC §9 capacity).
+    # The current holders of each named lease: one row per held slot (docs/protocol.md#capacity).
     Column("workspace", String(64), primary_key=True),
     Column("name", String(128), primary_key=True),
     Column("session_id", String(128), primary_key=True),

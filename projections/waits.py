@@ -1,4 +1,4 @@
-"""Read model of the waiting lines (SPEC §9): one row per waiter, in log order per line.
+"""Read model of the waiting lines (docs/protocol.md#waiting): one row per waiter, in log order per line.
 
 A ``WaitStarted`` adds the wait (a files wait: one row per path); ``WaitAbandoned`` and the
 waiter's own grant of that resource (handed off or claimed directly) remove it.

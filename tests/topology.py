@@ -1,4 +1,4 @@
-"""docker-compose.yml's deployment, started from local processes (issue 11 item 15).
+"""docker-compose.yml's deployment, started from local processes.
 
 The same topology as ``docker-compose.yml``: PostgreSQL (a fresh database on the server at
 ``EVENTCOORD_TEST_PG_URL``), NATS with JetStream (the ``nats-server`` binary of

@@ -314,7 +314,7 @@ def upgrade() -> None:
         [{"key": "store_id", "value": uuid.uuid4().hex}, {"key": "ttl_seconds", "value": "120"}],
     )
     if op.get_bind().dialect.name == "postgresql":
-        # Events are immutable: the table itself refuses UPDATE and DELETE (SPEC §2).
+        # Events are immutable: the table itself refuses UPDATE and DELETE (docs/protocol.md#positions).
         op.execute(
             """
             CREATE FUNCTION eventcoord_events_immutable() RETURNS trigger AS $$

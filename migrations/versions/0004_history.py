@@ -1,4 +1,4 @@
-"""History (SPEC §8): indexes for the log's filters, snapshots of the read models, archives.
+"""History (docs/protocol.md#history): indexes for the log's filters, snapshots of the read models, archives.
 
 * ``events``: (workspace, type, position) makes a page filtered by type a seek plus a walk
   in position order. Only this one: every index on ``events`` is paid by every command

@@ -3,7 +3,7 @@
 ``tokens.token_id`` is derived from the stored digest (``auth.token_id_of``), so the rows
 that exist get theirs here; ``tokens.revoked_us`` marks a revoked token (kept, never
 deleted, so ``eventcoord token list`` shows it). ``sessions.token_id`` is projected from
-``AgentRegistered.token_id`` (SPEC §5: a session belongs to the token that registered it).
+``AgentRegistered.token_id`` (docs/protocol.md#roles: a session belongs to the token that registered it).
 
 Revision ID: 0005_hardening
 Revises: 0004_history

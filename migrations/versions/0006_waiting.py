@@ -1,8 +1,8 @@
-"""Waiting lines, lock delay and the per-agent limit (SPEC §9, issue 15).
+"""Waiting lines, lock delay and the per-agent limit (docs/protocol.md#waiting).
 
 ``waits``: one row per waiter (a files wait: one per path); ``position`` (the WaitStarted's)
 leads the primary key, so the PostgreSQL group commit renumbers it by an index range.
-``named_lease_slots``: the holders of each named lease (capacity, SPEC §9); ``named_leases``
+``named_lease_slots``: the holders of each named lease (docs/protocol.md#capacity); ``named_leases``
 gains its fixed ``capacity``. ``projects`` gains ``lock_delay_seconds`` and ``agent_wip_limit``; ``issues`` the last
 involuntary end of a lease (``delay_from_us``, ``delay_session_id``).
 

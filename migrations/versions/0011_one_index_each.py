@@ -1,7 +1,7 @@
 """Each hot lookup of a live row has exactly one index it can use: no plan can drift.
 
 On PostgreSQL, tables filled fast and not yet ANALYZEd made the planner pick a wrong index
-for the commands' lookups (issue 12 item 4): without statistics ``released_us IS NULL`` is
+for the commands' lookups (docs/decisions/0006-one-index-per-lookup.md): without statistics ``released_us IS NULL`` is
 taken to match 0.5 % of the rows, so every partial index of unreleased rows looks tiny,
 and a full scan of one, or a scan of it by ``workspace`` alone, costs the same as the
 probe of the right one. asyncpg's prepared statements then keep that generic plan,

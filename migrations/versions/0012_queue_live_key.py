@@ -3,7 +3,7 @@
 Every queue command (enqueue_work, claim_next_work, start/finish_work) first looks for the
 project's claimed or running items whose worker went stale (``_SUSPECTS`` in
 handlers/queue.py): ``workspace = … AND project = … AND (status = … OR status = …)``. On
-tables filled fast and not yet ANALYZEd (issue 12 item 4), asyncpg's cached generic plan
+tables filled fast and not yet ANALYZEd (docs/decisions/0006-one-index-per-lookup.md), asyncpg's cached generic plan
 read it through ``ix_work_items_status_order`` by ``workspace`` alone and filtered every
 item the workspace ever had (bench/history.py --tiers, history store: 2,020 rows removed,
 111 buffers, 0.8 ms per command); after ANALYZE the generic plan drove from ``sessions`` and

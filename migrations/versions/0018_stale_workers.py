@@ -3,8 +3,8 @@
 Every queue command on a project first re-queues the work of its stale workers
 (``domain/queue/recovery.py``). It found them by walking the project's every claimed and
 running item and probing each one's session: with 3,000 items in work by live agents a
-pull and a finish took 3.0 ms on SQLite against 0.5 ms with 10 (not flat with load,
-issue 12 item 4). The read model now keeps, on each session, how many items it works on:
+pull and a finish took 3.0 ms on SQLite against 0.5 ms with 10 (not flat with load). The
+read model now keeps, on each session, how many items it works on:
 
 * ``sessions.active_items``: the session's claimed and running items. The sessions
   projection keeps it from the queue's events (projections/sessions.py): a claim adds one,

@@ -4,7 +4,7 @@ Tokens are 256 random bits, so a fast hash is the right one (no password stretch
 the hot path). Each has a public ``token_id`` (derived from its digest) that
 ``revoke_token`` names. Positive lookups are cached for at most :data:`CACHE_SECONDS`
 (keyed by the token itself, not by how the header was spelled), so a revocation
-committed on any replica is honoured by every replica within a second (SPEC §5).
+committed on any replica is honoured by every replica within a second (docs/protocol.md#roles).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from eventcoord.store.schema import tokens, workspaces
 
 ROLES: tuple[Role, ...] = ("admin", "human", "agent", "reader")
 #: How long a token lookup is trusted: a revoked token stops working on every replica
-#: within this (well under the second SPEC §5 allows).
+#: within this (well under the second the protocol allows).
 CACHE_SECONDS = 0.5
 
 
@@ -74,6 +74,19 @@ def store_token(conn: Connection, token: str, workspace: str, role: Role, now_us
     return token_id
 
 
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization`` header, or None when it carries no bearer token.
+
+    The scheme is case-insensitive (RFC 9110 §11.1) and spaces around scheme and token are
+    not part of either. The rate limits key on this same reading, so a token cannot be
+    respelled into a new one (docs/protocol.md#under-attack).
+    """
+    parts = header.split(None, 1) if header else []
+    if len(parts) != 2 or parts[0].lower() != "bearer":
+        return None
+    return parts[1].strip() or None
+
+
 class Authenticator:
     """Turns an ``Authorization`` header into a :class:`Caller`."""
 
@@ -85,10 +98,9 @@ class Authenticator:
 
     async def authenticate(self, header: str | None) -> Caller:
         """The caller of a request; 401 UNAUTHENTICATED for a missing, unknown or revoked token."""
-        # The auth scheme is case-insensitive (RFC 9110 §11.1).
-        if not header or header[:7].lower() != "bearer ":
+        token = bearer_token(header)
+        if token is None:
             raise errors.unauthenticated("missing bearer token")
-        token = header[7:].strip()
         now = time.monotonic()
         # Keyed by the token, not the header's spelling: a hit costs no hashing at all.
         hit = self._cache.get(token)
@@ -116,7 +128,7 @@ class Authenticator:
 
 
 def authorize(caller: Caller, cmd: AnyCommand) -> None:
-    """Role rules of SPEC §5; 403 FORBIDDEN when the role may not send this command."""
+    """Role rules of docs/protocol.md#roles; 403 FORBIDDEN when the role may not send this command."""
     role = caller.role
     if role == "admin":
         return
@@ -169,7 +181,7 @@ def revoke_stored_token(conn: Connection, token_id: str, now_us: int) -> bool:
 
 
 def authorize_session(caller: Caller, session_id: str, owner_token_id: str | None) -> None:
-    """SPEC §5: a session belongs to the token that registered it; another token of the
+    """A session belongs to the token that registered it; another token of the
     workspace naming it is 403 FORBIDDEN, unless it is an admin's. A session registered
     before sessions were bound (no owner) is anyone's of the workspace."""
     if owner_token_id is None or caller.role == "admin" or caller.token_id == owner_token_id:

@@ -34,6 +34,10 @@ class Settings:
     rate_auth_failures_burst: float = 20.0
     #: A snapshot of the read models every this many events (0: none), for ``as_of`` reads.
     snapshot_every: int = 5000
+    #: Seconds a request's headers may take from its first byte, and its body from its
+    #: headers, before the server answers 408 and closes the connection (api/read_deadlines.py).
+    header_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 30.0
 
     @property
     def database_url(self) -> str:
@@ -70,6 +74,9 @@ class Settings:
                 raise ConfigError(
                     f"EVENTCOORD_{burst.upper()} must be at least 1 while EVENTCOORD_{rate.upper()} is on"
                 )
+        for name in ("header_timeout_seconds", "body_timeout_seconds"):
+            if not 0.1 <= getattr(self, name) <= 3600:
+                raise ConfigError(f"EVENTCOORD_{name.upper()} must be 0.1..3600, got {getattr(self, name)}")
         if not 0 <= self.snapshot_every <= 10**9:
             raise ConfigError(
                 f"--snapshot-every / EVENTCOORD_SNAPSHOT_EVERY must be 0..1000000000, got {self.snapshot_every}"
@@ -102,6 +109,8 @@ def from_env(**overrides: object) -> Settings:
         "bootstrap_token": env.get("EVENTCOORD_BOOTSTRAP_TOKEN") or None,
         "sse_keepalive_seconds": _float_env("EVENTCOORD_SSE_KEEPALIVE_SECONDS", 15.0),
         "snapshot_every": _int_env("EVENTCOORD_SNAPSHOT_EVERY", 5000),
+        "header_timeout_seconds": _float_env("EVENTCOORD_HEADER_TIMEOUT_SECONDS", 10.0),
+        "body_timeout_seconds": _float_env("EVENTCOORD_BODY_TIMEOUT_SECONDS", 30.0),
     }
     defaults = Settings()
     if env.get("EVENTCOORD_RATE_LIMITS", "").strip().lower() == "off":

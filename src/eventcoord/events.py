@@ -37,7 +37,7 @@ class AgentRegistered(Event, frozen=True, kw_only=True, tag="AgentRegistered"):
 
 class AgentHeartbeat(Event, frozen=True, kw_only=True, tag="AgentHeartbeat"):
     session_id: str
-    # Absent keeps the declaration, null clears it, a key declares it (SPEC §5).
+    # Absent keeps the declaration, null clears it, a key declares it.
     working_on: str | UnsetType | None = UNSET
 
 
@@ -47,7 +47,7 @@ class AgentEnded(Event, frozen=True, kw_only=True, tag="AgentEnded"):
 
 
 class HeartbeatsCompacted(Event, frozen=True, kw_only=True, tag="HeartbeatsCompacted"):
-    """A session's heartbeats up to a position, summarised. SPEC §2 requires the type;
+    """A session's heartbeats up to a position, summarised. The protocol reserves the type;
     nothing emits it yet (no compaction runs), so no projection applies it."""
 
     session_id: str
@@ -67,7 +67,7 @@ class HandoffNoted(Event, frozen=True, kw_only=True, tag="HandoffNoted"):
 class ProjectConfigured(Event, frozen=True, kw_only=True, tag="ProjectConfigured"):
     project: str
     wip_limit: int
-    # SPEC §9; absent (UNSET) when not configured, so the wire shape of a plain cap is unchanged.
+    # Absent (UNSET) when not configured, so the wire shape of a plain cap is unchanged.
     lock_delay_seconds: int | UnsetType = UNSET
     agent_wip_limit: int | UnsetType = UNSET
 
@@ -78,7 +78,7 @@ class LeaseGranted(Event, frozen=True, kw_only=True, tag="LeaseGranted"):
     session_id: str
     actor_key: str
     fencing_token: int
-    handed_off: bool | UnsetType = UNSET  # true: granted to the first waiter of the line (SPEC §9)
+    handed_off: bool | UnsetType = UNSET  # true: granted to the first waiter of the line
 
 
 class LeaseReleased(Event, frozen=True, kw_only=True, tag="LeaseReleased"):
@@ -87,11 +87,11 @@ class LeaseReleased(Event, frozen=True, kw_only=True, tag="LeaseReleased"):
     reason: ReleaseReason
     fencing_token: int = 0
     by_session_id: str | None = None
-    # When the lease counts as ended for the lock delay (SPEC §9): set for ``expired``
+    # When the lease counts as ended for the lock delay: set for ``expired``
     # (its holder's last sign of life + TTL) and ``superseded`` (now); else None.
     ended_at_us: int | UnsetType = UNSET
-    # The lease's project, where the decision read it (since v3 of the stored shapes; an
-    # agent's end and older rows leave it out: the projection then reads it off the lease).
+    # The lease's project, where the decision read it (stored shape v3, docs/events.md; an
+    # agent's end and rows of older shapes leave it out: the projection then reads it off the lease).
     project: str | UnsetType = UNSET
 
 
@@ -102,7 +102,7 @@ class WipCapDenied(Event, frozen=True, kw_only=True, tag="WipCapDenied"):
     actor_key: str
     limit: int
     live_count: int
-    scope: Literal["project", "agent"] | UnsetType = UNSET  # "agent": the per-agent limit (SPEC §9)
+    scope: Literal["project", "agent"] | UnsetType = UNSET  # "agent": the per-agent limit
 
 
 # --- file claims, conflicts, messages -------------------------------------------------
@@ -209,7 +209,7 @@ class NamedLeaseReleased(Event, frozen=True, kw_only=True, tag="NamedLeaseReleas
     reason: str = "released"
 
 
-# --- waiting lines (SPEC §9) --------------------------------------------------------------
+# --- waiting lines (docs/protocol.md#waiting) ---------------------------------------------
 
 WaitKind = Literal["issue", "files", "lease"]
 

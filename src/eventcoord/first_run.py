@@ -1,4 +1,4 @@
-"""First run (SPEC §7): ``serve`` mints an admin token of workspace ``default`` into the data folder.
+"""First run (docs/protocol.md#clients): ``serve`` mints an admin token of workspace ``default`` into the data folder.
 
 Only when ``EVENTCOORD_BOOTSTRAP_TOKEN`` is unset. The token goes to
 ``<data-dir>/admin-token`` (mode 0600) and only its path is ever printed; the CLI, the MCP

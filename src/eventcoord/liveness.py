@@ -1,4 +1,4 @@
-"""Liveness, judged in one place (SPEC §1, §5).
+"""Liveness, judged in one place (docs/protocol.md#liveness).
 
 A session is live when it has not ended and was last seen after the cutoff, ``now - TTL``,
 both by the database's clock. Decisions judge it in Python (:func:`is_live`); state

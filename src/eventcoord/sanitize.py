@@ -18,7 +18,7 @@ BODY_CAP = 4096
 #: "aliceexe.png") and the zero-width space, joiners and no-break space (U+200B to U+200D, U+FEFF).
 INVISIBLE = "\u200b-\u200d\u202a-\u202e\u2066-\u2069\ufeff"
 _CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f{INVISIBLE}]")
-# Bodies and notes keep newline and tab (SPEC §5); every other control character goes.
+# Bodies and notes keep newline and tab (docs/protocol.md#concepts); every other control character goes.
 _CONTROL_BUT_NEWLINE_TAB = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{INVISIBLE}]")
 
 # Names that are keys match as WHOLE strings, under one pattern that means the same to

@@ -237,7 +237,7 @@ def test_treemap_tiles_fill_the_stage_in_proportion_without_overlap(srv: ServerP
 def test_time_slider_shows_a_released_lease_as_held_at_an_earlier_moment(
     srv: ServerProcess, api: SyncApi, page: Any, page_log: PageLog
 ) -> None:
-    """Needs SPEC §8 ``as_of`` on /v1/leases (issue 13)."""
+    """Needs ``as_of`` on /v1/leases (docs/protocol.md#history)."""
     sid = api.register("erin")
     granted = api.ok({"type": "claim_issue", "session_id": sid, "project": "OPS", "issue": "OPS-42"})["position"]
     api.ok({"type": "release_issue", "session_id": sid, "issue": "OPS-42", "reason": "completed"})

@@ -1,4 +1,4 @@
-"""The dashboard's Waits and Named leases views (SPEC §9) in a real headless chromium against a
+"""The dashboard's Waits and Named leases views (docs/protocol.md#waiting) in a real headless chromium against a
 real ``eventcoord serve``, on SQLite and on PostgreSQL: FIFO lines, the hand-off on release
 seen live, capacity slots, a refused deadlock in the conflict feed, and the present-only note
 while the history slider is in the past."""

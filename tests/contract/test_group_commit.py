@@ -1,7 +1,7 @@
 """Group commit: commands that share a transaction still succeed or fail one by one.
 
 Both stores commit the commands waiting at a moment in one transaction. These tests send
-commands concurrently (so they do share one) and check what SPEC §5 fixes: each command
+commands concurrently (so they do share one) and check what docs/protocol.md#positions fixes: each command
 sees the ones before it, a refusal or a failed statement undoes only its own command,
 positions stay contiguous and match the answers, a race lost inside the database is
 decided again, and on PostgreSQL no provisional position ever reaches a reader or a

@@ -1,9 +1,9 @@
-"""Point-in-time reads (SPEC §8 ``as_of``) answer what the live read answered right after
+"""Point-in-time reads (``as_of``, docs/protocol.md#history) answer what the live read answered right after
 that position committed, on both backends, with and without snapshots (and the reads of
 live state without the snapshot's history rows, as their routes ask).
 
 A scripted day of commands (every tier, refusals, two workspaces) runs through the real
-pipeline; after each command every read of SPEC §8 is taken live and remembered with the
+pipeline; after each command every point-in-time read is taken live and remembered with the
 head position. Afterwards each position is read back ``as_of`` it and must match exactly;
 then a snapshot is stored mid-way and the same holds (the replay starts from it).
 """
@@ -38,7 +38,7 @@ WORKSPACES = ("default", "teamB")
 
 
 def reads(workspace: str) -> dict[str, Any]:
-    """Every SPEC §8 point-in-time read of one workspace, as query functions."""
+    """Every point-in-time read of one workspace, as query functions."""
     return {name: fn for name, (fn, _) in reads_and_tables(workspace).items()}
 
 
@@ -53,7 +53,7 @@ class About(NamedTuple):
 
 
 def reads_and_tables(workspace: str) -> dict[str, tuple[Any, Any]]:
-    """Every SPEC §8 point-in-time read of one workspace, with the tables its route loads for it."""
+    """Every point-in-time read of one workspace, with the tables its route loads for it."""
     who = Caller(workspace, "admin")
     return {
         "agents": (lambda c: list_agents(c, workspace, None, 1000), LIST_AGENTS_TABLES),

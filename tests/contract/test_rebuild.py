@@ -1,4 +1,4 @@
-"""A rebuild from position 0 equals the live read models exactly, on both backends (SPEC §2).
+"""A rebuild from position 0 equals the live read models exactly, on both backends (docs/protocol.md#events).
 
 Commands go through the real pipeline (``Service.execute``) on the store under test; then
 every read-model table is snapshotted, ``projections.rebuild`` replays the whole log in one

@@ -1,5 +1,5 @@
-"""Property: after any sequence of commands, a rebuild equals the live read models (SPEC §2,
-§8), on both backends.
+"""Property: after any sequence of commands, a rebuild equals the live read models
+(docs/protocol.md#history), on both backends.
 
 Hypothesis draws command sequences over a small world (three agents and a person, a few
 issues, paths and queue items) so that they collide often: holds, conflicts, forces,

@@ -297,7 +297,7 @@ async def test_two_relays_on_one_store_only_one_publishes(store: Any, broker: Em
 
 
 async def test_a_workspace_name_never_shares_another_workspaces_subject(store: Any, broker: EmbeddedBroker) -> None:
-    """Issue 11 defect 3: a stored workspace ``"evil\\n"`` (from before names were matched
+    """A stored workspace ``"evil\\n"`` (from before names were matched
     whole) must not publish on workspace ``evil_``'s subject, nor stall the relay."""
     relay = relay_for(store, broker.url, "r1")
     await relay.start()

@@ -1,5 +1,5 @@
 """Every command and read as a subcommand of ``eventcoord``, against a real server: tables by
-default, ``--json`` unchanged, the exit codes of SPEC §7 and the three ways to find the server."""
+default, ``--json`` unchanged, the exit codes of docs/protocol.md#clients and the three ways to find the server."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ async def test_a_session_claims_and_reads_with_tables_json_and_exit_codes(
 async def test_waiting_lines_and_capacity_slots_from_the_command_line(
     env: dict[str, str], api: Api, server: ServerProcess
 ) -> None:
-    """SPEC §9 from the shell: --wait, the waits table and --json, cancel-wait, --capacity, project limits."""
+    """Waiting from the shell: --wait, the waits table and --json, cancel-wait, --capacity, project limits."""
     limits = ("--wip-limit", "4", "--lock-delay-seconds", "0", "--agent-wip-limit", "2")
     configured = ec("configure-project", "--project", "W", *limits, env=env)
     assert configured.returncode == 0, configured.stderr
@@ -155,6 +155,11 @@ async def test_waiting_lines_and_capacity_slots_from_the_command_line(
     header, *rows = [line.split() for line in table.stdout.splitlines() if line.strip() and "───" not in line]
     assert header == ["kind", "key", "place", "session_id", "actor_key", "issue", "since"]
     assert [r[:5] for r in rows] == [["issue", "W-1", "1", first, "first"], ["issue", "W-1", "2", second, "second"]]
+    # Paged: one row, then the command line for the rest; that page goes on at place 2.
+    page = ec("waits", "--limit", "1", env=env).stdout.splitlines()
+    assert page[2].split()[:4] == ["issue", "W-1", "1", first] and page[3].startswith("(more: --after "), page
+    rest = ec("waits", "--limit", "1", "--after", page[3].removeprefix("(more: --after ").rstrip(")"), env=env)
+    assert [line.split()[:4] for line in rest.stdout.splitlines()[2:]] == [["issue", "W-1", "2", second]], rest.stdout
     raw = ec("waits", "--json", env=env)
     assert (
         raw.stdout.strip()

@@ -1,19 +1,21 @@
 """The typed client against a real server: a method per command and per read, typed results,
-refusals raised as ``eventcoord.errors.Refused`` by code family."""
+refusals raised as ``Refused`` by code family (``from eventcoord.client import …``)."""
 
 from __future__ import annotations
 
 import pytest
 from tests.helpers import BOOTSTRAP, ServerProcess, free_port
 
-from eventcoord.client import AsyncClient, Client, results
-from eventcoord.errors import (
+from eventcoord.client import (
     AccessDenied,
+    AsyncClient,
+    Client,
     Contended,
     InvalidRequest,
     NotCurrent,
     Refused,
     Unreachable,
+    results,
 )
 
 
@@ -70,7 +72,7 @@ def test_every_command_and_read_through_the_sync_client(server: ServerProcess) -
 
 
 def test_waiting_lines_capacity_and_project_limits_through_the_sync_client(server: ServerProcess) -> None:
-    """SPEC §9 through typed methods: wait, list_waits, cancel_wait, capacity slots, configure_project."""
+    """Waiting through typed methods: wait, list_waits, cancel_wait, capacity slots, configure_project."""
     with Client(server.base_url, BOOTSTRAP) as ec:
         holder, first, second = (ec.register_agent(actor=a).session_id for a in ("holder", "first", "second"))
         ec.configure_project(project="W", wip_limit=5, lock_delay_seconds=0, agent_wip_limit=2)
@@ -85,6 +87,10 @@ def test_waiting_lines_capacity_and_project_limits_through_the_sync_client(serve
             ("issue", "W-1", first, "first", 1),
             ("issue", "W-1", second, "second", 2),
         ]
+        page = ec.list_waits(limit=1)  # paged: the next page goes on after the first
+        assert [w.place for w in page.waits] == [1] and page.next is not None
+        rest = ec.list_waits(after=page.next, limit=1)
+        assert [(w.session_id, w.place) for w in rest.waits] == [(second, 2)] and rest.next is None
         left = ec.cancel_wait(session_id=second, issue="W-1")
         assert isinstance(left, results.CancelWaitResult) and (left.kind, left.key) == ("issue", "W-1")
         ec.release_issue(session_id=holder, issue="W-1")

@@ -1,4 +1,4 @@
-"""Faults under load, on docker-compose.yml's topology started from local processes (issue 11 item 13).
+"""Faults under load, on docker-compose.yml's topology started from local processes.
 
 PostgreSQL stopped for several seconds (a TCP proxy between the replicas and the server
 resets every connection and refuses new ones, then listens again: tests/topology.py); a
@@ -32,8 +32,8 @@ pytestmark = [
 
 NO_LIMITS = {"EVENTCOORD_RATE_LIMITS": "off"}
 
-#: The 503-only promise (SPEC §3: a database that cannot be reached answers 503
-#: STORE_UNAVAILABLE, never 500; issue 11 item 2, on the hardening branch). It holds here
+#: The 503-only promise (docs/protocol.md#under-attack: a database that cannot be reached
+#: answers 503 STORE_UNAVAILABLE, never 500). It holds here
 #: for what the proxy imitates (connections reset, new ones refused). FOR THE LEAD: a real
 #: ``pg_ctl stop`` also sends FATAL 57P01 on open connections, which the proxy does not;
 #: if this ever has to be False, INTERNAL is tolerated only while the database is down.

@@ -1,4 +1,4 @@
-"""File claims, conflicts, messages and the heatmap over HTTP against real servers (issue 4)."""
+"""File claims, conflicts, messages and the heatmap over HTTP against real servers."""
 
 from __future__ import annotations
 

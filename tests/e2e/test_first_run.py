@@ -1,4 +1,4 @@
-"""First run (SPEC §7): ``serve`` without a bootstrap token mints an admin token into the data
+"""First run (docs/protocol.md#clients): ``serve`` without a bootstrap token mints an admin token into the data
 folder, and the README's "Try it" works as written with no token pasted."""
 
 from __future__ import annotations

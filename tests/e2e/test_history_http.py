@@ -1,4 +1,4 @@
-"""SPEC §8 over HTTP: the log's filters and ``as_of`` on every point-in-time read."""
+"""History (docs/protocol.md#history) over HTTP: the log's filters and ``as_of`` on every point-in-time read."""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def codex_patch(sid: str, *lines: str) -> dict[str, Any]:
 
 
 def actor_of(harness: str, harness_sid: str) -> str:
-    """The actor key of a harness session's eventcoord sessions (SPEC's runtime identity)."""
+    """The actor key of a harness session's eventcoord sessions (the runtime identity of docs/protocol.md#identity)."""
     return f"{harness}:thread-{hashlib.sha256(('eventcoord:' + harness_sid).encode()).hexdigest()[:24]}:hook"
 
 

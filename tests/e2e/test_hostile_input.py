@@ -1,4 +1,4 @@
-"""Hostile input over HTTP against real servers, on both backends (issue 11 defects 3, 4, 9):
+"""Hostile input over HTTP against real servers, on both backends:
 names match whole strings, query input no store could take is 422 ``VALIDATION`` (never a
 5xx), and a body that is not JSON is 415."""
 

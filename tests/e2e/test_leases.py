@@ -1,4 +1,4 @@
-"""Issue leases over HTTP against real servers, on both backends (issue 3)."""
+"""Issue leases over HTTP against real servers, on both backends."""
 
 from __future__ import annotations
 
@@ -160,6 +160,30 @@ async def test_human_held_leases_are_never_reclaimed_but_can_be_forced(
     finally:
         await admin.close()
         await agent.close()
+
+
+async def test_a_forced_takeover_is_told_to_the_holder_who_loses_it(api: Api) -> None:
+    """claim_issue with force posts on the previous holder's ``agent:`` channel, naming the new
+    holder, as a forced claim_files does; the audit stays on the issue's events."""
+    a = await api.register(actor="alice")
+    boss = await api.register(actor="boss", kind="human")
+    await api.ok({"type": "claim_issue", "session_id": a, "project": "P", "issue": "P-1"})
+    before = await api.head()
+    taken = await api.command(
+        {"type": "claim_issue", "session_id": boss, "project": "P", "issue": "P-1", "force": True}
+    )
+    assert taken.status_code == 200, taken.text
+    token = taken.json()["result"]["fencing_token"]
+    told = (await api.get("/v1/messages", channel=f"agent:{a}"))["messages"]
+    assert len(told) == 1 and told[0]["position"] > before
+    assert (told[0]["session_id"], told[0]["actor_key"]) == (boss, "boss")
+    assert "P-1" in told[0]["body"] and boss in told[0]["body"] and f"token {token}" in told[0]["body"]
+    assert [e["type"] for e in taken.json()["events"]] == ["LeaseReleased", "LeaseGranted", "MessagePosted"]
+    # a claim that supersedes nobody (a free issue, or one's own) tells nobody
+    await api.ok({"type": "claim_issue", "session_id": boss, "project": "P", "issue": "P-2", "force": True})
+    await api.ok({"type": "claim_issue", "session_id": boss, "project": "P", "issue": "P-1", "force": True})
+    assert len((await api.get("/v1/messages", channel=f"agent:{a}"))["messages"]) == 1
+    assert (await api.get("/v1/messages", channel=f"agent:{boss}"))["messages"] == []
 
 
 async def test_forced_takeover_of_a_live_lease_catches_the_superseded_holder(api: Api) -> None:

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from tests.helpers import BOOTSTRAP, Api, ServerProcess, free_port
 
 TRANSPORTS = ["stdio", "http"]
@@ -25,10 +27,10 @@ TRANSPORTS = ["stdio", "http"]
 class McpHttp:
     """A real ``eventcoord mcp --transport http`` process."""
 
-    def __init__(self, base_url: str, log: Path) -> None:
+    def __init__(self, base_url: str, log: Path, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        env = {**os.environ, "EVENTCOORD_URL": base_url, "EVENTCOORD_TOKEN": BOOTSTRAP}
+        env = {**os.environ, "EVENTCOORD_URL": base_url, "EVENTCOORD_TOKEN": BOOTSTRAP, **(env or {})}
         self._log = open(log, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "eventcoord.cli", "mcp", "--transport", "http", "--port", str(self.port)],
@@ -51,6 +53,26 @@ class McpHttp:
         self.proc.wait(10)
         self._log.close()
 
+    def client(self, token: str | None = BOOTSTRAP) -> AbstractAsyncContextManager[Client]:
+        """The SDK's client over streamable HTTP, sending ``token`` as its bearer token."""
+        return http_client(self.url, token)
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str | None, statuses: list[int] | None = None) -> AsyncIterator[Client]:
+    """The MCP SDK's real client over streamable HTTP with ``Authorization: Bearer <token>``
+    (the HTTP status of every answer it gets appended to ``statuses``)."""
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+
+    async def record(response: httpx2.Response) -> None:
+        if statuses is not None:
+            statuses.append(response.status_code)
+
+    hooks = {"response": [record]}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0), event_hooks=hooks) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            yield client
+
 
 Connect = Callable[[], AbstractAsyncContextManager[Client]]
 
@@ -63,13 +85,14 @@ def _connector(transport: str, base_url: str, tmp_path: Path) -> tuple[Connect, 
     @asynccontextmanager
     async def open_client() -> AsyncIterator[Client]:
         if http:
-            target: Any = http[0].url
-        else:
-            target = StdioServerParameters(
-                command=sys.executable,
-                args=["-m", "eventcoord.cli", "mcp"],
-                env={"EVENTCOORD_URL": base_url, "EVENTCOORD_TOKEN": BOOTSTRAP},
-            )
+            async with http[0].client() as client:
+                yield client
+            return
+        target = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "eventcoord.cli", "mcp"],
+            env={"EVENTCOORD_URL": base_url, "EVENTCOORD_TOKEN": BOOTSTRAP},
+        )
         async with Client(target) as client:
             yield client
 
@@ -256,7 +279,7 @@ async def test_background_heartbeats_keep_a_short_ttl_session_live(
             env={"EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP},
         )
         mcp_http = McpHttp(server.base_url, tmp_path / "mcp.log")
-        async with Client(stdio) as one, Client(mcp_http.url) as two:
+        async with Client(stdio) as one, mcp_http.client() as two:
             kept = [
                 (await call(c, "register_agent", actor=f"kept-{i}"))["session_id"] for i, c in enumerate((one, two))
             ]
@@ -312,17 +335,13 @@ async def test_a_terminated_mcp_server_ends_its_sessions(
     import signal
 
     http = McpHttp(server.base_url, tmp_path / "mcp.log") if transport == "http" else None
-    target: Any = (
-        http.url
-        if http
-        else StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "eventcoord.cli", "mcp"],
-            env={"EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP},
-        )
+    stdio = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "eventcoord.cli", "mcp"],
+        env={"EVENTCOORD_URL": server.base_url, "EVENTCOORD_TOKEN": BOOTSTRAP},
     )
     try:
-        async with Client(target) as client:
+        async with http.client() if http else Client(stdio) as client:
             sid = (await call(client, "register_agent", actor="terminated"))["session_id"]
             await call(client, "claim_issue", project="P", issue="P-4")
             if http:

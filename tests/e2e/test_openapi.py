@@ -1,5 +1,5 @@
-"""The OpenAPI schema describes every command and answer (issue 11 item 10), and a bounded
-schemathesis run against it finds no 5xx on either backend (item 11)."""
+"""The OpenAPI schema describes every command and answer, and a bounded schemathesis run
+against it finds no 5xx on either backend."""
 
 from __future__ import annotations
 

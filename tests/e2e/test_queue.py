@@ -1,4 +1,4 @@
-"""The work queue and named leases over HTTP against real servers, on both backends (issue 5)."""
+"""The work queue and named leases over HTTP against real servers, on both backends."""
 
 from __future__ import annotations
 
@@ -325,7 +325,7 @@ async def test_a_killed_worker_is_recovered_by_the_next_claim(
 
 
 async def test_a_pull_never_hands_out_an_issue_that_is_not_free(start_server: Callable[..., ServerProcess]) -> None:
-    """Issue 11 defect 1: a stale holder's issue queued first is skipped, not reclaimed."""
+    """A stale holder's issue queued first is skipped, not reclaimed."""
     api = Api(start_server(ttl_seconds=1).base_url)
     try:
         holder = await api.register(actor="holder")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 import httpx
@@ -88,6 +89,78 @@ async def test_repeated_bad_tokens_are_slowed_down(start_server: Callable[..., S
             assert_limited(await http.post("/v1/commands", json={"type": "register_agent"}), "auth_failures")
         # A token that authenticated before keeps working from the same address.
         await api.ok({"type": "register_agent", "actor": "still-fine"})
+    finally:
+        await api.close()
+
+
+def spellings(token: str) -> list[str]:
+    """One token, written as clients and attackers write it: one key for the limiter."""
+    return [
+        f"Bearer {token}",
+        f"bearer {token}",
+        f"BEARER {token}",
+        f"bEaReR {token}",
+        f"Bearer   {token}",
+        f"Bearer\t{token}",
+        f"bearer \t {token}",
+    ]
+
+
+async def test_the_token_limit_sees_through_spelling(start_server: Callable[..., ServerProcess]) -> None:
+    rate, burst = 0.01, 5  # one more every 100 s: the burst is all a token gets during the test
+    server = start_server(
+        extra_env={
+            **OFF,
+            "EVENTCOORD_RATE_TOKEN_PER_SECOND": str(rate),
+            "EVENTCOORD_RATE_TOKEN_BURST": str(burst),
+        }
+    )
+    started = time.monotonic()
+    async with httpx.AsyncClient(base_url=server.base_url) as http:
+        answers = [
+            await http.get("/v1/leases", headers={"authorization": header})
+            for _ in range(6)
+            for header in spellings(BOOTSTRAP)
+        ]
+    refill = int((time.monotonic() - started) * rate)
+    statuses = [r.status_code for r in answers]
+    assert statuses.count(200) == burst + refill, statuses
+    assert statuses.count(429) == len(answers) - burst - refill
+    for r in answers:
+        if r.status_code == 429:
+            assert_limited(r, "token")
+
+
+async def test_a_route_that_needs_no_token_vouches_for_none(start_server: Callable[..., ServerProcess]) -> None:
+    server = start_server(
+        extra_env={
+            **OFF,
+            "EVENTCOORD_RATE_AUTH_FAILURES_PER_SECOND": "0.01",
+            "EVENTCOORD_RATE_AUTH_FAILURES_BURST": "3",
+        }
+    )
+    api = Api(server.base_url)
+    try:
+        unused = await api.token("agent")  # valid, but never authenticated on its own: only /ui sees it
+        async with httpx.AsyncClient(base_url=server.base_url) as http:
+            assert (await http.get("/ui", headers={"authorization": f"Bearer {unused}"})).status_code == 200
+            statuses = []
+            for i in range(12):
+                guess = {"authorization": f"Bearer guess-{i}"}
+                ui = await http.get("/ui", headers=guess)  # needs no token: answers whatever it carries
+                assert ui.status_code in (200, 429), ui.text
+                r = await http.get("/v1/leases", headers=guess)
+                statuses.append(r.status_code)
+                if r.status_code == 429:
+                    assert_limited(r, "auth_failures")
+            # Three failures spend the brake's burst; every later guess is braked, /ui or not.
+            assert statuses[:3] == [401, 401, 401], statuses
+            assert set(statuses[3:]) == {429}, statuses
+            # /ui vouched for no token: one that never authenticated waits like a guess ...
+            assert_limited(await http.get("/v1/leases", headers={"authorization": f"Bearer {unused}"}), "auth_failures")
+            # ... and one authentication accepted passes, however it is spelled.
+            for header in spellings(BOOTSTRAP):
+                assert (await http.get("/v1/leases", headers={"authorization": header})).status_code == 200
     finally:
         await api.close()
 

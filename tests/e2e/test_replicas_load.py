@@ -5,7 +5,7 @@ traffic, all at once on three replicas. Afterwards, from the event log alone: ne
 live leases on one issue, never two overlapping live exclusive file claims, never a
 project over its cap, every queue transition from the right status, every acknowledged
 event present, positions contiguous; and a rebuild from position 0 equals the live read
-models (issue 11 item 12).
+models.
 """
 
 from __future__ import annotations

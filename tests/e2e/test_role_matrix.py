@@ -1,5 +1,5 @@
 """One table: every role x every command and every read, across two workspaces, on both
-backends (issue 11 item 14). SPEC §3 Auth, §5 Roles: ``reader`` reads only; ``agent`` every
+backends (docs/protocol.md#roles): ``reader`` reads only; ``agent`` every
 command except issue_token, revoke_token, configure_project, a forced claim_issue and a
 human register_agent; ``human`` adds those last two; ``admin`` everything in its workspace.
 Another workspace's resources are invisible (404), another token's session is 403."""

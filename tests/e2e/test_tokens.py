@@ -1,6 +1,6 @@
 """Tokens: revoke_token and token_id, effective on every replica within a second; the
 ``eventcoord token list/revoke`` CLI; sessions bound to the token that registered them
-(issue 11 defects 5 and 6)."""
+(docs/protocol.md#roles)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ async def test_a_revoked_token_is_refused_by_every_replica_within_a_second(
                 assert status_with(server.base_url, header) == 200
         answer = await admin.ok({"type": "revoke_token", "token_id": token_id})
         assert answer["token_id"] == token_id and answer["revoked"] is True
-        await asyncio.sleep(1.0)  # SPEC §5: effective on every replica within one second
+        await asyncio.sleep(1.0)  # docs/protocol.md#roles: effective on every replica within one second
         for server in (a, b):
             for header in spellings(token):
                 assert status_with(server.base_url, header) == 401, (server.base_url, header)

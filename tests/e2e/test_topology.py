@@ -1,4 +1,4 @@
-"""docker-compose.yml and tests/topology.py describe the same deployment, and it runs (issue 11 item 15)."""
+"""docker-compose.yml and tests/topology.py describe the same deployment, and it runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Waiting lines over HTTP with real concurrent clients, on both backends (issue 15, SPEC §9)."""
+"""Waiting lines over HTTP with real concurrent clients, on both backends (docs/protocol.md#waiting)."""
 
 from __future__ import annotations
 
@@ -139,6 +139,55 @@ async def test_three_session_cycle_is_refused(api: Api) -> None:
     refused = await api.events("DeadlockRefused")
     assert len(refused) == 1 and refused[0]["data"]["cycle"] == cycle
     assert sorted(w["session_id"] for w in (await api.get("/v1/waits"))["waits"]) == sorted([a, b])
+
+
+async def test_a_slot_of_a_capacity_lease_is_a_deadlock_only_when_every_holder_waits_for_me(api: Api) -> None:
+    """A named lease of capacity 2: waiting for it needs any one slot. While one holder
+    waits for the caller and the other is free to release, the wait is no deadlock; once
+    both wait for the caller, it is one."""
+    a, b, c = [await api.register(actor=x) for x in "abc"]
+    for s in (a, b):
+        await api.ok({"type": "acquire_lease", "session_id": s, "name": "gpu", "capacity": 2})
+    for issue in ("I-1", "I-2"):
+        await api.ok({"type": "claim_issue", "session_id": c, "project": "P", "issue": issue})
+    await api.error(  # a holds 1 of the 2 slots and waits for c
+        {"type": "claim_issue", "session_id": a, "project": "P", "issue": "I-1", "wait": True}, 409, "ISSUE_HELD"
+    )
+    err = await api.error(
+        {"type": "acquire_lease", "session_id": c, "name": "gpu", "capacity": 2, "wait": True}, 409, "LEASE_HELD"
+    )
+    assert err["details"]["waiting"] == {"place": 1, "waiters": 1}  # b may release its slot
+    await api.ok({"type": "cancel_wait", "session_id": c, "name": "gpu"})
+
+    await api.error(  # now b waits for c as well: no slot can ever free for c
+        {"type": "claim_issue", "session_id": b, "project": "P", "issue": "I-2", "wait": True}, 409, "ISSUE_HELD"
+    )
+    err = await api.error(
+        {"type": "acquire_lease", "session_id": c, "name": "gpu", "capacity": 2, "wait": True}, 409, "DEADLOCK"
+    )
+    cycle = [(x["session_id"], x["kind"], x["key"], x["holder_session_id"]) for x in err["details"]["cycle"]]
+    assert cycle == [(c, "lease", "gpu", a), (a, "issue", "I-1", c)]
+    assert [e["data"]["session_id"] for e in await api.events("DeadlockRefused")] == [c]
+
+
+async def test_a_waiter_for_a_lease_with_a_free_slot_is_not_deadlocked(api: Api) -> None:
+    """A slot that expired is free (nothing sweeps: the line's next look hands it out), so
+    the session waiting for that lease is stuck behind nobody."""
+    a, b, c = [await api.register(actor=x) for x in "abc"]
+    await api.ok({"type": "acquire_lease", "session_id": a, "name": "gpu", "capacity": 2})
+    await api.ok({"type": "acquire_lease", "session_id": b, "name": "gpu", "capacity": 2, "ttl_seconds": 1})
+    await api.ok({"type": "claim_issue", "session_id": c, "project": "P", "issue": "I-1"})
+    await api.error(
+        {"type": "acquire_lease", "session_id": c, "name": "gpu", "capacity": 2, "wait": True}, 409, "LEASE_HELD"
+    )
+    deadline = time.monotonic() + 30
+    while any(x["session_id"] == b and x["held"] for x in (await api.get("/v1/named-leases"))["leases"]):
+        assert time.monotonic() < deadline, "b's one-second slot never expired"
+        await asyncio.sleep(0.1)
+    err = await api.error(  # a holds the one live slot; c could take the free one
+        {"type": "claim_issue", "session_id": a, "project": "P", "issue": "I-1", "wait": True}, 409, "ISSUE_HELD"
+    )
+    assert err["details"]["waiting"]["place"] == 1
 
 
 async def test_files_wait_is_handed_the_paths_when_the_holder_releases(api: Api) -> None:
@@ -288,3 +337,48 @@ async def test_a_rebuild_reproduces_the_lines_slots_and_hand_offs(
         assert [await again.get(path) for path in reads] == before
     finally:
         await again.close()
+
+
+async def test_the_waiting_lines_are_paged_by_key_then_place(api: Api) -> None:
+    """``limit`` rows at a time, ``next`` leading on; pages join into exactly the whole answer,
+    places going on across a page that ends inside a line; a cursor not handed out is 422."""
+    await api.ok({"type": "configure_project", "project": "P", "wip_limit": 50})
+    holder = await api.register(actor="holder")
+    for issue in ("A-1", "B-1", "C-1"):
+        await api.ok({"type": "claim_issue", "session_id": holder, "project": "P", "issue": issue})
+    await api.ok({"type": "claim_files", "session_id": holder, "issue": "A-1", "paths": ["src/"]})
+    await api.ok({"type": "acquire_lease", "session_id": holder, "name": "gpu"})
+    waits: list[dict[str, Any]] = [
+        {"type": "claim_issue", "project": "P", "issue": issue} for issue in ("B-1", "A-1", "C-1", "A-1", "B-1")
+    ]
+    waits += [{"type": "claim_issue", "project": "P", "issue": "A-1"}] * 3
+    waits += [{"type": "claim_files", "issue": "F-1", "paths": ["src/a.py", "src/b.py"]}] * 2
+    waits += [{"type": "acquire_lease", "name": "gpu"}] * 2
+    for i, body in enumerate(waits):
+        sid = await api.register(actor=f"w{i}")
+        r = await api.command({**body, "session_id": sid, "wait": True})
+        assert r.status_code == 409 and "waiting" in r.json()["error"]["details"], r.text
+
+    whole = await api.get("/v1/waits")
+    assert whole["next"] is None and len(whole["waits"]) == 14
+    lines = [(w["key"], w["kind"], w["place"]) for w in whole["waits"]]
+    assert lines == sorted(lines)  # by key, then kind, then place
+    assert [w["place"] for w in whole["waits"] if w["key"] == "A-1"] == [1, 2, 3, 4, 5]
+
+    for limit in (1, 3, 4, 13, 14):
+        pages: list[list[dict[str, Any]]] = []
+        after: str | None = None
+        while True:
+            page = await api.get("/v1/waits", limit=limit, **({"after": after} if after else {}))
+            assert len(page["waits"]) <= limit
+            pages.append(page["waits"])
+            after = page["next"]
+            if after is None:
+                break
+        assert all(len(p) == limit for p in pages[:-1]) and pages[-1], [len(p) for p in pages]
+        assert [w for p in pages for w in p] == whole["waits"], limit
+
+    r = await api.http.get("/v1/waits", params={"after": "not-a-cursor"})
+    assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "after", r.text
+    r = await api.http.get("/v1/waits", params={"limit": 0})
+    assert r.status_code == 422, r.text

@@ -3,7 +3,8 @@
 ``MessagesServer`` speaks the Anthropic Messages API (Claude Code), ``ResponsesServer``
 the OpenAI Responses API (Codex); both stream SSE. A script is a list of turns, one per
 model request: ``ToolCall`` asks the harness to run a tool, ``Answer`` ends with text (also
-what every request past the script gets). Every request is recorded, so a test can read
+what every request past the script gets), ``AwaitTools`` waits until the harness offers some
+tools (which it may connect while the model already runs). Every request is recorded, so a test can read
 what the harness told the model (a tool result, a hook's deny reason), and ``observe``,
 called before each model answer, records what the test wants to see while the harness
 is still running (the claims of a live session, say).
@@ -36,7 +37,22 @@ class Answer:
     text: str = "done"
 
 
-Turn = ToolCall | Answer
+@dataclass(frozen=True)
+class AwaitTools:
+    """Until the request offers every tool in ``names``, the model calls ``WaitForMcpServers``
+    (Claude Code offers it while MCP servers still connect); once they are offered, the turn
+    takes no request of its own and the next turn answers. A request offering neither them nor
+    the wait ends the script with an answer saying so (the harness never connected them)."""
+
+    names: tuple[str, ...]
+    #: Waits at most, before the script gives up the same way.
+    attempts: int = 5
+
+
+#: The tool Claude Code offers while its MCP servers connect beside the first request.
+WAIT_FOR_MCP = "WaitForMcpServers"
+
+Turn = ToolCall | Answer | AwaitTools
 _S = TypeVar("_S", bound="_ModelServer")
 
 
@@ -57,6 +73,8 @@ class _ModelServer:
         self.observe = observe
         #: What ``observe`` returned before each model answer, in order.
         self.observations: list[Any] = []
+        #: The tools the stand-in asked the harness to run, in order.
+        self.calls: list[str] = []
         self.requests: list[Recorded] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -88,7 +106,7 @@ class _ModelServer:
                     return
                 if owner.observe is not None:
                     owner.observations.append(owner.observe())
-                events = owner.stream(owner._next_turn(), next(owner._ids), body)
+                events = owner.stream(owner._next_turn(body), next(owner._ids), body)
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("cache-control", "no-cache")
@@ -118,9 +136,24 @@ class _ModelServer:
         with self._lock:
             self.requests.append(Recorded(handler.command, handler.path, body))
 
-    def _next_turn(self) -> Turn:
+    def _next_turn(self, body: dict[str, Any]) -> ToolCall | Answer:
+        offered = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
         with self._lock:
-            return self.script.pop(0) if self.script else Answer()
+            while self.script and isinstance(await_ := self.script[0], AwaitTools):
+                missing = [n for n in await_.names if n not in offered]
+                if not missing:
+                    self.script.pop(0)
+                    continue
+                if WAIT_FOR_MCP not in offered or await_.attempts == 0:
+                    self.script.clear()
+                    return Answer(f"never offered: {', '.join(missing)}")
+                self.script[0] = AwaitTools(await_.names, await_.attempts - 1)
+                self.calls.append(WAIT_FOR_MCP)
+                return ToolCall(WAIT_FOR_MCP, {})
+            turn = self.script.pop(0) if self.script else Answer()
+            if isinstance(turn, ToolCall):
+                self.calls.append(turn.name)
+            return turn
 
     def model_requests(self) -> list[dict[str, Any]]:
         """The bodies of the model calls, in order."""
@@ -129,7 +162,7 @@ class _ModelServer:
     def serves(self, path: str) -> bool:
         raise NotImplementedError
 
-    def stream(self, turn: Turn, n: int, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    def stream(self, turn: ToolCall | Answer, n: int, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -149,7 +182,7 @@ class MessagesServer(_ModelServer):
     def serves(self, path: str) -> bool:
         return path.split("?", 1)[0] == "/v1/messages"
 
-    def stream(self, turn: Turn, n: int, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    def stream(self, turn: ToolCall | Answer, n: int, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         model = body.get("model", "claude-stand-in")
         usage = {"input_tokens": 10, "output_tokens": 1}
         start = {
@@ -215,7 +248,7 @@ class ResponsesServer(_ModelServer):
     def serves(self, path: str) -> bool:
         return path.split("?", 1)[0] == "/v1/responses"
 
-    def stream(self, turn: Turn, n: int, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    def stream(self, turn: ToolCall | Answer, n: int, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         if isinstance(turn, ToolCall) and isinstance(turn.input, dict):  # a function tool (exec_command)
             item: dict[str, Any] = {
                 "type": "function_call",

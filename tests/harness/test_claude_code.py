@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tests.harness.conftest import ORIGINAL, claims_reader, harness_sessions, runtime_digest
 from tests.harness.harnesses import ClaudeCode
-from tests.harness.model_servers import Answer, MessagesServer, ToolCall
+from tests.harness.model_servers import WAIT_FOR_MCP, Answer, AwaitTools, MessagesServer, ToolCall
 from tests.helpers import Api, ServerProcess
 
 LAST_WORDS = "Wrote notes/plan.md; src/app.py is alice's (APP-1), so I left it alone."
@@ -84,8 +84,11 @@ async def test_a_write_to_a_held_file_is_stopped_and_a_free_one_is_claimed(
 async def test_claude_code_gets_eventcoord_tools_from_the_mcp_json_init_wrote(
     claude: ClaudeCode, coordinated: Path, holder: str, agent_env: dict[str, str]
 ) -> None:
+    tools = ("mcp__eventcoord__list_file_claims", "mcp__eventcoord__claim_files")
     script = [
-        ToolCall("WaitForMcpServers", {}),  # Claude Code connects MCP servers beside the first request
+        # Claude Code connects MCP servers beside the first request: it may offer them at
+        # once or offer WaitForMcpServers until they are connected.
+        AwaitTools(tools),
         ToolCall("mcp__eventcoord__list_file_claims", {}),
         Answer("alice holds src/app.py"),
     ]
@@ -94,9 +97,13 @@ async def test_claude_code_gets_eventcoord_tools_from_the_mcp_json_init_wrote(
         allowed = ("mcp__eventcoord__list_file_claims",)
         run = claude.run(coordinated, model, "who holds what?", env=agent_env, mcp=True, allowed_tools=allowed)
     assert run.returncode == 0, run.explain()
-    connected, claims = model.tool_results()
-    assert str(connected["content"]).startswith("ready: true"), connected
-    assert "mcp__eventcoord__claim_files" in [t["name"] for t in model.model_requests()[-1]["tools"]]
+    assert model.calls[-1] == "mcp__eventcoord__list_file_claims", model.calls
+    *waited, claims = model.tool_results()
+    assert len(waited) == model.calls.count(WAIT_FOR_MCP)
+    if waited:  # the wait ended with the servers connected
+        assert str(waited[-1]["content"]).startswith("ready: true"), waited
+    offered = [t["name"] for t in model.model_requests()[-1]["tools"]]
+    assert set(tools) <= set(offered), offered
     assert not claims.get("is_error") and "src/app.py" in str(claims["content"]), claims
     assert holder in str(claims["content"])
 

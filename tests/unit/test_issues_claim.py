@@ -1,4 +1,4 @@
-"""decide_claim_issue, in the order SPEC §5 checks.
+"""decide_claim_issue, in the order docs/protocol.md#claim_issue-in-order checks.
 
 Liveness, own lease, human hold, holder, force, cap, grant and reclaim.
 """
@@ -32,7 +32,7 @@ from eventcoord.domain.issues import (
     decide_claim_issue,
 )
 from eventcoord.domain.sessions import SessionState
-from eventcoord.events import LeaseGranted, LeaseReleased, WipCapDenied
+from eventcoord.events import LeaseGranted, LeaseReleased, MessagePosted, WipCapDenied
 
 # ============================================================= claim_issue, in order
 
@@ -178,8 +178,12 @@ class TestClaimForce:
         view = view_held_by(ALICE_LIVE, 4)
         # when ME claims with force under a human/admin token
         d = decide_claim_issue(ClaimState(ME, view, LIMIT, 0), claim(ME.session_id, force=True), ctx(role))
-        # then ALICE's lease is released as superseded, then ME is granted token 5
+        # then ALICE's lease is released as superseded, then ME is granted token 5, and ALICE is told
         assert d.error is None
+        told = d.events.pop()
+        assert told[0] == "channel:agent:s-alice" and isinstance(told[1], MessagePosted)
+        assert (told[1].channel, told[1].session_id) == ("agent:s-alice", "s-me")
+        assert ISSUE in told[1].body and "s-me" in told[1].body and "token 5" in told[1].body
         assert d.events == [
             (
                 f"issue:{ISSUE}",
@@ -211,7 +215,7 @@ class TestClaimForce:
         d = decide_claim_issue(
             ClaimState(ME, view_held_by(human, 9), LIMIT, 0), claim(ME.session_id, force=True), ctx("admin")
         )
-        assert types(d) == ["LeaseReleased", "LeaseGranted"]
+        assert types(d) == ["LeaseReleased", "LeaseGranted", "MessagePosted"]  # the human is told
         released = d.events[0][1]
         assert isinstance(released, LeaseReleased)
         assert (released.session_id, released.reason, released.fencing_token) == (

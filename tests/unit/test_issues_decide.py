@@ -2,11 +2,11 @@
 
 ``effective_state``, ``decide_claim_issue``, ``decide_release_issue`` and ``decide_verify_hold`` are
 fed SessionState / IssueView / LeaseState / IssueState values built by hand and a
-``Context`` with a fixed clock, and checked against SPEC §1 (Issue lease, Effective
-state, Guard points, Takeover) and §5 (claim_issue / Effective state / verify_hold
-orders, Handoff, Error details). Each test reads given / when / then. Effective state and
-claim_issue have their own modules (test_issues_state.py, test_issues_claim.py); the
-givens are in issue_givens.py.
+``Context`` with a fixed clock, and checked against docs/protocol.md#concepts (Issue lease,
+Effective state, Guard points, Takeover) and docs/protocol.md#rules (the orders of
+claim_issue, effective state and verify_hold, handoff notes, error details). Each test
+reads given / when / then. Effective state and claim_issue have their own modules
+(test_issues_state.py, test_issues_claim.py); the givens are in issue_givens.py.
 """
 
 from __future__ import annotations
@@ -262,8 +262,8 @@ class TestGrantForWork:
         ]
 
     def test_a_stale_holders_issue_is_not_free_so_a_pull_skips_it(self) -> None:
-        # SPEC §1 guard points: selection never hands out an issue that is not free; a
-        # reclaimable lease is claim_issue's explicit takeover (issue 11 defect 1).
+        # Guard points (docs/protocol.md#concepts): selection never hands out an issue that
+        # is not free; a reclaimable lease is claim_issue's explicit takeover.
         stale = session("s-bob", live=False)
         live = self.count(0)
         assert grant_for_work(view_held_by(stale, 2), ME, PROJECT, LIMIT, live, ctx()) is None

@@ -1,4 +1,4 @@
-"""Effective state of an issue (SPEC §1, §5), and the holder as it is shown."""
+"""Effective state of an issue (docs/protocol.md#effective-state-in-order), and the holder as it is shown."""
 
 from __future__ import annotations
 

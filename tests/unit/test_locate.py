@@ -1,4 +1,4 @@
-"""Finding the server (SPEC §7): flags, then the environment, then the local data folder."""
+"""Finding the server (docs/protocol.md#clients): flags, then the environment, then the local data folder."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Names that are keys match as whole strings; workspaces map to NATS subjects injectively
-(issue 11 defect 3)."""
+(docs/protocol.md#names)."""
 
 from __future__ import annotations
 

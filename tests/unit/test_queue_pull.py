@@ -169,7 +169,7 @@ def test_pull_reclaims_a_lease_the_recovery_released_in_one_step() -> None:
 
 
 def test_pull_never_hands_out_a_stale_holders_issue_it_did_not_recover() -> None:
-    # Issue 11 defect 1: a stale holder's issue (leased by claim_issue, not by a work item)
+    # A stale holder's issue (leased by claim_issue, not by a work item)
     # queued at priority 9 is skipped, not reclaimed; the free one at priority 1 is taken.
     lease = LeaseState("I-stale", "P", "s-gone", "actor-s-gone", 4)
     stale_view = IssueView("I-stale", IssueState("I-stale", "P", 4, None, None), lease, gone("s-gone"), ())

@@ -76,7 +76,7 @@ def thread_digest(raw: str) -> str:
     return hashlib.sha256(("eventcoord:" + raw).encode()).hexdigest()[:24]
 
 
-# --- identity resolution (SPEC §1, §5) ---------------------------------------------------
+# --- identity resolution (docs/protocol.md#identity) ---------------------------------------
 
 
 def test_explicit_actor_is_the_bare_token_and_stable() -> None:

@@ -1,4 +1,4 @@
-"""The answer envelope of SPEC §3, encoded here and nowhere else.
+"""The answer envelope (docs/protocol.md#the-command-endpoint), encoded here and nowhere else.
 
 Success is ``{"ok": true, "result", "events", "position"}``; a refusal is
 ``{"ok": false, "error": {"code", "message", "details"}}``, with ``events`` and

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from eventcoord.api.read_deadlines import DeadlineHttpToolsProtocol
 
 
 class _GatheringTransport:
@@ -60,8 +60,11 @@ class _GatheringTransport:
         return getattr(self._transport, name)
 
 
-class CoalescingHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, writing each step's output once (module docstring)."""
+class CoalescingHttpToolsProtocol(DeadlineHttpToolsProtocol):
+    """uvicorn's httptools protocol, writing each step's output once (module docstring).
+
+    It keeps the deadlines on reading a request (``api/read_deadlines.py``).
+    """
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         # (uvloop's transports are not asyncio.Transport subclasses: no isinstance check)

@@ -6,6 +6,7 @@ from typing import Any
 
 from litestar import MediaType, Request, Response
 
+from eventcoord.api.ratelimit import vouch
 from eventcoord.bootstrap import Runtime
 from eventcoord.codec import encode
 from eventcoord.context import Caller
@@ -19,7 +20,9 @@ def runtime(request: Request[Any, Any, Any]) -> Runtime:
 
 async def caller(request: Request[Any, Any, Any]) -> Caller:
     """Authenticate the request's bearer token (every role may read its own workspace)."""
-    return await runtime(request).auth.authenticate(request.headers.get("authorization"))
+    who = await runtime(request).auth.authenticate(request.headers.get("authorization"))
+    vouch(request.scope)
+    return who
 
 
 def json(value: Any, status: int = 200) -> Response[bytes]:

@@ -2,8 +2,9 @@
 
 Refusals carry their code; the HTTP layer's own exceptions (unknown route, wrong method,
 a body over 1 MiB, a bad query parameter) are given the code of their status; a lost
-race is CONCURRENCY; a failing database is STORE_UNAVAILABLE; anything else is INTERNAL,
-logged in full here and nowhere else.
+race is CONCURRENCY; a database we cannot reach is STORE_UNAVAILABLE (the store logs the
+outage once, so no request logs it again); anything else is INTERNAL, logged in full here
+and nowhere else.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from litestar.exceptions import HTTPException, ValidationException
 
 from eventcoord import errors
 from eventcoord.api.answers import error_response
-from eventcoord.errors import ConcurrencyError, DomainError, StoreError
+from eventcoord.errors import ConcurrencyError, DomainError, StoreError, StoreUnavailable
 
 log = logging.getLogger("eventcoord.api")
 
@@ -67,6 +68,11 @@ def http_error(_: Req, e: HTTPException) -> Response[bytes]:
     return error_response(_from_http(e))
 
 
+def store_unavailable(_: Req, e: StoreUnavailable) -> Response[bytes]:
+    # An outage, not a surprise: the store said so once in the log (store/outage.py).
+    return error_response(errors.store_unavailable())
+
+
 def internal_error(request: Req, e: Exception) -> Response[bytes]:
     # The one place a surprise is logged in full; the client gets no stack trace.
     log.exception("unhandled error on %s %s", request.method, request.url.path)
@@ -76,6 +82,7 @@ def internal_error(request: Req, e: Exception) -> Response[bytes]:
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     DomainError: domain_error,
     ConcurrencyError: concurrency_error,
+    StoreUnavailable: store_unavailable,
     ValidationException: validation_error,
     HTTPException: http_error,
     Exception: internal_error,

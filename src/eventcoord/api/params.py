@@ -1,4 +1,4 @@
-"""One check of every request's parameters, before any route reads them (issue 11 defect 4).
+"""One check of every request's parameters, before any route reads them.
 
 Whatever a route declares, a query or path parameter never reaches the database unless it
 can be stored there: a NUL character anywhere (PostgreSQL refuses it in text) or an integer

@@ -1,21 +1,13 @@
 """Rate limits: per token, per client address, and a brake on repeated failed authentication.
 
-An ASGI middleware in front of every route but ``/health``, with three kinds of token
-bucket (a rate per second refilling up to a burst), kept in this process's memory (a
-limit is admission control, not a correctness decision: each replica limits on its own):
-
-* **address** — every request from one client address, before authentication;
-* **token** — every request carrying one ``Authorization`` value (keyed by its SHA-256);
-* **auth failures** — each 401 answered to an address takes one; while that bucket is
-  empty, the address's requests that do not carry a token known to be good are refused
-  without being looked at, so guessing tokens is slowed to the bucket's rate.
-
-A refusal is 429 ``RATE_LIMITED`` in the error envelope with ``Retry-After`` (whole
-seconds, at least 1) and ``details: {scope, retry_after}``. Why not litestar's
-``RateLimitMiddleware``: it counts a fixed window by storing every request's timestamp
-(a JSON list as long as the limit, re-encoded on every request), serialises all requests
-behind one lock, sends no ``Retry-After``, and knows neither tokens before authentication
-nor failed authentications.
+An ASGI middleware in front of every route but ``/health``, with three kinds of token bucket
+(a rate per second refilling up to a burst) in this process's memory: per client address,
+before authentication; per bearer token as authentication reads it (:func:`eventcoord.auth.bearer_token`:
+scheme case and spaces make no new token); and per address for failed authentications (each
+401 takes one; while none is left, requests without a token authentication accepted
+(:func:`vouch`) are refused unread). A refusal is 429 ``RATE_LIMITED`` with ``Retry-After``.
+The limits: docs/reliability.md#rate-limits; why not Litestar's middleware:
+docs/decisions/0010-our-own-rate-limiter.md.
 """
 
 from __future__ import annotations
@@ -40,6 +32,7 @@ from litestar.types import (
 
 from eventcoord import errors, metrics
 from eventcoord.api.answers import error_body
+from eventcoord.auth import bearer_token
 
 #: Buckets kept per kind before idle (full) ones are forgotten.
 MAX_KEYS = 50_000
@@ -47,6 +40,24 @@ MAX_KEYS = 50_000
 MAX_GOOD = 10_000
 #: Routes never limited (load balancers' health checks).
 EXEMPT = frozenset({"/health"})
+#: The scope key of a request's :class:`Verdict`.
+VERDICT = "eventcoord.auth_verdict"
+
+
+class Verdict:
+    """Whether authentication accepted this request's token (set by :func:`vouch`)."""
+
+    __slots__ = ("accepted",)
+
+    def __init__(self) -> None:
+        self.accepted = False
+
+
+def vouch(scope: Scope) -> None:
+    """Authentication accepted the request's bearer token: the limiter may trust it."""
+    verdict = scope.get(VERDICT)
+    if isinstance(verdict, Verdict):
+        verdict.accepted = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +144,8 @@ class Limiter:
         now = time.monotonic()
         client = scope.get("client")
         address = client[0] if client else "-"
-        header = _authorization(scope)
-        digest = hashlib.sha256(header).hexdigest() if header else ""
+        token = bearer_token(_authorization(scope))
+        digest = hashlib.sha256(token.encode()).hexdigest() if token else ""
         if self.limits.address.on and (wait := self.by_address.take(address, now)):
             await _refuse(send, "address", wait)
             return
@@ -146,13 +157,16 @@ class Limiter:
             await _refuse(send, "token", wait)
             return
 
+        verdict = Verdict()
+        scope[VERDICT] = verdict  # type: ignore[literal-required]
+
         async def watch(message: Message) -> None:
             if message["type"] == "http.response.start":
                 if message["status"] == 401:
                     if self.limits.auth_failures.on:
                         self.failures.spend(address, time.monotonic())
                     self._good.pop(digest, None)
-                elif digest and not known and message["status"] < 500:
+                elif digest and not known and verdict.accepted:
                     self._good[digest] = None
                     if len(self._good) > MAX_GOOD:
                         self._good.popitem(last=False)
@@ -178,11 +192,11 @@ def middleware(limits: RateLimits) -> Any:
     return factory
 
 
-def _authorization(scope: Scope) -> bytes:
+def _authorization(scope: Scope) -> str | None:
     for name, value in scope["headers"]:
         if name == b"authorization":
-            return bytes(value)
-    return b""
+            return bytes(value).decode("latin-1")
+    return None
 
 
 async def _refuse(send: Send, scope_name: str, wait: float) -> None:

@@ -1,19 +1,13 @@
-"""The ``eventcoord`` command line.
+"""The ``eventcoord`` command line; the console script starts here, importing only ``sys``.
 
-    serve, migrate, token create, tail              the service itself      (cli.server)
-    rebuild, export, replay, archive                history (SPEC §8)       (cli.history)
-    register-agent, claim-issue, … (every command)  generated from commands (cli.ops)
-    agents, leases, state, … (every read)           generated from reads    (cli.ops)
-    verify-hold, hook install, claim-issue --record the publish gate        (cli.hook)
-    hook pre-commit                                 the commit gate         (cli.commit_gate)
-    hook claude, hook codex                         the harness hooks       (cli.harness_hook)
-    init                                            set a repository up     (cli.init)
-    mcp                                             the MCP server          (eventcoord.mcp)
-    github sync                                     the GitHub mirror       (cli.github)
+    serve, migrate, token, tail; rebuild, export, verify, replay, archive   cli.server, cli.history
+    register-agent, … (every command); agents, leases, … (every read)     cli.ops (generated)
+    verify-hold, hook install, claim-issue --record; hook pre-commit       cli.hook, cli.commit_gate
+    hook claude, hook codex; init; github sync                             cli.harness_hook, cli.init, cli.github
+    mcp                                                                    eventcoord.mcp
 
-The console script starts here, so this module imports only ``sys``: a subcommand loads
-the one module that defines it, and ``hook claude|codex`` (run on every tool call of a
-coding agent) loads nothing but the standard library.
+A subcommand loads the one module that defines it, and ``hook claude|codex`` (run on every
+tool call of a coding agent) loads nothing but the standard library.
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ if TYPE_CHECKING:
 #: commands and reads of cli.ops).
 FACES: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("server", frozenset({"serve", "migrate", "token", "tail"})),
-    ("history", frozenset({"rebuild", "export", "replay", "archive"})),
+    ("history", frozenset({"rebuild", "export", "verify", "replay", "archive"})),
     ("ops", None),
     ("hook", frozenset({"hook"})),
     ("init", frozenset({"init"})),
@@ -57,7 +51,11 @@ def _add_mcp(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "after this many seconds without a request or an open stream (default 120)",
     )
     p.add_argument("--url", help="eventcoord server URL (EVENTCOORD_URL; default http://127.0.0.1:8765)")
-    p.add_argument("--token", help="bearer token (EVENTCOORD_TOKEN; default ./.eventcoord/admin-token)")
+    p.add_argument(
+        "--token",
+        help="stdio: bearer token (EVENTCOORD_TOKEN; default ./.eventcoord/admin-token); "
+        "not used over http, where each client sends its own",
+    )
     p.set_defaults(fn=run)
 
 

@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Protocol
 
-    from eventcoord.cli.ops import Answer, Server
+    from eventcoord.cli.exchange import Answer, Server
     from eventcoord.cli.subcommands import Subcommand
 
     class WithStatus(Protocol):
@@ -180,6 +180,8 @@ def show(spec: Subcommand, answer: Answer, args: argparse.Namespace, server: Ser
         print(f"mode {body.get('mode')}, depth {body.get('depth')}")
     if lists:
         rows(spec["name"], body[lists[0]])
+        if body.get("next"):  # a paged read with more to come
+            print(f"(more: --after {body['next']})")
     else:
         summary(body)
     return 0

@@ -36,7 +36,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def uvicorn_options() -> dict[str, object]:
-    """The fastest event loop and HTTP parser installed (uvloop, httptools, writes gathered)."""
+    """The fastest event loop and HTTP parser installed (uvloop; httptools, writes gathered, reads under deadlines)."""
     extra: dict[str, object] = {}
     with contextlib.suppress(ImportError):
         import uvloop  # noqa: F401
@@ -56,8 +56,9 @@ def freeze_startup_heap(_app: object = None) -> None:
 
     The modules, the app, the schema and the runtime live as long as the process, and a
     full collection walked all of them again: 70-150 ms with the event loop stopped, every
-    few seconds under load, which was the p99 of every command (docs/performance.md, issue
-    12 phase 4; bench/gc_traced_serve.py). Garbage from the start is collected first, so nothing is frozen
+    few seconds under load, which was the p99 of every command
+    (docs/decisions/0008-freeze-the-startup-heap.md; bench/gc_traced_serve.py). Garbage from
+    the start is collected first, so nothing is frozen
     that could be freed; objects made while serving are collected as before.
     """
     from eventcoord import metrics
@@ -96,6 +97,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from eventcoord.api.app import create_app
+    from eventcoord.api.read_deadlines import DeadlineConfig
 
     settings = _settings(args)
     sock = listen_socket(settings.host, settings.port)
@@ -104,8 +106,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     extra = uvicorn_options()
     app = create_app(settings)
     app.on_startup.append(freeze_startup_heap)
-    config = uvicorn.Config(
+    config = DeadlineConfig(
         app,
+        header_timeout=settings.header_timeout_seconds,
+        body_timeout=settings.body_timeout_seconds,
         host=settings.host,
         port=settings.port,
         log_level="warning",
@@ -114,7 +118,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # Server-Sent Events streams never end on their own: on SIGTERM give requests in
         # flight a few seconds, then close the streams (clients resume with Last-Event-ID).
         timeout_graceful_shutdown=3,
-        **extra,  # type: ignore[arg-type]
+        **extra,
     )
     from eventcoord.first_run import ensure_admin_token
 

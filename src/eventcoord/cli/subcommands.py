@@ -362,7 +362,12 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         ),
     },
     "named-leases": {"name": "list_named_leases", "kind": "read", "path": "/v1/named-leases", "options": ()},
-    "waits": {"name": "list_waits", "kind": "read", "path": "/v1/waits", "options": ()},
+    "waits": {
+        "name": "list_waits",
+        "kind": "read",
+        "path": "/v1/waits",
+        "options": ({"field": "after", "kind": "str"}, {"field": "limit", "kind": "int"}),
+    },
     "messages": {
         "name": "read_messages",
         "kind": "read",

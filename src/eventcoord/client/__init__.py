@@ -1,19 +1,13 @@
-"""The typed Python client of eventcoord (SPEC §7), and live subscriptions (SSE or NATS).
+"""The typed Python client of eventcoord (docs/protocol.md#clients), and live subscriptions.
 
     from eventcoord.client import Client
     with Client() as ec:                      # finds the server and token by itself
         me = ec.register_agent(actor="me")
         lease = ec.claim_issue(session_id=me.session_id, project="P", issue="P-1")
-        ec.verify_hold(session_id=me.session_id, issue="P-1", fencing_token=lease.fencing_token)
 
-    async with AsyncClient(url, token) as ec:  # the same methods, awaited
-        async for ev in ec.stream(after=0):   # Server-Sent Events, no NATS needed
-            ...
-    async for ev in subscribe("nats://127.0.0.1:4222", workspace="default"):  # JetStream
-        ...
-
-A refusal raises ``eventcoord.errors.Refused`` (a subclass per code family). Names load on
-first use, so ``import eventcoord.client`` (and the CLI) stays fast.
+``AsyncClient`` has the same methods, awaited, and ``.stream()`` (Server-Sent Events);
+``subscribe`` follows JetStream. A refusal raises ``Refused`` (a subclass per code family,
+from ``eventcoord.errors``). Names load on first use: ``import eventcoord.client`` is fast.
 """
 
 from __future__ import annotations
@@ -24,7 +18,10 @@ if TYPE_CHECKING:
     from typing import Any
 
     from eventcoord.client.aio import AsyncClient
-    from eventcoord.client.errors import (
+    from eventcoord.client.reply import Reply
+    from eventcoord.client.sync import Client
+    from eventcoord.codec import WireEvent
+    from eventcoord.errors import (
         AccessDenied,
         Contended,
         InvalidRequest,
@@ -34,9 +31,6 @@ if TYPE_CHECKING:
         Retryable,
         Unreachable,
     )
-    from eventcoord.client.reply import Reply
-    from eventcoord.client.sync import Client
-    from eventcoord.codec import WireEvent
 
 __all__ = [
     "AccessDenied",
@@ -58,7 +52,7 @@ _HOME = {
     "AsyncClient": "eventcoord.client.aio",
     "Reply": "eventcoord.client.reply",
     **{
-        name: "eventcoord.client.errors"
+        name: "eventcoord.errors"
         for name in (
             "AccessDenied",
             "Contended",

@@ -25,7 +25,7 @@ from eventcoord.client.operations import OPERATIONS, Operation
 PACKAGE = Path(__file__).with_name("generated")
 CLI_TABLE = Path(__file__).parent.parent / "cli" / "subcommands.py"
 
-#: Which module of ``generated/`` holds each operation: the SPEC's concepts, as everywhere else.
+#: Which module of ``generated/`` holds each operation: the protocol's concepts, as everywhere else.
 #: A command or read missing here stops the generator (every operation must have a room).
 CONCEPTS: dict[str, tuple[str, ...]] = {
     "sessions": ("register_agent", "heartbeat_agent", "end_agent", "list_agents", "get_agent"),

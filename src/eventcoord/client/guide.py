@@ -102,6 +102,7 @@ REFUSAL: dict[str, str] = {
     "STORE_UNAVAILABLE": "the database is unreachable: wait and call again",
     "PAYLOAD_TOO_LARGE": "the request is too large: send less",
     "UNSUPPORTED_MEDIA_TYPE": "send the command as a JSON body with Content-Type: application/json",
+    "REQUEST_TIMEOUT": "the request arrived too slowly and the connection was closed: send it again",
 }
 
 #: The refusals each operation can answer, beyond VALIDATION and the auth codes.

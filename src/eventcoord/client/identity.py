@@ -1,4 +1,4 @@
-"""Client-side identity hints for register_agent (SPEC §1): the process-ancestry digest."""
+"""Client-side identity hints for register_agent (docs/protocol.md#identity): the process-ancestry digest."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Finding the server and its token (SPEC §7): flags, then environment, then the local data folder.
+"""Finding the server and its token (docs/protocol.md#clients): flags, then environment, then the local data folder.
 
 The URL: ``--url``, else ``EVENTCOORD_URL``, else the local embedded server
 ``http://127.0.0.1:8765``. The token: ``--token``, else ``EVENTCOORD_TOKEN``, else

@@ -27,7 +27,7 @@ class Operation:
     kind: Literal["command", "read"]
     struct: type[msgspec.Struct]
     result: type[results.Result]
-    #: CLI subcommand: the command type with _ -> -, or the read's short name (SPEC §7).
+    #: CLI subcommand: the command type with _ -> -, or the read's short name (docs/protocol.md#clients).
     cli: str
     #: ``/v1/commands``, or the read route; ``{field}`` segments are filled from the struct.
     path: str = COMMANDS_PATH

@@ -18,7 +18,7 @@ Cursor = Annotated[int, Meta(ge=0, le=2**63 - 1)]
 Time = Annotated[str, Meta(max_length=64, description="RFC 3339, e.g. 2026-01-31T12:00:00Z")]
 Prefix = Annotated[str, Meta(max_length=1024)]
 AsOf = Annotated[
-    str, Meta(max_length=64, description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+    str, Meta(max_length=64, description="As of a position or an RFC 3339 time (docs/protocol.md#history)")
 ]
 Status = Literal["queued", "claimed", "running", "done", "failed", "oom_killed", "cancelled"]
 
@@ -90,7 +90,8 @@ class ListNamedLeases(Read, frozen=True, kw_only=True):
 
 
 class ListWaits(Read, frozen=True, kw_only=True):
-    pass
+    after: Annotated[str, Meta(max_length=4096, description="the `next` of the previous page")] | None = None
+    limit: Limit | None = None
 
 
 class ReadMessages(Read, frozen=True, kw_only=True):

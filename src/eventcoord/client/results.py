@@ -1,7 +1,8 @@
-"""Typed answers: one msgspec struct per command's ``result`` and per read's body (SPEC §3, §7).
+"""Typed answers: one msgspec struct per command's ``result`` and per read's body.
 
-Fields the contract fixes are required; fields the server adds beyond it have defaults, and
-fields this client does not know are ignored, so a newer server never breaks an older client.
+Fields the protocol fixes (docs/protocol.md#commands, docs/protocol.md#reads) are required;
+fields the server adds beyond it have defaults, and fields this client does not know are
+ignored, so a newer server never breaks an older client.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class Result(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Moment(Result, frozen=True, kw_only=True):
-    """The moment a point-in-time answer (``as_of``, SPEC §8) describes."""
+    """The moment a point-in-time answer (``as_of``, docs/protocol.md#history) describes."""
 
     position: int
     at: str | None = None
@@ -369,7 +370,7 @@ class EventsPage(Result, frozen=True, kw_only=True):
 
 
 class NamedLease(Result, frozen=True, kw_only=True):
-    """One named lease, or one held slot of a name with ``capacity`` above 1 (SPEC §9)."""
+    """One named lease, or one held slot of a name with ``capacity`` above 1 (docs/protocol.md#capacity)."""
 
     name: str
     session_id: str | None = None
@@ -387,7 +388,7 @@ class NamedLeasesPage(Result, frozen=True, kw_only=True):
 
 
 class Wait(Result, frozen=True, kw_only=True):
-    """One waiter of a line (SPEC §9): place 1 is next."""
+    """One waiter of a line (docs/protocol.md#waiting): place 1 is next."""
 
     kind: str
     key: str
@@ -400,3 +401,5 @@ class Wait(Result, frozen=True, kw_only=True):
 
 class WaitsPage(Result, frozen=True, kw_only=True):
     waits: list[Wait]
+    #: The ``after`` of the next page; None on the last.
+    next: str | None = None

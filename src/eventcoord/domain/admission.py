@@ -1,4 +1,7 @@
-"""Admission of an issue grant (SPEC §5, §9): the project cap, the per-agent cap, lock delay.
+"""Admission of an issue grant: the project cap, the per-agent cap, the lock delay.
+
+The rules: docs/protocol.md#claim_issue-in-order, docs/protocol.md#per-agent-limit and
+docs/protocol.md#lock-delay.
 
 One set of rules for a direct claim and for a hand-off to a waiter. Pure, no I/O.
 """
@@ -9,7 +12,7 @@ from dataclasses import dataclass
 
 from eventcoord import errors
 from eventcoord.codec import format_time
-from eventcoord.context import Context, Decision
+from eventcoord.context import Context, Draft
 from eventcoord.domain import refusals, streams
 from eventcoord.events import WipCapDenied
 
@@ -54,7 +57,7 @@ def delayed(issue: str, holder: dict[str, object] | None, until_us: int) -> erro
 
 
 def check_caps(
-    d: Decision,
+    d: Draft,
     project: str,
     issue: str,
     me_session: str,

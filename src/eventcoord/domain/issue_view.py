@@ -1,8 +1,9 @@
-"""What a decision knows of one issue, and the effective state it makes (SPEC §1, §5).
+"""What a decision knows of one issue, and the effective state it makes.
 
 The issue's registry row, its unreleased lease, the holder's session and the live sessions
 declaring ``working_on`` it; :func:`effective_state` joins assignment and liveness for one
-caller, in SPEC §5's order (declarers never block declarers).
+caller, in the order of docs/protocol.md#effective-state-in-order (declarers never block
+declarers).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class IssueView:
 
 @dataclass(frozen=True, slots=True)
 class EffectiveState:
-    """The join of assignment and liveness for one caller (SPEC §1 table)."""
+    """The join of assignment and liveness for one caller (docs/protocol.md#concepts)."""
 
     state: str
     reason: str
@@ -72,7 +73,7 @@ def holder_view(session: SessionState | None, session_id: str, actor_key: str, l
 def effective_state(
     view: IssueView, caller_session_id: str | None, ctx: Context, *, caller_declares: bool | None = None
 ) -> EffectiveState:
-    """Effective state in SPEC §5 order; declarers never block declarers.
+    """Effective state in docs/protocol.md#effective-state-in-order; declarers never block declarers.
 
     ``caller_declares``: the caller itself declares ``working_on`` this issue (inferred
     from ``view.declarers`` when not given).

@@ -1,4 +1,4 @@
-"""The refusals of the domain rules: contention, holding, waiting (409s, SPEC §5 and §9).
+"""The refusals of the domain rules: contention, holding, waiting (409s, docs/protocol.md#errors).
 
 Each is a named constructor of :class:`~eventcoord.errors.DomainError` with its stable
 :class:`~eventcoord.errors.ErrorCode` and the ``details`` a client acts on.

@@ -88,7 +88,7 @@ def load_session(
     """One session of the caller's workspace (None if absent or in another workspace).
 
     With ``own`` (the default: the session the command names to act as), a session
-    registered under another token is 403 FORBIDDEN unless the caller is an admin (SPEC §5);
+    registered under another token is 403 FORBIDDEN unless the caller is an admin;
     ``own=False`` loads someone else's session (a holder, a message's target, a worker).
     """
     row = session_rows.read(conn, _SESSIONS_AHEAD, ctx.workspace, session_id) if lock else None
@@ -101,7 +101,7 @@ def load_session(
 
 def own_session(ctx: Context, row: Sequence[Any]) -> SessionState:
     """The session the command acts as, from a row of ``SESSION_COLUMNS``: 403 FORBIDDEN if it
-    was registered under another token and the caller is not an admin (SPEC §5)."""
+    was registered under another token and the caller is not an admin (docs/protocol.md#roles)."""
     session = SessionState(*row)
     authorize_session(ctx.caller, session.session_id, session.token_id)
     return session

@@ -1,4 +1,4 @@
-"""Loading the waiting lines (SPEC §9): a line in FIFO order, a session's wait, the graph.
+"""Loading the waiting lines (docs/protocol.md#waiting): a line in FIFO order, a session's wait, the graph.
 
 Joining a line locks the workspace row first (the lock claim_files takes), so every wait
 that adds an edge to the wait-for graph is decided one after the other across replicas:
@@ -20,9 +20,9 @@ from eventcoord.domain.deadlock import WaitGraph
 from eventcoord.domain.files import ClaimRow, holder_is_live, normalise_paths
 from eventcoord.domain.paths import overlaps
 from eventcoord.handlers.common import WS, load_session, load_sessions
-from eventcoord.handlers.files import lock_workspace, overlap_candidates
 from eventcoord.liveness import live_clause
-from eventcoord.projections.tables import leases, named_lease_slots, sessions, waits
+from eventcoord.projections.tables import leases, named_lease_slots, named_leases, sessions, waits
+from eventcoord.reads.files import lock_workspace, overlap_candidates
 from eventcoord.store.prepared import Prepared
 
 _COLUMNS = (
@@ -135,7 +135,15 @@ def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
         ):
             issue_holders.setdefault(issue, []).append(sid)
     lease_holders: dict[str, list[str]] = {}
+    capacity: dict[str, int] = {}
     if lease_keys:
+        capacity = dict(
+            conn.execute(
+                select(named_leases.c.name, named_leases.c.capacity).where(
+                    (named_leases.c.workspace == ctx.workspace) & named_leases.c.name.in_(lease_keys)
+                )
+            ).all()
+        )
         for name, sid in conn.execute(
             select(named_lease_slots.c.name, named_lease_slots.c.session_id).where(
                 (named_lease_slots.c.workspace == ctx.workspace)
@@ -154,7 +162,10 @@ def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
             for h in issue_holders.get(w.key, ()):
                 graph.add(w.session_id, "issue", w.key, h)
         elif w.kind == "lease":
-            for h in lease_holders.get(w.key, ()):
+            held = lease_holders.get(w.key, ())
+            if len(held) < capacity.get(w.key, 1):  # a slot is free: its next look serves it
+                graph.add_free(w.session_id)
+            for h in held:
                 graph.add(w.session_id, "lease", w.key, h)
         else:
             for c in claims:
@@ -180,6 +191,24 @@ def join_state(
     lock_workspace(conn, ctx)
     current = load_wait_of(conn, ctx, session_id)
     return domain.JoinState(line, current, load_graph(conn, ctx) if current is None else None, tuple(holders))
+
+
+def join_line(conn: Connection, ctx: Context, d: Decision) -> Decision:
+    """A handler's second step after a decision that asks to wait (``d.join``): lock the
+    workspace, load the line (unless the decision saw it), the caller's wait and the graph,
+    and join the line (``domain.waits.join``). Any other decision is returned as it is."""
+    asked = d.join
+    if asked is None:
+        return d
+    started = asked.started
+    line: Sequence[domain.Waiter]
+    if asked.line is not None:
+        line = asked.line
+    elif started.kind == "files":
+        line = load_files_line(conn, ctx, started.paths)
+    else:
+        line = [w for w in load_line(conn, ctx, started.kind, started.key) if domain.waiter_live(w, ctx)]
+    return domain.join(d, join_state(conn, ctx, started.session_id, line, asked.holders), ctx)
 
 
 def cancel_wait(conn: Connection, ctx: Context, cmd: CancelWait) -> Decision:

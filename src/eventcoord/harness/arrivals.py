@@ -63,9 +63,10 @@ def inbox(conn: Connection, workspace: str, session_ids: Sequence[str], after: i
     ]
 
 
-#: Why a session's hold ended that it must be told of. An ``overridden`` file claim is not
-#: here: the force that displaced it already posts a message on the session's own channel.
-_TOLD = {"LeaseReleased": ("superseded", "expired"), "FileClaimReleased": ("expired",)}
+#: Why a session's hold ended that it must be told of. An ``overridden`` file claim and a
+#: ``superseded`` lease are not here: the force that took them already posts a message on
+#: the session's own channel.
+_TOLD = {"LeaseReleased": ("expired",), "FileClaimReleased": ("expired",)}
 
 
 def releases(conn: Connection, workspace: str, session_ids: Sequence[str], after: int, upto: int) -> list[Release]:

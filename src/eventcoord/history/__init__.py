@@ -1,4 +1,4 @@
-"""History (SPEC §8): snapshots of the read models, point-in-time reads, export, replay,
+"""History (docs/protocol.md#history): snapshots of the read models, point-in-time reads, export, replay,
 checked rebuilds and archives.
 
 Nothing here runs on the command path: snapshots are taken by a background worker

@@ -1,4 +1,4 @@
-"""Point-in-time reads (SPEC §8 ``as_of``): a read answered as it was right after a position.
+"""Point-in-time reads (``as_of``, docs/protocol.md#history): a read answered as it was right after a position.
 
 ``as_of`` is a position (an integer) or an RFC 3339 time (the last position
 recorded at or before it). The read models at that position are rebuilt
@@ -177,7 +177,7 @@ class History:
         history: bool = True,
         tables: Collection[Table] | None = None,
     ) -> tuple[T, Moment]:
-        """Run the read ``fn`` as of ``raw`` (SPEC §8); the answer and its moment.
+        """Run the read ``fn`` as of ``raw``; the answer and its moment.
 
         ``history=False`` for a read that sees only live rows (unreleased leases and claims,
         sessions, unfinished items): its scratch loads no history rows, so its cost does not

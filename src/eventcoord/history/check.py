@@ -1,5 +1,5 @@
 """``eventcoord rebuild --check``: the read models rebuilt in a scratch database, compared
-with the live ones row by row (SPEC §8).
+with the live ones row by row (docs/protocol.md#history).
 
 The live tables and the head are read in one consistent read (a snapshot transaction),
 the scratch is rebuilt from the log up to that head, from position 0, or after an archive

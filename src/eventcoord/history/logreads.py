@@ -1,14 +1,11 @@
-"""Reads of the log for history: filtered pages (SPEC §8), ranges, moments.
+"""Reads of the log for history: filtered pages (docs/protocol.md#history), ranges, moments.
 
-Every filtered read is a seek followed by a walk in position order, and adds as little as
+Every filtered read is a seek followed by a walk in position order, adding as little as
 possible to what an append maintains (each index on ``events`` is paid by every command):
-
-* ``type``: the one index 0004_history adds, ``(workspace, type, position)``;
-* ``stream``: the existing unique ``(workspace, stream, version)``: within a stream version
-  order is position order, and a binary search over versions finds the first after ``after``;
-* ``since``/``until``/``as_of`` times: a binary search over the primary key, since
-  ``recorded_us`` follows commit order (the committing database's clock); the exact time
-  predicate stays in the query.
+``type`` uses the one index 0004_history adds, ``(workspace, type, position)``; ``stream``
+the unique ``(workspace, stream, version)`` (version order is position order within a
+stream); times a binary search over the primary key, since ``recorded_us`` follows commit
+order (the exact time predicate stays in the query).
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from sqlalchemy import Connection, Select, select
 
 from eventcoord import errors
 from eventcoord.codec import WireEvent, format_time
+from eventcoord.history import chain
 from eventcoord.history.snapshots import archive_boundary
 from eventcoord.store.log import WIRE_COLUMNS, RecordedEvent, read_wire, recorded_of
 from eventcoord.store.schema import events, store_head, stream_heads
@@ -30,7 +28,7 @@ _WIRE = WIRE_COLUMNS  # the wire columns, as the log reads them (store/log.py)
 
 
 class Filters(msgspec.Struct, frozen=True, kw_only=True):
-    """SPEC §8 filters of the log: any combination; none reorders."""
+    """The filters of the log (docs/protocol.md#history): any combination; none reorders."""
 
     types: tuple[str, ...] = ()
     stream: str | None = None
@@ -169,15 +167,17 @@ def rows(conn: Connection, after: int, limit: int, workspace: str | None, f: Fil
 
 
 def page(conn: Connection, after: int, limit: int, workspace: str, f: Filters) -> list[WireEvent]:
-    """A page of ``/v1/events``; a page starting before an archive is 410 ARCHIVED naming it."""
+    """A page of ``/v1/events``, each event with its ``hash`` (docs/protocol.md#the-hash-chain);
+    a page starting before an archive is 410 ARCHIVED naming it."""
     archive = archive_boundary(conn)
     if archive is not None and after < archive.before - 1:
         raise errors.archived(after + 1, archive.before, archive.file)
-    return read_wire(conn, after, limit, workspace) if f.empty else read_filtered(conn, after, limit, workspace, f)
+    found = read_wire(conn, after, limit, workspace) if f.empty else read_filtered(conn, after, limit, workspace, f)
+    return chain.with_hashes(conn, found)
 
 
 def read_filtered(conn: Connection, after: int, limit: int, workspace: str | None, f: Filters) -> list[WireEvent]:
-    """A page of ``/v1/events`` with SPEC §8 filters, as wire structs."""
+    """A page of ``/v1/events`` with its filters, as wire structs."""
     return [_wire(r) for r in rows(conn, after, limit, workspace, f)]
 
 

@@ -1,13 +1,11 @@
 """The snapshot worker in a process of its own, beside ``eventcoord serve``.
 
-A snapshot replays the events since the last one through the projections: Python work
-that, in a thread of the serving process, holds the interpreter lock the commands need
-(measured: p99 19 to 55 ms at 6,000 agents against 7 ms with snapshots off, ~15 % more CPU
-per command). So the server runs the worker (:class:`~eventcoord.history.worker.SnapshotWorker`)
-in a child process with its own connection to the store, and only supervises it: the child
-is started when the first snapshot is due (a server that never logs ``every`` events never
-starts one), started again if it exits, and stopped with the server. The child exits by
-itself when its parent is gone (a server killed without a chance to stop it).
+A snapshot's replay through the projections, in a thread of the serving process, would hold
+the interpreter lock the commands need (docs/decisions/0007-snapshots-off-the-command-path.md).
+So the server runs the worker (:class:`~eventcoord.history.worker.SnapshotWorker`) in a child
+process with its own connection to the store, and only supervises it: started when the first
+snapshot is due, started again if it exits, stopped with the server; the child exits by
+itself when its parent is gone.
 
 Run as ``python -m eventcoord.history.snapshot_process --db URL --every N --parent PID``.
 """
@@ -22,6 +20,7 @@ import os
 import signal
 import sys
 
+from eventcoord import errors
 from eventcoord.history.worker import POLL_SECONDS, SnapshotWorker, snapshot_due
 from eventcoord.store import open_store
 from eventcoord.store.base import EventStore
@@ -63,7 +62,9 @@ class SnapshotProcess:
                     self._child = await self._spawn()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a loop boundary: the store may be down; look again later
+            except errors.StoreUnavailable:  # an outage, logged once by the store
+                pass
+            except Exception:  # a loop boundary: look again later
                 _log.warning("snapshot worker supervision failed; retrying", exc_info=True)
             await asyncio.sleep(self.poll_seconds)
 

@@ -1,25 +1,13 @@
 """Snapshots of the read models: every table's rows, by workspace, in content-addressed chunks.
 
-A snapshot at position P is what the read models held right after P committed. It is a
-manifest ``{table: {workspace: [chunk hash, ...]}}``; a chunk is a zlib-compressed JSON list
-of rows in primary-key order. Chunk boundaries are chosen by the rows' keys (a row whose key
-hashes to 0 mod :data:`BOUNDARY` ends its chunk), so a change touches only the chunks of the
-rows it changed: a new snapshot copies those and shares every other chunk with the previous
-ones (copy on write). Snapshots are derived from the log (built in a scratch database by
-replay, never read from the live tables), so they are consistent by construction.
-
-Rows that are history (an ended session, a released lease or claim, a finished work item,
-the append-only conflict log, messages and work ledger: no applier changes them again, and no read of live
-state shows them) are kept apart, under ``<table>/history``. The read models grow with the
-log mostly by such rows, so a point-in-time read of live state (agents, leases, claims, an
-issue) loads a snapshot without them (``load_chunks(history=False)``): its cost follows the
-live state, not the length of the log. Snapshots written before this split hold every row
-under the table's own name and are loaded whole.
-
-History rows never change, so a snapshot does not name them all again: it names the
-snapshot it extends (``base_position``) and the history chunks of the rows that became
-final since (``history``); its whole history is the chain's (:func:`history_of`). Snapshots
-written before the chain name all of their history in their manifest.
+A snapshot at position P is what the read models held right after P committed, derived from
+the log by replay: a manifest ``{table: {workspace: [chunk hash, ...]}}`` of zlib-compressed
+JSON rows in key order, cut where a row's key hashes to 0 mod :data:`BOUNDARY`, so a new
+snapshot copies only the chunks whose rows changed. Rows that are history (no applier
+changes them again) are kept apart under ``<table>/history``, named once along the chain of
+snapshots (``base_position``, :func:`history_of`), and left out of reads of live state
+(``load_chunks(history=False)``). Snapshots written before either split are loaded whole.
+See docs/history.md#point-in-time-questions and docs/decisions/0007-snapshots-off-the-command-path.md.
 """
 
 from __future__ import annotations

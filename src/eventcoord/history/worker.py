@@ -217,6 +217,8 @@ class SnapshotWorker:
                     await self._snapshotter.take()
             except asyncio.CancelledError:
                 raise
+            except errors.StoreUnavailable:  # an outage, logged once by the store
+                pass
             except Exception:  # a loop boundary: the next look tries again
                 _log.warning("snapshot failed; retrying later", exc_info=True)
 

@@ -2,8 +2,9 @@
 
 stdio (the default): one agent per process, so the process remembers its sessions and ends
 them when stdin closes. Streamable HTTP (``--transport http --port N``, path ``/mcp``): one
-MCP session per client (``Mcp-Session-Id``), each with its own remembered sessions, ended
-when the client deletes its MCP session or has been gone for ``--idle-timeout`` seconds.
+MCP session per client (``Mcp-Session-Id``) acting as the bearer token that client sent,
+with its own remembered sessions, ended when the client deletes its MCP session or has been
+gone for ``--idle-timeout`` seconds.
 The HTTP endpoint advertises the handshake protocol versions only: the 2026-07-28 protocol
 has no connection to remember a session on, so clients in ``auto`` mode use the handshake.
 """
@@ -20,11 +21,13 @@ import sys
 from typing import Any
 
 import mcp_types as types
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from eventcoord.client import AsyncClient
+from eventcoord.client.locate import locate
 from eventcoord.mcp import tools
 from eventcoord.mcp.sessions import Remembered
 
@@ -44,26 +47,47 @@ a handoff_note when you stop. Every refusal carries a code; the tool description
 
 
 class Bridge:
-    """The MCP server's state: one HTTP client of eventcoord, and what each connection remembers."""
+    """The MCP server's state: who each request acts as, and what each connection remembers.
 
-    def __init__(self, client: AsyncClient, stdio: bool) -> None:
-        self.client = client
-        self.stdio = stdio
-        self.process_memory = Remembered(client)  # stdio: the process is the connection
+    Over stdio the process is the one connection and acts as the token it found. Over HTTP
+    each connection acts as the token its client presented (docs/protocol.md#under-attack):
+    its own eventcoord client and remembered sessions, made on its first tool call.
+    """
 
-    def memory(self, ctx: ServerRequestContext[Any, Any]) -> Remembered | None:
-        """What this request's connection remembers (None on a connection without a session)."""
-        if self.stdio:
-            return self.process_memory
+    def __init__(self, url: str, process_client: AsyncClient | None) -> None:
+        self.url = url
+        self.stdio = process_client is not None
+        self.process_memory = Remembered(process_client) if process_client is not None else None
+
+    async def call(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        """Run one tool as this request's token, with its connection's memory."""
+        if self.process_memory is not None:
+            mine = self.process_memory
+            return await tools.call(mine.client, mine, params.name, params.arguments, True)
+        access = get_access_token()
+        if access is None:  # the HTTP app answers 401 before any handler runs; never lend
+            return tools.tool_error("UNAUTHENTICATED", "send Authorization: Bearer <your eventcoord token>")
+        memory = self._connection_memory(ctx, access.token)
+        if memory is not None:
+            return await tools.call(memory.client, memory, params.name, params.arguments, False)
+        async with AsyncClient(self.url, access.token) as client:  # a request outside any connection
+            return await tools.call(client, None, params.name, params.arguments, False)
+
+    def _connection_memory(self, ctx: ServerRequestContext[Any, Any], token: str) -> Remembered | None:
         # The SDK keeps the per-client Connection (its ``state`` and teardown ``exit_stack``)
-        # on the request's ServerSession; it has no public accessor in 2.3.
+        # on the request's ServerSession; it has no public accessor in 2.3. The SDK binds the
+        # connection to the token that opened it, so the first token seen is the only one.
         connection = getattr(ctx.session, "_connection", None)
         if connection is None or connection.session_id is None:
             return None
         memory: Remembered | None = connection.state.get(_STATE_KEY)
         if memory is None:
-            memory = connection.state[_STATE_KEY] = Remembered(self.client)
-            connection.exit_stack.push_async_callback(memory.close)
+            client = AsyncClient(self.url, token)
+            memory = connection.state[_STATE_KEY] = Remembered(client)
+            connection.exit_stack.push_async_callback(client.close)
+            connection.exit_stack.push_async_callback(memory.close)  # runs first: ends the sessions
         return memory
 
 
@@ -79,7 +103,7 @@ def build(bridge: Bridge) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         try:
-            return await tools.call(bridge.client, bridge.memory(ctx), params.name, params.arguments, bridge.stdio)
+            return await bridge.call(ctx, params)
         except Exception as e:  # the request boundary: a bug must not take the server down
             logger.exception("tool %s failed", params.name)
             return tools.tool_error("INTERNAL", f"the MCP server failed: {type(e).__name__}")
@@ -111,13 +135,15 @@ async def serve_stdio(url: str | None, token: str | None) -> None:
     from mcp.server.stdio import stdio_server
 
     async with AsyncClient(url, token) as client:
-        bridge = Bridge(client, stdio=True)
+        bridge = Bridge(client.target.url, client)
+        memory = bridge.process_memory
+        assert memory is not None
         server = build(bridge)
 
         async def terminate() -> None:
             # SIGTERM ends the sessions too, like a closed stdin. The stdin reader is a
             # thread that cancellation cannot interrupt, so exit once they are ended.
-            await bridge.process_memory.close()
+            await memory.close()
             os._exit(128 + signal.SIGTERM)
 
         with contextlib.suppress(NotImplementedError):
@@ -126,18 +152,34 @@ async def serve_stdio(url: str | None, token: str | None) -> None:
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
         finally:
-            await bridge.process_memory.close()
+            await memory.close()
 
 
-async def serve_http(url: str | None, token: str | None, host: str, port: int, idle_timeout: float) -> None:
-    """Serve streamable HTTP at ``/mcp`` until stopped."""
+async def serve_http(url: str | None, host: str, port: int, idle_timeout: float) -> None:
+    """Serve streamable HTTP at ``/mcp`` until stopped; every request needs its own bearer token."""
     import uvicorn
+    from mcp.server.auth.settings import AuthSettings
+    from pydantic import AnyHttpUrl
 
-    async with AsyncClient(url, token) as client:
-        server = build(Bridge(client, stdio=False))
-        app = server.streamable_http_app(streamable_http_path="/mcp", host=host, session_idle_timeout=idle_timeout)
-        print(f"eventcoord MCP server on http://{host}:{port}/mcp (eventcoord at {client.target.url})", flush=True)
+    from eventcoord.mcp.bearer import EventcoordTokens
+
+    target = locate(url, None).url
+    tokens = EventcoordTokens(target)
+    server = build(Bridge(target, None))
+    # eventcoord issues the tokens; there is no OAuth resource metadata to publish.
+    auth = AuthSettings(issuer_url=AnyHttpUrl(target), resource_server_url=None)
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp", host=host, session_idle_timeout=idle_timeout, auth=auth, token_verifier=tokens
+    )
+    print(
+        f"eventcoord MCP server on http://{host}:{port}/mcp (eventcoord at {target}); "
+        "each client sends its own token: Authorization: Bearer <token>",
+        flush=True,
+    )
+    try:
         await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")).serve()
+    finally:
+        await tokens.close()
 
 
 def main(args: argparse.Namespace) -> int:
@@ -149,5 +191,5 @@ def main(args: argparse.Namespace) -> int:
     if args.transport == "stdio":
         asyncio.run(serve_stdio(args.url, args.token))
     else:
-        asyncio.run(serve_http(args.url, args.token, args.host, args.port, args.idle_timeout))
+        asyncio.run(serve_http(args.url, args.host, args.port, args.idle_timeout))
     return 0

@@ -22,7 +22,7 @@ class Remembered:
     """The sessions of one MCP connection, each kept alive by its own heartbeat task."""
 
     def __init__(self, client: AsyncClient) -> None:
-        self._client = client
+        self.client = client
         self._beats: dict[str, asyncio.Task[None]] = {}
         self.current: str | None = None
 
@@ -57,7 +57,7 @@ class Remembered:
 
         async def end(sid: str) -> None:
             try:
-                reply = await self._client.send({"type": "end_agent", "session_id": sid})
+                reply = await self.client.send({"type": "end_agent", "session_id": sid})
             except Unreachable as e:
                 logger.warning("could not end session %s on disconnect: %s", sid, e)
                 return
@@ -73,7 +73,7 @@ class Remembered:
         while True:
             await asyncio.sleep(interval)
             try:
-                reply = await self._client.send({"type": "heartbeat_agent", "session_id": session_id})
+                reply = await self.client.send({"type": "heartbeat_agent", "session_id": session_id})
                 refused = reply.refusal()
             except Unreachable as e:  # the loop boundary: log, and try again next beat
                 logger.warning("heartbeat of %s failed: %s", session_id, e)

@@ -1,7 +1,7 @@
 """The JetStream side of the relay: the stream's shape, its binding to one store, its tail.
 
 A stream is bound to the store whose events it carries (metadata ``eventcoord_store_id``,
-SPEC §5 NATS); the relay never writes into a stream bound to another store.
+docs/protocol.md#nats); the relay never writes into a stream bound to another store.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from eventcoord.codec import WireEvent
 
 log = logging.getLogger("eventcoord.outbox.relay")
 
-#: Stream metadata key naming the store a stream belongs to (SPEC §5 NATS).
+#: Stream metadata key naming the store a stream belongs to (docs/protocol.md#nats).
 STORE_ID_KEY = "eventcoord_store_id"
 #: NATS is a delivery channel, not the archive: the store keeps every event forever and
 #: ``/v1/events`` replays any range, so the stream keeps a week, at most 1 GiB.
@@ -49,7 +49,7 @@ _TOKEN_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 def subject_token(name: str) -> str:
     """``name`` as one NATS subject token, injectively.
 
-    A valid workspace name (``[A-Za-z0-9_-]{1,64}``, SPEC §5) is its own token; any other
+    A valid workspace name (``[A-Za-z0-9_-]{1,64}``, docs/protocol.md#names) is its own token; any other
     character is written ``%XX`` per UTF-8 byte (``%`` itself too), and the empty name is
     ``%``. Valid names never hold ``%``, so two different names never share a subject:
     ``"evil\n"`` → ``evil%0A``, ``"evil_"`` → ``evil_``.
@@ -80,9 +80,9 @@ def token_name(token: str) -> str:
 
 
 def subject_of(ev: WireEvent) -> str:
-    """``eventcoord.<workspace>.<type>`` for an event (SPEC §3 NATS).
+    """``eventcoord.<workspace>.<type>`` for an event (docs/protocol.md#nats).
 
-    Workspace names are validated token-safe (SPEC §5), but a store may hold a name from
+    Workspace names are validated token-safe, but a store may hold a name from
     before that check; such a name is encoded (:func:`subject_token`), never merged into
     another workspace's subject and never left to stall the relay.
     """

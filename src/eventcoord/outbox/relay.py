@@ -1,26 +1,11 @@
 """The outbox relay: publishes the event log to NATS JetStream in position order.
 
-There is no separate outbox table: the events table itself is the outbox. An event is
-committed in the same transaction as the command's other writes, and positions are
-contiguous (1, 2, 3, ...) and commit-ordered, so "everything after position N" is exactly
-the set of events not yet published, and the relay's whole state is one checkpoint: the
-last position it published (``relay_state.position``). A command never waits on NATS;
-it only calls :meth:`Relay.notify` after its commit.
-
-Guarantees, and what gives them:
-
-* one publisher at a time — a leader lease in the ``relay_state`` row of the stream, with
-  a fencing token that grows on every takeover; checkpoint writes and renewals are
-  conditional on (holder, fencing token), so a deposed relay can never move the checkpoint;
-* order and no gaps on the stream — every publish carries ``Nats-Expected-Last-Sequence``:
-  the broker stores position p only right after the message the relay saw last, so a
-  deposed leader, a stale in-flight message or a foreign publisher is refused by the
-  broker and the relay re-reads where the stream really is;
-* at least once, without duplicates — ``Nats-Msg-Id`` = position (broker de-duplication
-  inside ``duplicate_window``), and a (re)started relay resumes from
-  max(checkpoint, the stream's last ``Nats-Msg-Id``);
-* a stream bound to another store (metadata ``eventcoord_store_id``) is never written to
-  (:mod:`eventcoord.outbox.jetstream`).
+The events table itself is the outbox, and positions are contiguous and commit-ordered, so
+the relay's whole state is one checkpoint (``relay_state.position``); a command never waits
+on NATS, it only calls :meth:`Relay.notify` after its commit. One publisher at a time (a
+leader lease with a fencing token), order and no gaps (``Nats-Expected-Last-Sequence``), at
+least once without duplicates (``Nats-Msg-Id`` = position), never into a stream bound to
+another store: how each is given, docs/architecture.md#the-outbox-relay-and-the-log-tail.
 """
 
 from __future__ import annotations
@@ -42,6 +27,7 @@ from nats.js import JetStreamContext, api
 from sqlalchemy import Connection, select
 
 from eventcoord.codec import WireEvent, encode
+from eventcoord.errors import StoreUnavailable
 from eventcoord.outbox.jetstream import (
     DEFAULT_DUPLICATE_WINDOW,
     DEFAULT_MAX_AGE,
@@ -188,7 +174,8 @@ class Relay:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # loop boundary: log, back off, retry from the checkpoint
-                log.warning("relay %s: %s: %s; retrying", self.instance_id, type(e).__name__, e)
+                if not isinstance(e, StoreUnavailable):  # an outage is logged once, by the store
+                    log.warning("relay %s: %s: %s; retrying", self.instance_id, type(e).__name__, e)
             await self._disconnect()
             await asyncio.sleep(delay.next())
 

@@ -1,19 +1,11 @@
 """One tail of the log per server process, fanned out to every Server-Sent Events stream.
 
-A single task (:class:`LogTail`) reads the whole log after the last position it saw —
-woken by this process's commit signal, or every ``poll_interval`` seconds for the commits
-of other replicas — and keeps the newest events in memory (a window of ``capacity``
-events, contiguous by position). Each open stream (:meth:`LogTail.follow`) reads from that
-window at its own pace and filters it by workspace; a stream that starts before the window,
-or falls behind it (a slow client), reads those events from the store instead, then comes
-back to the window. So N idle streams cost one query per poll, not N, a slow or closed
-client blocks nobody, and resuming from ``Last-Event-ID`` is the same code as catching up.
-
-Why nothing is skipped: positions are contiguous and commit-ordered, so "every event after
-the last position scanned" is exactly what a stream has not seen. A stream keeps a
-*scanned* position (everything up to it has been yielded or filtered out); the window
-covers ``(start, tail]``; a store read takes the head before the events, so when it returns
-less than a page, everything up to that head has been scanned.
+A single task (:class:`LogTail`) reads the log after the last position it saw — woken by
+this process's commits, or every ``poll_interval`` for other replicas' — and keeps the
+newest events in a window in memory. Each open stream (:meth:`LogTail.follow`) reads that
+window at its own pace, filtered by workspace, and the store for what lies before it: N idle
+streams cost one query per poll, and a slow client blocks nobody. Why nothing is skipped:
+docs/architecture.md#the-outbox-relay-and-the-log-tail.
 """
 
 from __future__ import annotations
@@ -30,6 +22,7 @@ import msgspec
 from sqlalchemy import Connection
 
 from eventcoord.codec import WireEvent
+from eventcoord.errors import StoreUnavailable
 from eventcoord.store import log as store_log
 from eventcoord.store.base import EventStore
 
@@ -127,7 +120,8 @@ class LogTail:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # the store is unreachable: keep the streams, retry
-                log.warning("log tail read failed (%s); retrying", e)
+                if not isinstance(e, StoreUnavailable):  # an outage is logged once, by the store
+                    log.warning("log tail read failed (%s); retrying", e)
                 grew = False
                 delay = min(delay * 2, RETRY_MAX)
             if grew:

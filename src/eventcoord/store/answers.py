@@ -1,4 +1,4 @@
-"""Idempotency records: the answer a ``command_id`` replays (SPEC §3).
+"""Idempotency records: the answer a ``command_id`` replays (docs/protocol.md#answers-and-idempotency).
 
 A record is inserted with the command's events, so a duplicate racing the first command
 loses at that insert; inside a PostgreSQL batch its answer is written once the batch's real

@@ -1,16 +1,12 @@
 """The state of one PostgreSQL group-commit transaction, kept on its connection.
 
-Commands of a batch are decided one after another in one transaction, but the position
-counter is advanced only once, at the end (``store/pg_writer.py``), so that its row lock is
-held from then to commit and no longer. Until then a command's events get *provisional*
-positions: numbers far above any real position (``PROVISIONAL_BASE``), unique to this
-database backend (its process id is part of them) and in the order the batch appends them.
-Read models written in the batch carry them (a lease's id, a claim's position, ...); the
-events themselves are staged here and inserted by the end statement with their real
-positions, which also moves every provisional number in the read models to its real one.
-
-A provisional number never leaves the transaction: the answers of a batch are finished
-with a :data:`Resolve` function after the counter moved (see ``log.Pending``).
+The position counter is advanced once, at the batch's end (``store/pg_writer.py``); until
+then a command's events get *provisional* positions: far above any real one
+(``PROVISIONAL_BASE``), unique to this database backend (its process id is part of them),
+in append order. Read models written in the batch carry them; the end statement inserts the
+staged events with their real positions and renumbers the read models. A provisional number
+never leaves the transaction: answers are finished with a :data:`Resolve` after the counter
+moved (``log.Pending``; docs/architecture.md#postgresql-group-commit).
 """
 
 from __future__ import annotations

@@ -2,15 +2,9 @@
 
 Linux counts, for every thread, the time it ran and the time it was ready to run but
 waited for a CPU (``/proc/thread-self/schedstat``: run time, run delay, time slices, in
-nanoseconds). A replica that shares its cores with other busy processes (other replicas,
-the database, the clients) waits about as long as it runs; an unhindered one waits a
-tenth of that or less (measured here: ``bench/commands.py`` replica runs and
-``bench/fleet.py``, docs/performance.md, phase 14). A PostgreSQL writer uses this to
-decide whether to gather fuller batches (``store/gathering.py``): when CPUs are the scarce
-thing, a batch's fixed round trips are worth spreading over more commands.
-
-Where the file does not exist (another system, a kernel without scheduler statistics),
-the pressure stays 0 and nothing changes.
+nanoseconds). A PostgreSQL writer uses it to decide whether to gather fuller batches
+(``store/gathering.py``, docs/architecture.md#gathering-a-batch). Where the file does not
+exist (another system, a kernel without scheduler statistics), the pressure stays 0.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The database's clock and the liveness TTL, as every decision and read sees them (SPEC §5).
+"""The database's clock and the liveness TTL, as every decision and read sees them (docs/protocol.md#liveness).
 
 PostgreSQL's clock is the one clock all replicas share; SQLite lives in one file on one
 host, so its clock is this host's. The TTL is kept in the database (``settings``) and
@@ -22,12 +22,16 @@ TTL_REFRESH_SECONDS = 2.0
 #: (``Connection.info``), so it lives and dies with that connection to that database.
 _TTL_KEY = "eventcoord.ttl"
 
+#: ``Connection.info`` key of a pinned clock ``(now_us, ttl)``: a point-in-time read
+#: (``eventcoord.history.scratch``) judges liveness at its moment, not now (:func:`read_pinned`).
+PINNED_KEY = "eventcoord.as_of_clock"
+
 _READ_TTL = Prepared(lambda d: select(settings.c.value).where(settings.c.key == "ttl_seconds"))
 _PG_NOW = "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint"
 
 
 def read(conn: Connection) -> tuple[int, int]:
-    """The database's clock in microseconds and the liveness TTL in seconds (SPEC §5)."""
+    """The database's clock in microseconds and the liveness TTL in seconds."""
     b = batch.current(conn)
     if b is not None:  # read once per batch, with the TTL, in the batch's first statement
         return b.now_us, b.ttl
@@ -37,6 +41,12 @@ def read(conn: Connection) -> tuple[int, int]:
         # SQLite lives in one file on one host: its clock is this host's clock.
         now_us = time.time_ns() // 1000
     return now_us, ttl_seconds(conn)
+
+
+def read_pinned(conn: Connection) -> tuple[int, int]:
+    """``(now_us, ttl_seconds)``: the moment ``conn`` is pinned to (``PINNED_KEY``), else :func:`read`."""
+    pinned: tuple[int, int] | None = conn.info.get(PINNED_KEY)
+    return pinned if pinned is not None else read(conn)
 
 
 def ttl_seconds(conn: Connection) -> int:

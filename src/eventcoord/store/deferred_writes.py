@@ -1,17 +1,11 @@
 """The read-model writes a PostgreSQL batch has deferred, indexed by the rows they name.
 
 A fast pass defers each command's read-model writes (``prepared.Prepared.write``) so they
-ride on the batch's next statement as CTEs in front of it. A write may go with a statement
-only when it changes nothing that statement touches (:meth:`DeferredWrites.apart`), and a
-new deferred write is checked the same way against those before it.
-
-When a batch's claims are all read ahead (``rows_ahead``), no statement is sent between
-them and their writes pile up: 32 claims leave ~190 deferred writes, and checking each new
-one against every write before it cost a batch ~18,000 comparisons (with the walk of the
-reads ahead, about 40 % of a claim's CPU on PostgreSQL; docs/performance.md, phase 13).
-So the writes are indexed by table: a check looks only at the tables the statement
-touches, finds a row it names by hashing, and compares one by one only with writes that
-name their rows by ranges (``KeySpans``).
+ride on the batch's next statement; a write may go with a statement only when it changes
+nothing that statement touches (:meth:`DeferredWrites.apart`), and a new one is checked the
+same way against those before it. A batch of claims read ahead piles up hundreds of them,
+so they are indexed by table and row rather than compared one by one; only writes that name
+their rows by ranges (``KeySpans``) are (docs/architecture.md#prepared-statements-and-deferred-writes).
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """When a PostgreSQL writer takes its next batch: at once, or after waiting for more commands.
 
-Each batch costs a few round trips of its own (its BEGIN and clock, the end statement,
-COMMIT) whatever its size, so a writer whose last batch had company and finds fewer
-commands waiting than that batch held waits a little for more, as SQLite's writer does.
-The wait ends as soon as as many wait as the last batch held (:class:`Gathering`), or
-when its window closes (:func:`window`):
-
-* ``GROUP_COMMIT_WINDOW`` (1 ms) normally: a replica with CPUs to spare answers sooner;
-* when the event loop's thread waits for a CPU about as long as it runs
-  (``store/cpu_pressure.py``: replicas, the database and the clients sharing too few
-  cores), as long as the last batch took, up to ``GATHER_MAX``. The clients of a busy
-  replica come back within that, so batches stay as full as the last, and the CPU the
-  round trips of small batches took goes to commands instead. Three replicas on this
-  2-core machine carried 0.82 of one replica's heartbeats with the 1 ms window, and about
-  as many as one with this (bench/commands.py, docs/performance.md, phase 14), while a
-  paced fleet (bench/fleet.py), which leaves CPU to spare, keeps the 1 ms window and its
-  latency.
+Each batch costs a few round trips whatever its size, so a writer whose last batch had
+company and finds fewer commands waiting waits a little for more (:class:`Gathering`),
+until as many wait as the last batch held or its window closes (:func:`window`):
+``GROUP_COMMIT_WINDOW`` normally; as long as the last batch took, up to ``GATHER_MAX``,
+while the event loop's thread waits for a CPU about as long as it runs
+(``store/cpu_pressure.py``). Why: docs/architecture.md#gathering-a-batch.
 """
 
 from __future__ import annotations

@@ -1,30 +1,11 @@
 """Row locks a PostgreSQL batch's fast pass already holds, and guards locked ahead.
 
-A command locks a guard row (a project's, the workspace's) so that the database
-serialises the decisions that depend on it; the lock is held until the batch commits. A
-later command of the same fast pass that locks the same row again would wait for nothing
-and learn nothing: every statement after the first lock already reads what the row's
-previous holder committed. So the fast pass remembers the rows it locked (``hold``) and
-such a command skips the statement (``held``), or reads what it needs in one statement
-instead of two (a claim: its session and the project's reads together).
-
-Only a fast pass remembers: it has no savepoints, so nothing it locked is released
-before it commits or rolls back as a whole (a careful pass rolls commands back to their
-savepoints, which releases their row locks, and remembers nothing).
-
-**Guards locked ahead** (``GuardLock``, ``lock_ahead``). Before its first command, a fast
-pass locks in one statement the guard of every command that said it locks one first
-(claim_issue: its project's; release_issue: its lease's project's): the rows missing are
-inserted (``ON CONFLICT DO NOTHING``: ours until commit; a claim's), the existing ones
-locked ``SKIP LOCKED``, all in key order. A row
-another transaction holds is left to the command's own lock, which waits for it as it
-always did; the read-ahead itself waits only for a transaction that is inserting the same
-new guard, under the fast pass's short lock wait. A failure of it has no victim: the
-commands are decided again in a careful pass (``pg_writer``).
-
-File commands lock their workspace's own row instead of a guard (``GuardLock.table``):
-it is locked ahead the same way, ``SKIP LOCKED``, except that a missing row is left to
-the first command, which inserts it.
+A later command of a fast pass that locks a guard row the pass already holds skips the
+statement (``held``), or reads what it needs in one statement instead of two; only a fast
+pass remembers (it has no savepoints, so nothing it locked is released early). Before its
+first command a fast pass locks the guards of its claims and releases, or the file
+commands' workspace rows, in one statement (``GuardLock``, ``lock_ahead``), ``SKIP
+LOCKED``; a failure of it has no victim. Why: docs/architecture.md#postgresql-reads-ahead.
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
 """The position counter and stream heads of one SQLite write transaction, kept in memory.
 
-SQLite's writer holds the database's one write lock (``BEGIN IMMEDIATE``) from the first
-statement of a batch to its commit: no other connection, in this process or another, can
-move the position counter or a stream's head meanwhile. So the batch reads the counter at
-its first append and each stream's head the first time it appends to that stream (both
-plain reads, which see what the transaction wrote before), hands out positions and
-versions from memory, and writes the counter and the heads it moved once, just before it
-commits (:meth:`LogHeads.flush`). Before, every command ran an ``UPDATE … RETURNING`` of
-the counter and an upsert ``… RETURNING`` of its stream's head: in SQLite a statement with
-``RETURNING`` costs about three times the same statement without it (7.4 against 2.7 µs
-for the counter's update; ``docs/performance.md``, phase 12).
-
-The database still decides. A batch starts from what the writer's last committed batch
-left (:class:`KnownHeads`) only when nothing else can have moved it since. As it starts,
-under its write lock, it checks that no other connection committed
-(``PRAGMA data_version``). When it first reads the counter, it checks that the counter
-stands where that batch left it: a job that writes the log's tables itself on this very
-connection (``eventcoord replay``) moves the counter too, and the read comes after it when
-the job ran earlier in the batch. Otherwise the batch reads every head afresh. (Were such a
-job to run after another job of its batch appended, the appends after it would go on from
-the counter in memory, as they did before these heads were kept: such jobs run alone, from
-the CLI.) So a heartbeat reads its stream's head once per writer rather than once per
-command: one statement in four (docs/performance.md, phase 15). A command that fails is rewound (:meth:`LogHeads.mark`,
-:meth:`LogHeads.rewind`) with its savepoint, or when it failed before writing anything, so
-the positions it took go to the next command; a batch that fails or rolls back teaches
-:class:`KnownHeads` nothing. PostgreSQL batches keep their own, provisional, positions
-(``store/batch.py``).
+SQLite's writer holds the one write lock from a batch's first statement to its commit, so
+the batch reads the counter and each stream's head once, hands out positions and versions
+from memory and writes what it moved just before it commits (:meth:`LogHeads.flush`). A
+batch starts from what the last committed batch left (:class:`KnownHeads`) only while
+``PRAGMA data_version`` and the counter show nothing else wrote; a failed command is
+rewound with its savepoint. PostgreSQL batches keep their own, provisional, positions
+(``store/batch.py``). Why: docs/architecture.md#sqlite-the-counter-and-stream-heads-in-memory.
 """
 
 from __future__ import annotations

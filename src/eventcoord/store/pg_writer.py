@@ -1,89 +1,12 @@
 """PostgreSQL group commit: the commands waiting at a moment, decided in one transaction.
 
-A replica's writer (``postgres.WRITERS`` of them, one by default) takes every command
-waiting when it is free (up to ``MAX_BATCH``) and runs them one after another in one READ
-COMMITTED transaction on its connection, inside one greenlet (``run_batch``), the hot
-statements on the driver (asyncpg):
-
-    BEGIN; SELECT clock, ttl, short lock wait         one clock read for the batch
-    [reads ahead]                                     fast pass: guards, sessions rows, claims' rows
-    command 1 … command n                             decide, read models (provisional positions)
-    WITH h AS (UPDATE store_head …) stream heads,     the counter, once; versions; events;
-         events, renumbering; clock, ttl              provisional → real positions
-    COMMIT
-
-A command arriving alone finds a free writer and is committed at once: no window. Those
-arriving while the writer is busy form the next batch; after a batch of more than one, if
-fewer wait than it held, the writer first waits for more, as SQLite's writer does: until as
-many wait, for at most 1 ms, or as long as the last batch took (up to 5 ms) while its
-thread waits for a CPU (``store/gathering.py``).
-
-**Reads ahead.** A fast pass first locks, one statement per kind, the guards its claims
-and releases lock first (``held_locks``), reads the sessions rows its heartbeats read first
-(``session_rows``), then what its claims read once their guards are held (``rows_ahead``);
-each command uses what was read for it while nothing in the batch has written it since,
-and reads for itself otherwise. A failure of a read ahead has no victim (see below).
-
-**Chained batches.** When commands are already waiting as a batch commits, its COMMIT
-also begins the next transaction (``COMMIT; BEGIN …; SET LOCAL lock_timeout``, one round
-trip of the simple protocol), and the next batch takes the database clock and TTL that
-the end statement read just before: two round trips of four saved per batch under load.
-That clock is older than a fresh read by the commit's flush, as a batch's clock is older
-than its last command by the time the batch took to decide; it is trusted only for
-``CHAIN_FRESH_S`` (after that, or if another writer took the waiting commands, the open
-transaction reads the clock again). An open transaction that has run no statement holds
-no snapshot and no lock.
-
-**Positions.** A command's events get provisional positions (``store/batch.py``), and the
-counter is advanced once per batch by the end statement, which also inserts the events
-with their real positions and moves every provisional position in the read models to its
-real one (in the tables the batch wrote: a batch of heartbeats renumbers none). The
-counter's row lock is therefore held only from that statement to COMMIT,
-never while commands are decided, so replicas decide their batches in parallel and
-serialise only on that last step. Commits stay ordered by position (a batch takes its
-numbers under the lock and releases it by committing) and a rolled-back batch gives its
-numbers back: positions stay contiguous (SPEC §5).
-
-**Failures.** The fast pass runs the commands without savepoints (a SAVEPOINT is a round
-trip). A refusal that wrote nothing costs nothing. A database error aborts a PostgreSQL
-transaction, and a refusal after a write must be undone: then the whole transaction is
-rolled back, and
-
-* if it was a race lost inside the database (deadlock, serialisation failure, a unique key
-  taken concurrently, a lock wait cut short — see below), only the *victim* leaves the
-  batch: it is decided again in the next batch, after this one has committed and released
-  every row lock its commands took (retrying it inside this transaction could meet the
-  same lock again, held by the transaction it lost to, which may wait for ours);
-* every other command is decided again, in a pass with a SAVEPOINT per command: their
-  first decisions saw the victim's writes, which are gone, so none of those answers
-  (refusals included) may stand. In that pass a failing command is rolled back to its own
-  savepoint, which also releases the row locks it took; its neighbours keep theirs.
-
-A fast pass also carries each command's read-model writes to the batch's next statement
-and its heartbeats' writes to the end (``prepared.py``): a statement that failed while
-carrying an earlier command's writes cannot tell whose failed, so it has no victim and
-every command is decided again in the careful pass, which carries nothing (each command
-sends its own writes inside its savepoint).
-
-After an abort the next batches start with savepoints directly (contention comes in runs).
-A job re-run for a lost race counts an attempt; after ``RETRIES`` the client gets 409
-``CONCURRENCY``. Re-running for a lock wait cut short or for a :class:`Requeue` is not a
-lost race and counts nothing; such a job runs first in the next batch.
-
-**Deadlocks.** Row locks taken by command *k* are held until the batch commits, so a batch
-holds the locks of many unrelated commands at once, in an order no single command chose.
-Two replicas' batches (or one replica's two writers) could wait on each other, and
-PostgreSQL only looks for deadlocks after ``deadlock_timeout`` (1 s by default). So a
-command that is not the first of its batch runs under ``lock_timeout = LOCK_WAIT_MS``: if
-it would wait longer while its batch holds other commands' locks, it gives up, is rolled
-back to its savepoint (or the pass is) and runs first in the next batch, where it may wait
-as long as a lone transaction would. A cycle needs every member waiting; a batch's first
-command holds only its own locks, like a lone transaction, and a later one waits at most
-``LOCK_WAIT_MS``. (The fast pass sets the short wait in its first statement, for the first
-command too, to save a round trip; if that one times out, the pass runs again with
-savepoints and the first command waits without limit.) The end statement waits without
-limit: whoever holds the counter is in its own end statement or commit and waits for
-nothing, so no cycle runs through the counter.
+A replica's writer takes every command waiting when it is free and runs them one after
+another in one READ COMMITTED transaction: a fast pass without savepoints (reads ahead,
+writes riding on the next statement), and after a failure a careful pass with a savepoint
+per command, the victim of a lost race going to the next batch. One end statement advances
+the position counter, inserts the events and renumbers the provisional positions, so the
+counter's lock is held only from there to COMMIT. The whole design, chained batches and
+deadlock avoidance included: docs/architecture.md#postgresql-group-commit.
 """
 
 from __future__ import annotations
@@ -282,6 +205,8 @@ def connection_lost(e: BaseException) -> bool:
         asyncpg.AdminShutdownError,
         asyncpg.CannotConnectNowError,
         asyncpg.CrashShutdownError,
+        # the driver's protocol left mid-operation (seen as the server shuts down): unusable
+        asyncpg.InternalClientError,
         SAInterfaceError,
         OSError,
         TimeoutError,

@@ -17,13 +17,14 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, event, exc, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from eventcoord.errors import StoreError, StoreUnavailable
 from eventcoord.store import batch, gathering, pg_writer, stats
 from eventcoord.store.base import EventStore, ReadsAhead, upgrade
 from eventcoord.store.cpu_pressure import CpuPressure
+from eventcoord.store.outage import Outage
 from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
 from eventcoord.store.prepared import send_carried, send_deferred, writes_sql
 
@@ -33,13 +34,11 @@ _MIGRATION_LOCK = 0x6576636F  # "evco": one replica migrates at a time
 #: Writers (connections, batches in flight) per replica; ``EVENTCOORD_PG_WRITERS`` sets it.
 #: A command's cost on PostgreSQL is mostly its round trips, and one writer waits for each
 #: in turn; with two, one decides while the other waits (commits still take turns on the
-#: position counter). Two raise a lone replica's throughput on uncontended commands
-#: (bench/commands.py: heartbeats 1,125 -> 1,831/s, claim_issue 322 -> 516/s), but where
-#: commands contend (bench/fleet.py: one queue, teams sharing projects) the two batches
-#: take each other's row locks: short lock waits cut off, passes rolled back, careful
-#: batches, and now and then a backlog that feeds itself (p99 0.2-3.7 s at 2,000 agents
-#: in three of five runs, against 21-171 ms with one writer, no rollback). So one it is;
-#: raise it for loads whose commands touch disjoint rows (docs/performance.md).
+#: position counter). Two raise a lone replica's throughput on uncontended commands, but
+#: where commands contend (one queue, teams sharing projects) the two batches take each
+#: other's row locks: short lock waits cut off, passes rolled back, careful batches, and now
+#: and then a backlog that feeds itself. So one it is; raise it for loads whose commands
+#: touch disjoint rows (docs/decisions/0002-one-writer-on-sqlite.md).
 WRITERS = 1
 #: Seconds to wait for a new connection before the database counts as unreachable (503).
 CONNECT_TIMEOUT = 5.0
@@ -70,6 +69,31 @@ def _send_deferred_first(conn: Any, cursor: Any, statement: str, params: Any, co
     send_deferred(conn)
 
 
+def _closed(driver: Any) -> bool:
+    """Whether asyncpg already knows ``driver`` (its connection) is gone: no round trip.
+
+    A server that shuts down or restarts sends each session FATAL 57P01 and closes it;
+    asyncpg notices while the connection sits idle, so asking costs nothing.
+    """
+    is_closed = getattr(driver, "is_closed", None)
+    return bool(is_closed()) if is_closed is not None else False
+
+
+def _gone(conn: AsyncConnection) -> bool:
+    """Whether a writer's held connection is known to be dead (no round trip)."""
+    sync = conn.sync_connection
+    try:
+        return sync is None or _closed(sync.connection.driver_connection)
+    except Exception:  # invalidated and not yet revalidated: as good as gone
+        return True
+
+
+def _discard_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    """Pool checkout: a connection the server closed is replaced before anyone uses it."""
+    if _closed(getattr(dbapi_connection, "driver_connection", None)):
+        raise exc.DisconnectionError("the server closed this connection")
+
+
 class PostgresEventStore(EventStore):
     """Event store on PostgreSQL through asyncpg (production, several replicas)."""
 
@@ -88,6 +112,7 @@ class PostgresEventStore(EventStore):
         self._gathering = gathering.Gathering()
         self._pressure = CpuPressure()  # read from the event loop's thread, which runs the writers
         self._closing = False
+        self._outage = Outage("postgresql")
 
     @property
     def engine(self) -> AsyncEngine:
@@ -99,6 +124,10 @@ class PostgresEventStore(EventStore):
         self._engine = create_async_engine(
             self.url, pool_size=self._pool_size, max_overflow=self._pool_size, pool_pre_ping=False, connect_args=timeout
         )
+        # No ping (a round trip per read): a connection the server closed (a restart) is
+        # known to asyncpg already and replaced at checkout; one that died unannounced
+        # fails its read, which is run once more on a fresh one (query).
+        event.listen(self._engine.sync_engine.pool, "checkout", _discard_closed)
         # Writers issue BEGIN/COMMIT themselves on the driver connection; SQLAlchemy must
         # not open transactions of its own on theirs.
         # A command's deferred writes go with the next statement (prepared.py): each pair
@@ -162,28 +191,75 @@ class PostgresEventStore(EventStore):
     async def query(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` on a pooled connection; an unreachable database is :class:`StoreUnavailable`.
 
-        A connection that failed is invalidated by SQLAlchemy (with the pool's older ones),
-        so the first query after the database is back connects afresh: no restart needed.
+        Any failure to get a connection is an outage, whatever the database said (refused,
+        too many connections, not accepting connections, starting up). A connection lost
+        while reading is invalidated by SQLAlchemy (with the pool's older ones) and the
+        read, having written nothing, runs once more on a fresh connection: a connection
+        that died while pooled (a restart) fails no request, and the first query after the
+        database is back connects afresh, with no restart of ours.
         """
-        try:
-            async with self.engine.connect() as conn:
-                return await conn.run_sync(fn)
-        except Exception as e:
-            if pg_writer.connection_lost(e):
-                raise StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}") from e
-            raise
+        for attempt in (1, 2):
+            try:
+                conn = await self.engine.connect()
+            except Exception as e:
+                raise self._outage.failed(pg_writer.describe(e)) from e
+            try:
+                try:
+                    result = await conn.run_sync(fn)
+                finally:
+                    await _put_back(conn)
+            except Exception as e:
+                if not pg_writer.connection_lost(e):
+                    raise
+                if attempt == 2:
+                    raise self._outage.failed(pg_writer.describe(e)) from e
+                continue
+            self._outage.answered()
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     async def query_one(self, fn: Callable[[Connection], T]) -> T:
+        """``fn``, one statement, sent alone (no ``BEGIN``/``ROLLBACK``); outages as :meth:`query`."""
+        for attempt in (1, 2):
+            try:
+                conn = await self.engine.connect()
+            except Exception as e:
+                raise self._outage.failed(pg_writer.describe(e)) from e
+            try:
+                try:
+                    # The isolation level is the adapter's flag; setting it sends nothing.
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    result = await conn.run_sync(fn)
+                finally:
+                    await _put_back(conn)
+            except Exception as e:
+                if not pg_writer.connection_lost(e):
+                    raise
+                if attempt == 2:
+                    raise self._outage.failed(pg_writer.describe(e)) from e
+                continue
+            self._outage.answered()
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def write_aside(self, fn: Callable[[Connection], T]) -> T:
+        """``fn`` in a transaction of its own on a pooled connection, beside the writers' batches.
+
+        An outage is :class:`StoreUnavailable`, as for a read (no retry: the caller decides).
+        """
         try:
-            async with self.engine.connect() as conn:
-                # The driver then sends the statement alone: no BEGIN, no ROLLBACK (the
-                # isolation level is the adapter's flag; setting it sends nothing).
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
+            conn = await self.engine.connect()
+        except Exception as e:
+            raise self._outage.failed(pg_writer.describe(e)) from e
+        try:
+            async with conn.begin():
                 return await conn.run_sync(fn)
         except Exception as e:
             if pg_writer.connection_lost(e):
-                raise StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}") from e
+                raise self._outage.failed(pg_writer.describe(e)) from e
             raise
+        finally:
+            await _put_back(conn)
 
     async def _lane(self) -> None:
         """One writer: whenever it is free, take every waiting command (up to MAX_BATCH).
@@ -200,17 +276,21 @@ class PostgresEventStore(EventStore):
             while True:
                 if self._pending:
                     jobs, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                    if conn is not None and _gone(conn):
+                        await _drop(conn)  # the server closed it while we waited (a restart)
+                        conn = None
                     try:
                         if conn is None:
-                            assert self._writer_engine is not None
-                            conn = await self._writer_engine.connect()
+                            conn = await self._connect_writer()
                         began = loop.time()
                         again, lost = await self._run(conn, jobs)
                         took = loop.time() - began
                     except Exception as e:  # a bug here must not stop the writer for good
                         again, lost = [], True
                         failure = (
-                            StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}")
+                            e
+                            if isinstance(e, StoreUnavailable)
+                            else self._outage.failed(pg_writer.describe(e))
                             if pg_writer.connection_lost(e)
                             else StoreError(f"postgresql writer: {e!r}")
                         )
@@ -236,6 +316,14 @@ class PostgresEventStore(EventStore):
                 with contextlib.suppress(Exception):
                     await conn.close()
 
+    async def _connect_writer(self) -> AsyncConnection:
+        """A writer's connection; any failure to get one is an outage (StoreUnavailable)."""
+        assert self._writer_engine is not None
+        try:
+            return await self._writer_engine.connect()
+        except Exception as e:
+            raise self._outage.failed(pg_writer.describe(e)) from e
+
     def _waiting(self) -> bool:
         """Whether commands wait for a writer (a committing batch then begins the next one)."""
         return bool(self._pending) and not self._closing
@@ -249,11 +337,13 @@ class PostgresEventStore(EventStore):
             outcomes, aborted = await conn.run_sync(pg_writer.run_batch, jobs, savepoints, self._waiting)
         except Exception as e:  # the connection failed: the batch's outcome is unknown
             failure = (
-                StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}")
+                self._outage.failed(pg_writer.describe(e))
                 if pg_writer.connection_lost(e)
                 else StoreError(f"postgresql: {e}")
             )
             outcomes, aborted, lost = [("err", failure)] * len(jobs), False, True
+        if not lost:
+            self._outage.answered()
         self._careful = pg_writer.CAREFUL_BATCHES if aborted else max(0, self._careful - 1)
         again: list[Job] = []
         for job, outcome in zip(jobs, outcomes, strict=True):
@@ -267,6 +357,19 @@ class PostgresEventStore(EventStore):
         stats.AGAIN.inc(len(again))
         stats.LOST_RACES.inc(sum(j.attempts for j in jobs) - attempts)
         return again, lost
+
+
+async def _put_back(conn: AsyncConnection) -> None:
+    """Return a read's connection to the pool (``async with``'s exit, which may raise).
+
+    Its rollback fails if the connection died after the read (or the driver lost its
+    place): the connection is thrown away, and what the read found stands (a read writes
+    nothing).
+    """
+    try:
+        await asyncio.shield(conn.close())
+    except Exception:
+        await _drop(conn)
 
 
 async def _drop(conn: AsyncConnection) -> None:

@@ -1,28 +1,12 @@
 """Statements built once and run cheaply on the hot path, on either backend.
 
-Building a SQLAlchemy statement per call (``select().where()``, cache key, compile-cache
-lookup) costs ~100 µs; the SQL itself costs a few. A :class:`Prepared` statement is built
-once at import and compiled once per backend to fixed SQL text, which runs straight on
-the driver connection of the current transaction:
-
-* SQLite writer (stdlib ``sqlite3``): ``execute`` on the driver connection (~3 µs).
-* PostgreSQL (asyncpg): the driver's own prepared statement (asyncpg keeps one per SQL
-  text and connection), awaited from the calling greenlet, skipping SQLAlchemy's cursor
-  adaption. Bind parameters go positionally (``$1``, ``$2`` …).
-* Anything else (SQLite reads through aiosqlite): ``Connection.execute`` with the
-  prebuilt statement.
-
-A read model's write whose row count nobody needs goes through :meth:`Prepared.write`.
-Inside a PostgreSQL batch it is not sent at once but kept on the batch, and the writes
-kept go together, as data-modifying CTEs, in front of the next statement the batch sends
-(``_statement``): a claim's five read-model writes cost no round trip of their own, they
-ride on the next command's first read (a careful pass, with a savepoint per command,
-sends each command's own at its end, and the batch sends what is left before its end
-statement). Writes go into one statement only where doing them together equals doing
-them in order: no statement of it touches a table another one writes (or it touches
-other rows there, as both declare: ``Prepared(rows=…, session_row=…)``), and all of them run
-on the statement's one snapshot, which the writes do not change for the others. Where
-that does not hold, the writes kept are sent first, alone.
+A :class:`Prepared` statement is built once at import and compiled once per backend to
+fixed SQL text, which runs straight on the driver connection of the current transaction
+(building a SQLAlchemy statement per call costs ~100 µs; the SQL itself a few). Inside a
+PostgreSQL batch a read model's write (:meth:`Prepared.write`) rides on the batch's next
+statement as a data-modifying CTE where doing them together equals doing them in order
+(``Prepared(rows=…, session_row=…)`` declare what makes that so):
+docs/architecture.md#prepared-statements-and-deferred-writes.
 """
 
 from __future__ import annotations

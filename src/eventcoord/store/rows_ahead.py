@@ -1,45 +1,11 @@
 """A command's reads done ahead for a whole PostgreSQL batch, in one statement.
 
 Once a fast pass holds the guards its claims rely on (``held_locks``), what each claim
-reads next (its project's rules and count, its issue's row, lease and line, its session)
-no longer depends on anything another transaction may commit before ours: the guard's
-holder is us. So the pass reads it for all of them in one statement (``RowsAhead``), right
-after locking the guards, and each claim then decides on its row without a round trip.
-
-A row serves its command only while nothing in the batch may have written what it read:
-every read names the rows it read by table and key (``RowsAhead.keys``), and a statement
-the batch runs or defers that writes one of them forgets the reads that named it (one it
-cannot place, every read of that table; SQL whose tables are unknown, every read). Two
-things are not rows of a key:
-
-* other sessions' liveness (who declared working on an issue, and is live): the read
-  returns every declarer with its ``last_seen_us``, and a sign of life the batch wrote
-  since (``Batch.revived``) counts its session as live; any other write of ``sessions`` (a
-  declaration, an end) forgets every read of ``sessions``;
-* the signs of life carried to the batch's end (heartbeats, ``prepared.send_carried``):
-  while any is carried no row read ahead serves (the command reads for itself, which
-  writes them first).
-
-A write that only adds to a counter the read returns (a project's unreleased leases, after
-a grant) moves the row by as much instead (``RowsAhead.columns``, ``Prepared(adds=…)``).
-Were the command that wrote it to fail with its writes unsent, every read ahead is dropped
-(``Batch.drop_own``).
-
-File claims and releases are read ahead too, once the workspace's row is locked ahead: a
-claim's session and the live claims its paths may overlap, a release's session, whether
-anyone waits for files, and its claims of the issue (``RowsAhead.many``: any number of rows
-per command; a claim's probes are ``spread`` over one array for all). A claim's probes name
-their rows by ranges of the live key (``KeySpans``): a claim's insert forgets only the reads
-whose ranges hold one of its keys, and a release, whose rows are named by their issue,
-says where they lie (``Prepared(at_spans=…)``) so that reads of other ranges hold.
-
-The queue's pulls and transitions are read ahead too, once their projects' guards are held
-(a transition's through its item: ``held_locks.item_guard``). Their items are written by
-their ids, which name no project, so those reads name the project's items by the project,
-and every queue command forgets the reads made under the guard it takes before it writes
-(``forget_under``; ``handlers/queue.py`` says why nothing else writes them unseen).
-
-A forgotten row is no error: the command reads for itself, as it would have.
+reads next no longer depends on another transaction, so the pass reads it for all of them
+at once (``RowsAhead``). A row serves its command only while nothing in the batch may have
+written what it read (``RowsAhead.keys``, ``KeySpans``); a forgotten row is no error, the
+command reads for itself. File commands and the queue's pulls and transitions are read
+ahead too. Why each rule holds: docs/architecture.md#postgresql-reads-ahead.
 """
 
 from __future__ import annotations

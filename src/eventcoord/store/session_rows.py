@@ -1,16 +1,10 @@
 """Sessions rows a PostgreSQL batch reads for all its commands in one statement.
 
-A heartbeat's whole cost on PostgreSQL is one round trip: the read of its session's row,
-locked (its write is carried to the batch's end, ``prepared.send_carried``). A batch of
-heartbeats can read all their rows at once instead: before its first command, a fast
-pass reads the row of every command that said it will read one (``SessionRead``), locked,
-``SKIP LOCKED`` (a row another transaction holds is left to the command's own read, which
-waits for it as it always did), in ``session_id`` order. The row is then the command's read
-only if nothing in the batch wrote that row since (``Batch.sessions_read`` forgets a row a
-statement may write; a sign of life carried for it sends the command to its own read).
-
-Reading ahead locks the rows earlier than the commands would, in one statement: with no
-wait (``SKIP LOCKED``) it cannot close a cycle of waits.
+A heartbeat's whole cost on PostgreSQL is the locked read of its session's row, so before
+its first command a fast pass reads the row of every command that said it will read one
+(``SessionRead``), locked, ``SKIP LOCKED`` (with no wait it cannot close a cycle of waits),
+in ``session_id`` order. The row is the command's read only if nothing in the batch wrote
+that row since (``Batch.sessions_read``; docs/architecture.md#postgresql-reads-ahead).
 """
 
 from __future__ import annotations

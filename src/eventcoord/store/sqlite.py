@@ -1,23 +1,11 @@
 """SQLite backend: one writer on the event loop that group-commits concurrent commands.
 
-SQLite allows one writer at a time anyway. Every write goes through one writer that takes
-all the commands waiting at that moment (they gather for up to ``GROUP_COMMIT_WINDOW``, or
-until as many wait as the last batch held) and commits them in one ``BEGIN IMMEDIATE``
-transaction, amortising the commit; a command that fails after writing never rolls back
-its neighbours (the batch is re-run with a SAVEPOINT per command). The writer runs SQL on
-the stdlib driver directly, on the event loop: each statement takes microseconds, and a
-thread would cost more in hand-offs and GIL contention than the work itself. WAL
-checkpoints, the one slow step (they fsync), run in a background thread instead of inside
-a commit. Reads go through aiosqlite (WAL lets them run beside the writer).
-
-A checkpoint beside a busy writer never finishes: by the time it has copied the log into
-the database file, the writer has appended more, and SQLite starts the log over only when
-a write begins on a log copied to its end. Under sustained load the WAL then grew without
-end (a gigabyte in ten seconds of claims) and every command slowed with it (claim_issue's
-CPU doubled). So when the log has grown past ``WAL_RESTART_FRAMES``, the checkpointer
-copies what it can beside the writer, then holds the writer's next batch (commands keep
-arriving and wait; the loop is never blocked) while it copies the frames written
-meanwhile (a few milliseconds); the next batch starts the log over, and ``journal_size_limit`` trims the file.
+The writer takes all the commands waiting at a moment and commits them in one ``BEGIN
+IMMEDIATE`` transaction on the stdlib driver, re-running a batch with a SAVEPOINT per
+command only when one failed after writing. Reads go through aiosqlite beside it (WAL);
+checkpoints run in a thread, and hold the writer's next batch for one short copy when the
+log has grown past ``WAL_RESTART_FRAMES``, so that it starts over instead of growing without
+end. Why: docs/architecture.md#sqlite-one-writer-on-the-event-loop.
 """
 
 from __future__ import annotations
@@ -49,8 +37,7 @@ MAX_BATCH = 256
 #: How long the first waiting command holds the batch open for others (group commit),
 #: when the previous batch had company; a command arriving alone is committed at once.
 #: The window ends early once as many commands wait as the last batch held: until then the
-#: loop idled through the rest of it, and the heartbeat's server ran at 0.88 of a core
-#: (docs/performance.md, phase 15).
+#: loop idled through the rest of it (docs/decisions/0002-one-writer-on-sqlite.md).
 GROUP_COMMIT_WINDOW = 0.001
 #: How long one batch may decide on the event loop before the rest of its commands wait for
 #: the next: the loop answers others in between (reads, /health), however slow the

@@ -1,15 +1,11 @@
 """How the stores' writers batch: Prometheus counters beside the service's own metrics.
 
 The average batch is ``commands / batches``; ``again`` counts commands a PostgreSQL batch
-handed to the next one (a lost race, a lock wait cut short, a requeue), ``lost_races``
-the races among them, ``rollbacks`` the fast passes that had to be rolled back, ``chained``
-the PostgreSQL batches whose COMMIT began the next batch's transaction; ``reads_ahead``
-the commands whose first reads a batch read ahead, ``reads_ahead_served`` those whose
-read then served them (the rest is the read ahead's waste); ``cpu_pressure``
-how long the event loop's thread waits for a CPU per second it runs, as a PostgreSQL writer
-last read it under load (``cpu_pressure.py``). The SQLite store also shows its write-ahead
-log: its length at the last checkpoint, and the checkpoints that held the writer so that it
-starts over (how many, how long).
+handed to the next (a lost race, a lock wait cut short, a requeue), ``lost_races`` the races
+among them, ``rollbacks`` fast passes rolled back, ``chained`` COMMITs that began the next
+batch; ``reads_ahead``/``reads_ahead_served`` the reads ahead and those that served;
+``cpu_pressure`` the event loop's wait for a CPU per second it runs. The SQLite store shows
+its write-ahead log: its length at the last checkpoint, and the checkpoints that held the writer.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def heatmap_buckets(
     The database counts per distinct path inside the indexed time window; the few
     distinct paths are folded into buckets here. All time, the counts start from the newest
     snapshot's (``snapshots.path_hits``) and only the rows since are counted. ``upto``: as
-    of that position (SPEC §8).
+    of that position (docs/protocol.md#history).
     Both tables are keyed by the position of the event that made the row, and what they
     count (path, time) never changes, so their rows up to a position are exactly what the
     read model held then: no replay.
@@ -89,7 +89,7 @@ def heatmap_buckets(
     table, at = (file_claims, file_claims.c.claimed_us) if mode == "claims" else (conflicts, conflicts.c.occurred_us)
     tally = _Tally(depth)
     if since_us is None and until_us is None:
-        # All time: the newest snapshot's counts, and the rows since it (SPEC §8's snapshots
+        # All time: the newest snapshot's counts, and the rows since it (history's snapshots
         # keep them), so the cost follows the paths and the events since, not every claim.
         counted = snapshots.path_hits(conn, workspace, mode, NEWEST if upto is None else upto)
         if counted is not None:

@@ -14,7 +14,7 @@ from eventcoord.store import dbclock
 def list_named_leases(conn: Connection, workspace: str) -> list[dict[str, Any]]:
     """Every named lease of the workspace by name; ``held`` = a holder and not yet expired.
 
-    A name with ``capacity`` above 1 answers one row per held slot (SPEC §9), in token order.
+    A name with ``capacity`` above 1 answers one row per held slot (docs/protocol.md#capacity), in token order.
     """
     now_us, _ = dbclock.read(conn)
     slots: dict[str, list[Any]] = {}

@@ -178,7 +178,7 @@ def list_queue(
 ) -> list[ItemView]:
     """Items enqueued after position ``after``, in enqueue order, each with its history.
 
-    ``upto``: as of that position (SPEC §8), from the live tables: the items enqueued by
+    ``upto``: as of that position (docs/protocol.md#history), from the live tables: the items enqueued by
     then, each in the state its ledger up to then gives (:func:`state_from_ledger`).
     """
     if upto is not None:

@@ -12,6 +12,7 @@ from eventcoord import errors
 from eventcoord.api import params
 from eventcoord.api.answers import outcome_response
 from eventcoord.api.body import read_body
+from eventcoord.api.ratelimit import vouch
 from eventcoord.codec import decode_command
 
 if TYPE_CHECKING:
@@ -39,13 +40,13 @@ _EMPTY: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "mor
 
 # An ASGI route: the app's middleware (rate limits) and exception handlers apply as to every
 # route, but Litestar builds no Request, signature model or Response for it, and runs no
-# before_request hook. Those cost 8 to 15 µs of a command (docs/performance.md, phase 19), where
+# before_request hook. Those cost 8 to 15 µs of a command (bench/route_kinds.py), where
 # the handler already read what it needs from the raw scope and channel and sends its own
 # answer (``answers.CommandAnswer``). Its OpenAPI operation is written by ``api/openapi.py``:
 # Litestar leaves ASGI routes out of the schema.
 @asgi("/v1/commands", name="postCommand", copy_scope=False)
 async def post_command(scope: Scope, receive: Receive, send: Send) -> None:
-    """Decode, authorise, decide, append and answer one command (SPEC §3).
+    """Decode, authorise, decide, append and answer one command (docs/protocol.md#the-command-endpoint).
 
     The body is a JSON object tagged by ``type``. Success is
     ``{"ok": true, "result", "events", "position"}``; a refusal is the error envelope
@@ -74,6 +75,7 @@ async def post_command(scope: Scope, receive: Receive, send: Send) -> None:
             content_length = value
     rt: Runtime = scope["litestar_app"].state.runtime
     who = await rt.auth.authenticate(authorization)
+    vouch(scope)
     if content_type is not None and not is_json(content_type):
         raise errors.unsupported_media_type(content_type)
     cmd = decode_command(await read_body(receive, content_length))

@@ -59,7 +59,7 @@ async def list_file_claims(
     prefix: Annotated[str | None, Parameter(description="only paths at or below this prefix")] = None,
     limit: Annotated[int, Parameter(ge=1, le=10000)] = 1000,
     as_of: Annotated[
-        str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+        str | None, Parameter(description="As of a position or an RFC 3339 time (docs/protocol.md#history)")
     ] = None,
 ) -> Response[bytes]:
     """``{"file_claims": [...]}``: unreleased claims of the workspace, oldest first.
@@ -118,7 +118,7 @@ async def heatmap(
     depth: Annotated[int, Parameter(ge=1, le=64, description="path segments per bucket")] = 1,
     limit: Annotated[int, Parameter(ge=1, le=10000, description="at most this many buckets")] = 1000,
     as_of: Annotated[
-        str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+        str | None, Parameter(description="As of a position or an RFC 3339 time (docs/protocol.md#history)")
     ] = None,
 ) -> Response[bytes]:
     """``{mode, buckets: [{prefix, count, leaf}]}`` sorted by count, descending.

@@ -16,19 +16,24 @@ async def health(request: Request[Any, Any, Any]) -> Response[bytes]:
     """200 when the service is ready; reports the head position and the relay's state.
 
     503 ``{"status": "unavailable", "cause": ...}`` with ``Retry-After`` while the database
-    cannot be reached (the cause names it); 200 again once it is back, without a restart.
+    cannot be reached (the cause names it), carrying the error envelope's ``STORE_UNAVAILABLE``
+    as every other route does then (docs/protocol.md#errors); 200 again once it is back,
+    without a restart.
     """
     rt = runtime(request)
     try:
         head = await rt.store.head()
     except StoreError as e:
+        refusal = errors.store_unavailable()
         down: dict[str, Any] = {
+            "ok": False,
+            "error": {"code": str(refusal.code), "message": refusal.message, "details": {}},
             "status": "unavailable",
             "cause": f"store ({rt.store.dialect}): {e}",
             "backend": rt.store.dialect,
         }
         response = json(down, status=503)
-        response.headers["retry-after"] = str(errors.STORE_RETRY_AFTER)
+        response.headers["retry-after"] = str(refusal.retry_after)
         return response
     body: dict[str, Any] = {"status": "ok", "head": head, "backend": rt.store.dialect}
     relay = rt.outbox.relay

@@ -23,7 +23,7 @@ async def issue_state(
     issue_path: str,
     as_: Annotated[str | None, Parameter(query="as", description="the session asking")] = None,
     as_of: Annotated[
-        str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+        str | None, Parameter(description="As of a position or an RFC 3339 time (docs/protocol.md#history)")
     ] = None,
 ) -> Response[bytes]:
     """``{issue, state, reason, holder}``: assignment joined with liveness, as ``as`` sees it."""
@@ -53,7 +53,7 @@ async def list_leases(
     session: Annotated[str | None, Parameter(description="only this holder session")] = None,
     limit: Annotated[int | None, Parameter(ge=1, le=10000, description="at most this many (default: all)")] = None,
     as_of: Annotated[
-        str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+        str | None, Parameter(description="As of a position or an RFC 3339 time (docs/protocol.md#history)")
     ] = None,
 ) -> Response[bytes]:
     """``{"leases": [{issue, project, session_id, actor_key, fencing_token, live, kind, granted_at}]}``."""

@@ -20,7 +20,7 @@ async def list_queue(
     after: Annotated[int, Parameter(ge=0, description="only items enqueued at a position after this")] = 0,
     limit: Annotated[int, Parameter(ge=1, le=10000)] = 1000,
     as_of: Annotated[
-        str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+        str | None, Parameter(description="As of a position or an RFC 3339 time (docs/protocol.md#history)")
     ] = None,
 ) -> Response[bytes]:
     """``{"items": [...]}`` in enqueue order; each item carries ``history``: every

@@ -19,7 +19,7 @@ async def list_agents(
     live: Annotated[bool | None, Parameter(description="only live (true) or only not live (false)")] = None,
     limit: Annotated[int, Parameter(ge=1, le=10000)] = 1000,
     as_of: Annotated[
-        str | None, Parameter(description="SPEC §8: a position, or an RFC 3339 time; the answer as it was then")
+        str | None, Parameter(description="As of a position or an RFC 3339 time (docs/protocol.md#history)")
     ] = None,
 ) -> Response[bytes]:
     """``{"agents": [...]}`` of the caller's workspace, newest first.

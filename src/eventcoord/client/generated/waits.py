@@ -44,6 +44,9 @@ class Waits(Base):
 
     def list_waits(
         self,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
     ) -> results.WaitsPage:
         """The waiting lines (FIFO): who waits for which issue, path pattern or named lease, at which
         place (1 = next) and since when. Read it before passing wait: true, and to see your place
@@ -54,7 +57,10 @@ class Waits(Base):
         """
         return self._read(
             "list_waits",
-            reads.ListWaits(),
+            reads.ListWaits(
+                after=after,
+                limit=limit,
+            ),
             results.WaitsPage,
         )
 
@@ -93,6 +99,9 @@ class AsyncWaits(AsyncBase):
 
     async def list_waits(
         self,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
     ) -> results.WaitsPage:
         """The waiting lines (FIFO): who waits for which issue, path pattern or named lease, at which
         place (1 = next) and since when. Read it before passing wait: true, and to see your place
@@ -103,6 +112,9 @@ class AsyncWaits(AsyncBase):
         """
         return await self._read(
             "list_waits",
-            reads.ListWaits(),
+            reads.ListWaits(
+                after=after,
+                limit=limit,
+            ),
             results.WaitsPage,
         )

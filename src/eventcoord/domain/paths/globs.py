@@ -4,17 +4,7 @@ A glob here is a sequence of *pieces* separated by stars (a star matches any run
 atoms); a piece is a run of atoms, each matching one atom of the word. Atoms are the
 characters of a segment or the segments of a path: a literal atom is a string (a
 character, a name), any other a wildcard, and ``overlap`` supplies when two atoms can be
-matched by one. Three rules decide, because atoms are chosen independently of each other:
-
-* Both globs have a star: they meet exactly when their first pieces agree on their
-  common length and so do their last pieces, aligned at the end. (The word: the longer
-  first piece, the middle pieces of one glob, those of the other, the longer last piece;
-  each star swallows what the other glob put there.)
-* One has a star, the other none: the word has the fixed length of the one without; the
-  first and last pieces must agree at its ends, and the middle pieces must fit in order in
-  between. Placing each one leftmost is never worse, so a left-to-right search decides
-  (Shift-And: a bit per position of the piece, one step per atom of the word).
-* Neither has a star: same length, atom by atom.
+matched by one. Three rules decide (:func:`meet`), because atoms are chosen independently.
 """
 
 from __future__ import annotations
@@ -72,7 +62,18 @@ def piece(atoms: Sequence[Any], *, text: bool) -> Piece:
 
 
 def meet(a: Sequence[Piece], b: Sequence[Piece], atoms_meet: Meet, work: Work) -> bool:
-    """Is some word matched by both globs (each a sequence of pieces; more than one: a star)?"""
+    """Is some word matched by both globs (each a sequence of pieces; more than one: a star)?
+
+    * Both globs have a star: they meet exactly when their first pieces agree on their
+      common length and so do their last pieces, aligned at the end. (The word: the longer
+      first piece, the middle pieces of one glob, those of the other, the longer last piece;
+      each star swallows what the other glob put there.)
+    * One has a star, the other none: the word has the fixed length of the one without; the
+      first and last pieces must agree at its ends, and the middle pieces must fit in order in
+      between. Placing each one leftmost is never worse, so a left-to-right search decides
+      (Shift-And: a bit per position of the piece, one step per atom of the word).
+    * Neither has a star: same length, atom by atom.
+    """
     work.charge(3)
     if len(a) > 1 and len(b) > 1:
         return _ends_meet(a[0], b[0], True, atoms_meet, work) and _ends_meet(a[-1], b[-1], False, atoms_meet, work)

@@ -2,29 +2,11 @@
 
 A *pattern* names a set of file paths in git wildmatch style; a *file path* is a sequence
 of non-empty ``/``-separated segments with no ``.``/``..`` segment and no control
-character.
-
-Syntax (case-sensitive):
-
-* ``/`` always separates segments; it cannot be escaped (``\\/`` is rejected as a
-  dangling escape) and no wildcard ever matches it.
-* ``*`` matches any run (possibly empty) of non-``/`` characters, a leading ``.``
-  included; ``?`` matches one non-``/`` character.
-* ``[...]`` matches one character: ranges ``a-z``, negation with a leading ``!`` or
-  ``^``, a ``]`` right after the opening (and optional negation) is literal, ``\\x``
-  inside a class is literal ``x``. A reversed range matches nothing (as in git). POSIX
-  ``[:name:]`` classes are not supported and are rejected.
-* ``\\x`` matches the character ``x`` literally.
-* A segment that is exactly ``**`` matches zero or more whole segments, except as the
-  last segment, where it needs at least one (``a/**`` covers what is inside ``a`` but
-  not the file ``a``; ``**`` alone matches every file). ``**`` inside a longer segment
-  is just ``*``.
-* A trailing ``/`` is a directory claim: ``d/`` means ``d/**``.
-
-Validation also rejects segments that can only ever spell ``.`` or ``..`` (``\\.``,
-``[.]``) with reason ``dotdot``, and classes no path character can satisfy with
-``bad_class``, so every valid pattern matches at least one file. A run of ``*``
-counts as one wildcard.
+character. The syntax and the validation reasons: docs/paths.md#matching-rules and
+docs/paths.md#paths. Beyond them: ``\\/`` is a dangling escape, a reversed range matches nothing (as in
+git), POSIX ``[:name:]`` classes are rejected, and so is what no file could match
+(``dotdot`` for a segment that can only spell ``.`` or ``..``, ``bad_class`` for a class no
+character satisfies): every valid pattern matches at least one file.
 """
 
 from __future__ import annotations

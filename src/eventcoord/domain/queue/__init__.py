@@ -2,28 +2,10 @@
 
 Pure decisions over the state a handler loaded; what selection reads as it goes (queued
 items page by page, blockers, claims, issues) it asks of :class:`WorkReads`, which the
-handler implements (locking what it reads). Rules decided here (SPEC §1, §5, p24):
-
-* Lifecycle ``queued → claimed → running → done | failed | oom_killed | cancelled``.
-  ``start_work`` moves ``claimed → running``; ``finish_work`` ends a ``running`` item with
-  any outcome. ``cancelled`` may also end an item that never started: a ``claimed`` one
-  (its holder or an admin) or a ``queued`` one (an admin only, else 403 FORBIDDEN). Any
-  other move is 409 ``INVALID_TRANSITION`` ``{item_id, status, wanted}``; the status is
-  checked first, then the holder: only the claiming session or an admin token moves a
-  claimed/running item on (409 ``NOT_HOLDER``).
-* ``blocked_by`` names items that must already exist in the workspace (422
-  ``VALIDATION`` on ``blocked_by[i]``); an item is eligible once every blocker is
-  ``done`` (a blocker that failed or was cancelled keeps it blocked).
-* Declared ``paths`` are normalised like file claims (422 ``VALIDATION`` on ``paths[i]``);
-  an item is skipped while one of them overlaps a live exclusive file claim of another
-  session (session-less claims always count).
-* Any queue command on a project first re-queues the items of its stale non-human
-  workers (``worker_stale``), releasing their leases (``expired``) unless the pull that
-  follows takes the same issue, which then reclaims it.
-* Selection: higher priority first, then the oldest; an item is skipped while blocked, or
-  while its issue is not takeable or the project is at its cap (no ``WipCapDenied``).
-* Items without an issue take no lease, so the WIP cap (which counts issue leases) does
-  not hold them back; their ``fencing_token`` is null.
+handler implements (locking what it reads). The rules are docs/protocol.md#queue-rules;
+beyond them: a transition checks the status first, then the holder; a blocker that failed
+or was cancelled keeps its item blocked; session-less claims always count against declared
+paths; an item without an issue takes no lease, so the WIP cap never holds it back.
 """
 
 from __future__ import annotations

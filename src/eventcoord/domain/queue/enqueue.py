@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from eventcoord import errors
 from eventcoord.commands import EnqueueWork
-from eventcoord.context import Context, Decision
+from eventcoord.context import Context, Decision, Draft
 from eventcoord.domain import streams
 from eventcoord.domain.files import normalise_paths
 from eventcoord.domain.queue.recovery import recover
@@ -27,7 +27,7 @@ def check_blockers(blocked_by: Sequence[str], existing: Iterable[str]) -> list[s
 
 
 def check_issue_project(issue: str | None, project: str, issue_project: str | None) -> None:
-    """An issue belongs to the project named at its first claim (SPEC §5)."""
+    """An issue belongs to the project named at its first claim (docs/protocol.md#concepts)."""
     if issue is not None and issue_project is not None and issue_project != project:
         raise errors.invalid("issue", f"issue {issue!r} belongs to project {issue_project!r}, not {project!r}")
 
@@ -37,7 +37,7 @@ def decide_enqueue_work(state: EnqueueState, cmd: EnqueueWork, ctx: Context) -> 
     paths = normalise_paths(cmd.paths)
     blockers = check_blockers(cmd.blocked_by, state.existing)
     check_issue_project(cmd.issue, cmd.project, state.issue_project)
-    d = Decision(events=list(recover(state.reads.stale_work(None), None).events))
+    d = Draft(events=list(recover(state.reads.stale_work(None), None).events))
     item_id = ctx.make_id("w")
     enqueued = WorkEnqueued(
         item_id=item_id,
@@ -50,4 +50,4 @@ def decide_enqueue_work(state: EnqueueState, cmd: EnqueueWork, ctx: Context) -> 
     )
     d.add(streams.work(item_id), enqueued)
     d.result = {"item_id": item_id}
-    return d
+    return d.decided()

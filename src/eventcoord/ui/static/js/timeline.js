@@ -1,5 +1,5 @@
 // Time travel: a slider over the log's positions. At the right end the board is live;
-// anywhere else every view is read "as of" that position (SPEC §8 `as_of`).
+// anywhere else every view is read "as of" that position (`as_of`, docs/protocol.md#history).
 import { dateTime, debounce, h, num } from './dom.js';
 
 export function timeline(app) {

@@ -1,7 +1,7 @@
 // The conflict feed, newest first: GET /v1/conflicts?before=&limit= (the last page below a
 // position — the head when live, the chosen moment when travelling in time), merged with the
-// waits refused as deadlocks (SPEC §9 DeadlockRefused), read from the log like the messages
-// view: GET /v1/events?type=DeadlockRefused over the last WINDOW positions.
+// waits refused as deadlocks (DeadlockRefused, docs/protocol.md#deadlock), read from the log
+// like the messages view: GET /v1/events?type=DeadlockRefused over the last WINDOW positions.
 import { clock, countLabel, h, shortId } from '../dom.js';
 
 const LIMIT = 40;
@@ -57,7 +57,7 @@ export function conflictsView() {
       const top = ctx.asOf !== null ? ctx.asOf : Math.max(ctx.head, await ctx.headKnown());
       const [conflicts, deadlocks] = await Promise.all([
         ctx.get('/v1/conflicts', { before, limit: LIMIT }),
-        // A server without SPEC §9 has no such events: the feed is then conflicts only.
+        // A server without waiting lines has no such events: the feed is then conflicts only.
         ctx.get('/v1/events', { type: 'DeadlockRefused', after: Math.max(0, top - WINDOW), limit: WINDOW })
           .catch(() => ({ events: [] })),
       ]);

@@ -1,6 +1,7 @@
 // Issue leases with their effective state and fencing tokens. GET /v1/leases?limit=.
-// The state is SPEC §5's order as seen by an onlooker (no session of its own): a human
-// holder → human_held; a live holder → held; a stale one → reclaimable.
+// The state in the order of docs/protocol.md#effective-state-in-order, as seen by an
+// onlooker (no session of its own): a human holder → human_held; a live holder → held; a
+// stale one → reclaimable.
 import { agoSpan, badge, countLabel, h, shortId } from '../dom.js';
 
 const PAGE = 100;

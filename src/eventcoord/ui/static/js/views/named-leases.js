@@ -1,4 +1,4 @@
-// Named leases (leader election, and capacity slots of SPEC §9): GET /v1/named-leases, every
+// Named leases (leader election, and capacity slots, docs/protocol.md#capacity): GET /v1/named-leases, every
 // name ever granted; a name of capacity N answers one row per held slot. Drawn as N slots per
 // name — who holds each, its fencing token, when it expires — and the name's waiting line
 // (shared by the waits view). The read has no as_of: while travelling it says it shows the present.

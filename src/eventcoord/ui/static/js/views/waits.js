@@ -1,4 +1,4 @@
-// Waiting lines (SPEC §9): GET /v1/waits, one row per waiter ordered by key then place,
+// Waiting lines (docs/protocol.md#waiting): GET /v1/waits, one row per waiter ordered by key then place,
 // grouped here into one line per resource (issue, path pattern, named lease) in FIFO order.
 // Beside each line: its current holders, when the page already knows them (the leases,
 // file-claims and named-leases views share what they read). Hand-offs (a grant carrying
@@ -6,7 +6,7 @@
 // past the view says it shows the present.
 import { agoSpan, badge, clock, dot, h, num, shortId } from '../dom.js';
 
-const SHOW_LINES = 60; // /v1/waits is not paged: draw at most this many lines …
+const SHOW_LINES = 60; // of the first page of /v1/waits (1,000 rows): draw at most this many lines …
 const SHOW_WAITERS = 12; // … and this many waiters per line, saying how many more there are
 const RECENT = 6; // hand-offs kept for the "Handed off" list
 
@@ -122,7 +122,7 @@ export function waitsView(app) {
       'NamedLeaseAcquired', 'NamedLeaseReleased', 'AgentEnded'],
     dependsOn: ['leases', 'claims', 'named-leases'],
     async load(ctx) {
-      return ctx.get('/v1/waits'); // no as_of on this read (SPEC §9): always the present
+      return ctx.get('/v1/waits'); // no as_of on this read: always the present
     },
     onEvent(ev, ctx) {
       if (ctx.asOf !== null || !ev.data || ev.data.handed_off !== true) return false;
@@ -136,7 +136,7 @@ export function waitsView(app) {
       const all = lines(body.waits);
       const byLine = new Map(all.map((l) => [lineKey(l.kind, l.key), l.waiters]));
       ctx.shared.waitsByLine = byLine;
-      ctx.shared.waitsBySession = new Map(body.waits.map((w) => [w.session_id, w])); // one line at a time (SPEC §9)
+      ctx.shared.waitsBySession = new Map(body.waits.map((w) => [w.session_id, w])); // one line at a time
       const sessions = new Set(body.waits.map((w) => w.session_id)).size;
       panel.setCount(`${num(all.length)} ${all.length === 1 ? 'line' : 'lines'} · ${num(sessions)} waiting`);
       const past = ctx.asOf !== null
