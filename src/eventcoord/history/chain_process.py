@@ -1,14 +1,11 @@
 """The chainer's hashing in a process of its own, beside ``eventcoord serve``.
 
-Hashing the log is Python work (~6 µs an event): in the serving process it would take the
-interpreter lock from the commands, and a second process writing to a SQLite file makes the
-server's writer wait for the file's lock on its event loop. So the child only reads the log
-and computes links (``history/chain.py``), one step at a time, on standard output; the server
-stores each step through its own store (``EventStore.write_aside``: on SQLite its one writer,
-one multi-row insert) and answers ``ok`` (go on from there) or ``again`` (not stored: read
-the stored tip again). The child is started with the server, again if it exits, and exits by
-itself when its parent is gone. Run as ``python -m eventcoord.history.chain_process --db URL
---parent PID``.
+Hashing (~6 µs an event) in the serving process would take the interpreter lock from the
+commands, and a second process writing a SQLite file would make the server's writer wait. So
+the child only reads the log and computes links (``history/chain.py``), one step at a time,
+on standard output; the server stores each step (``EventStore.write_aside``) and answers ``ok``
+or ``again`` (re-read the stored tip). Started with the server and again if it exits; exits
+when its parent is gone. Run as ``python -m eventcoord.history.chain_process --db URL --parent PID``.
 """
 
 from __future__ import annotations
