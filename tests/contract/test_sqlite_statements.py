@@ -26,8 +26,17 @@ from tests.contract.test_group_commit import _register, encoded, execute
 from tests.contract.test_queue_pull_reads import statements
 
 from eventcoord.service import Outcome, Service
+from eventcoord.store import sqlite as sqlite_store
 
 pytestmark = pytest.mark.sqlite
+
+
+@pytest.fixture(autouse=True)
+def _one_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch decided in one time slice, however loaded the machine: these tests count the
+    statements of one batch; slicing a long batch is tests/contract/test_batch_slices.py's."""
+    monkeypatch.setattr(sqlite_store, "BATCH_SLICE_S", 60.0)
+
 
 AGENTS = 16
 
