@@ -19,7 +19,7 @@ from eventcoord.context import Context, Decision
 from eventcoord.domain import files as domain
 from eventcoord.domain import waits
 from eventcoord.domain.handoff import hand_off_files
-from eventcoord.domain.paths import literal_prefix
+from eventcoord.domain.paths import DECISION_STEPS, Work, literal_prefix
 from eventcoord.domain.sessions import Claimant, SessionState, claimant
 from eventcoord.errors import DomainError
 from eventcoord.events import WaitStarted
@@ -344,17 +344,19 @@ def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
         lock_workspace(conn, ctx)
         held = overlap_candidates(conn, ctx, paths)
     holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
+    work = Work(domain.CLAIM_WORK_LIMIT)  # the claim's checks, then its wait's line and graph
 
     def join(
         d: Decision, me: SessionState, started: WaitStarted, refusal: DomainError, holders_live: Sequence[str]
     ) -> Decision:
         from eventcoord.handlers.waits import join_state, load_files_line
 
-        line = [w for w in load_files_line(conn, ctx, started.paths)]
-        return waits.join(d, join_state(conn, ctx, me.session_id, line, holders_live), me, started, refusal, ctx)
+        line = [w for w in load_files_line(conn, ctx, started.paths, work)]
+        state = join_state(conn, ctx, me.session_id, line, holders_live, work)
+        return waits.join(d, state, me, started, refusal, ctx)
 
     return domain.decide_claim_files(
-        domain.ClaimFilesState(session, held, holders, join if cmd.wait else None), cmd, ctx
+        domain.ClaimFilesState(session, held, holders, join if cmd.wait else None, work), cmd, ctx
     )
 
 
@@ -465,7 +467,8 @@ def files_hand_off(
     """Serve the files waiters that ``released`` paths may unblock (the workspace is locked)."""
     from eventcoord.handlers.waits import load_files_line
 
-    line = load_files_line(conn, ctx, released)
+    work = Work(DECISION_STEPS)  # choosing the line, then handing off: one decision's steps
+    line = load_files_line(conn, ctx, released, work)
     if not line:
         return
     held = [
@@ -474,4 +477,4 @@ def files_hand_off(
         if not (gone(h) and h.path in released)
     ]
     holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
-    hand_off_files(d, line, held, holders, Claimant(d.session_id, d.actor_key or "token"), ctx)
+    hand_off_files(d, line, held, holders, Claimant(d.session_id, d.actor_key or "token"), ctx, work)
