@@ -198,6 +198,13 @@ class PostgresEventStore(EventStore):
         that died while pooled (a restart) fails no request, and the first query after the
         database is back connects afresh, with no restart of ours.
         """
+        return await self._read(fn, one=False)
+
+    async def query_one(self, fn: Callable[[Connection], T]) -> T:
+        """Outside a transaction, an outage and a dead pooled connection met as :meth:`query` meets them."""
+        return await self._read(fn, one=True)
+
+    async def _read(self, fn: Callable[[Connection], T], one: bool) -> T:
         for attempt in (1, 2):
             try:
                 conn = await self.engine.connect()
@@ -205,6 +212,10 @@ class PostgresEventStore(EventStore):
                 raise self._outage.failed(pg_writer.describe(e)) from e
             try:
                 try:
+                    if one:
+                        # The driver then sends the statement alone: no BEGIN, no ROLLBACK (the
+                        # isolation level is the adapter's flag; setting it sends nothing).
+                        await conn.execution_options(isolation_level="AUTOCOMMIT")
                     result = await conn.run_sync(fn)
                 finally:
                     await _put_back(conn)
@@ -217,18 +228,6 @@ class PostgresEventStore(EventStore):
             self._outage.answered()
             return result
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
-
-    async def query_one(self, fn: Callable[[Connection], T]) -> T:
-        try:
-            async with self.engine.connect() as conn:
-                # The driver then sends the statement alone: no BEGIN, no ROLLBACK (the
-                # isolation level is the adapter's flag; setting it sends nothing).
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
-                return await conn.run_sync(fn)
-        except Exception as e:
-            if pg_writer.connection_lost(e):
-                raise StoreUnavailable(f"postgresql unreachable: {pg_writer.describe(e)}") from e
-            raise
 
     async def _lane(self) -> None:
         """One writer: whenever it is free, take every waiting command (up to MAX_BATCH).
