@@ -4,7 +4,8 @@ Registers ``--sessions`` agents through the real pipeline (``Service.execute``),
 ``--events`` heartbeats (the dominant event of a fleet) in concurrent waves, and measures
 what the log grew by: on SQLite the database file after a full checkpoint, on PostgreSQL
 ``pg_total_relation_size('events')`` (heap, TOAST and every index, the 0004_history ones
-included). Prints bytes/event and the growth per day of 10,000 agents heartbeating every
+included); then what the hash chain (``event_hashes``) adds once chained. Prints
+bytes/event and the growth per day of 10,000 agents heartbeating every
 30 s (28.8 million events a day).
 
     .venv/bin/python bench/history_storage.py --events 20000
@@ -23,6 +24,7 @@ from typing import Any
 
 from eventcoord.codec import decode_command
 from eventcoord.context import Caller
+from eventcoord.history.chainer import Chainer
 from eventcoord.service import Service
 from eventcoord.store import open_store
 
@@ -30,7 +32,7 @@ FLEET_EVENTS_PER_DAY = 10_000 * (86_400 // 30)
 OPERATOR = Caller("default", "admin", operator=True)
 
 
-async def fill(url: str, sessions: int, events: int, measure: Any) -> float:
+async def fill(url: str, sessions: int, events: int, measure: Any) -> tuple[float, float]:
     store = open_store(url)
     await store.start()
     await store.migrate()
@@ -46,13 +48,17 @@ async def fill(url: str, sessions: int, events: int, measure: Any) -> float:
             for i in range(sessions)
         ]
         before = await measure(store)
+        before_head = await store.head()
         sent = 0
         while sent < events:
             wave = min(len(sids), events - sent)
             await asyncio.gather(*(send({"type": "heartbeat_agent", "session_id": s}) for s in sids[:wave]))
             sent += wave
         after = await measure(store)
-        return (after - before) / events
+        # The hash chain beside the log (event_hashes): what the chainer adds once it caught up.
+        await Chainer(store).catch_up()
+        chained = await measure(store)
+        return (after - before) / events, (chained - after) / (before_head + events)
     finally:
         await store.close()
 
@@ -63,7 +69,7 @@ async def main() -> None:
     ap.add_argument("--sessions", type=int, default=200)
     ap.add_argument("--pg", help="a PostgreSQL server URL: a scratch database is created there")
     args = ap.parse_args()
-    results: dict[str, float] = {}
+    results: dict[str, tuple[float, float]] = {}
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "s.db")
@@ -85,11 +91,8 @@ async def main() -> None:
         try:
 
             async def pg_size(store: Any) -> int:
-                return int(
-                    await store.query(
-                        lambda c: c.exec_driver_sql("SELECT pg_total_relation_size('events')").scalar_one()
-                    )
-                )
+                sql = "SELECT pg_total_relation_size('events') + pg_total_relation_size('event_hashes')"
+                return int(await store.query(lambda c: c.exec_driver_sql(sql).scalar_one()))
 
             results["postgresql"] = await fill(
                 args.pg.rsplit("/", 1)[0] + "/" + name, args.sessions, args.events, pg_size
@@ -99,11 +102,12 @@ async def main() -> None:
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             await conn.close()
 
-    for backend, per in results.items():
+    for backend, (per, chain) in results.items():
         day = per * FLEET_EVENTS_PER_DAY
         print(
             f"{backend}: {per:.0f} bytes/event (heartbeats); 10,000 agents every 30 s = {FLEET_EVENTS_PER_DAY:,} "
-            f"events/day = {day / 1e9:.2f} GB/day"
+            f"events/day = {day / 1e9:.2f} GB/day; the hash chain adds {chain:.0f} bytes/event "
+            f"({chain * FLEET_EVENTS_PER_DAY / 1e9:.2f} GB/day)"
         )
 
 

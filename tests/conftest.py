@@ -12,6 +12,9 @@ Helpers that tests import live in ``tests/helpers.py``.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -68,6 +71,18 @@ def _pg_template() -> str:
     return _TEMPLATE[0]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The processes the tests start (servers, CLIs) cache their bytecode, outside the checkout.
+
+    With ``PYTHONDONTWRITEBYTECODE`` set, each of the hundreds of ``eventcoord`` processes
+    of a run compiled the package anew (a sixth of a server's start-up CPU); a cache beside the
+    checkout keeps it clean and is shared by every process of the run.
+    """
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+        os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"eventcoord-pycache-{os.getuid()}")
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _TEMPLATE and PG_URL:
         asyncio.run(_pg_exec(f'DROP DATABASE IF EXISTS "{_TEMPLATE[0]}" WITH (FORCE)'))
@@ -85,6 +100,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = only or BACKENDS
     params = [pytest.param(name, marks=pytest.mark.postgres) if name == "postgresql" else name for name in names]
     metafunc.parametrize("backend", params, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def _test_clock_as_the_environment_says() -> Iterator[None]:
+    """A test that turned the test clock on in this process leaves it as it found it."""
+    yield
+    dbclock = sys.modules.get("eventcoord.store.dbclock")
+    if dbclock is not None:
+        dbclock.enable_test_clock(None)
 
 
 @pytest.fixture

@@ -56,6 +56,19 @@ async def wait_until(cond: Callable[[], Any], timeout: float = 15.0, what: str =
         await asyncio.sleep(0.02)
 
 
+async def advance_clock(db_url: str, seconds: float) -> None:
+    """Move the test clock of the database at ``db_url`` ``seconds`` forward: servers on it
+    started with ``test_clock=True`` see it at their next decision or read (no waiting)."""
+    from eventcoord.store import dbclock, open_store
+
+    store = open_store(db_url)
+    await store.start()
+    try:
+        await store.transact(lambda conn: dbclock.advance(conn, seconds))
+    finally:
+        await store.close()
+
+
 class ServerProcess:
     """A real ``eventcoord serve`` process."""
 
@@ -68,6 +81,7 @@ class ServerProcess:
         extra_env: dict[str, str] | None = None,
         argv: list[str] | None = None,
         port: int | None = None,
+        test_clock: bool = False,
     ) -> None:
         self.port = port if port is not None else free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -87,6 +101,8 @@ class ServerProcess:
         if ttl_seconds is not None:
             args += ["--ttl-seconds", str(ttl_seconds)]
         env = {**os.environ, "EVENTCOORD_BOOTSTRAP_TOKEN": BOOTSTRAP, **(extra_env or {})}
+        if test_clock:  # the database clock moves when the test says (advance_clock), and with time
+            env["EVENTCOORD_TEST_CLOCK"] = "1"
         self.log_path = data_dir / f"server-{self.port}.log"
         data_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")  # noqa: SIM115

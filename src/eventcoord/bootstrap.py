@@ -1,4 +1,4 @@
-"""One place that wires the service together: store, outbox, service, authenticator, hooks.
+"""One place that wires the service together: store, outbox, service, authenticator, hooks, chainer.
 
 :func:`start` opens and migrates the store, prepares it (the ``default`` workspace, the
 TTL given on the command line), starts the outbox and builds the command pipeline with
@@ -16,8 +16,10 @@ from eventcoord.auth import Authenticator, ensure_workspace
 from eventcoord.config import Settings
 from eventcoord.harness.hooks import Hooks
 from eventcoord.history.asof import History
+from eventcoord.history.chain_process import ChainProcess
 from eventcoord.history.snapshot_process import SnapshotProcess
 from eventcoord.outbox.setup import Outbox, start_outbox
+from eventcoord.revocations import Revocations
 from eventcoord.service import Service
 from eventcoord.store import dbclock, open_store
 from eventcoord.store.base import EventStore
@@ -36,10 +38,14 @@ class Runtime:
     history: History
     snapshots: SnapshotProcess
     hooks: Hooks
+    revocations: Revocations
+    chainer: ChainProcess
 
     async def stop(self) -> None:
-        """Stop the snapshot worker's process and the outbox (relay, then broker), then close the store."""
+        """Stop the chainer's and the snapshot worker's processes, the outbox (relay, then broker), the store."""
         try:
+            await self.revocations.stop()
+            await self.chainer.stop()
             await self.snapshots.stop()
             await self.outbox.stop()
         finally:
@@ -70,6 +76,9 @@ async def start(settings: Settings) -> Runtime:
         # In a process of its own: a snapshot's replay would hold this process's GIL.
         worker = SnapshotProcess(store, settings.database_url, settings.snapshot_every)
         worker.start()
+        # In a process of its own too: hashing the log would take this process's GIL.
+        chainer = ChainProcess(store, settings.database_url)
+        chainer.start()
     except BaseException:
         await store.close()
         raise
@@ -83,4 +92,6 @@ async def start(settings: Settings) -> Runtime:
         history=History(store),
         snapshots=worker,
         hooks=Hooks(service, store),
+        revocations=Revocations(store),
+        chainer=chainer,
     )

@@ -54,8 +54,13 @@ class EventMetadata(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     causation_id: str | None = None
 
 
-class WireEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """An event as the log, Server-Sent Events and NATS carry it (docs/protocol.md#events)."""
+class WireEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """An event as the log, Server-Sent Events and NATS carry it (docs/protocol.md#events).
+
+    ``hash`` links it into the log's hash chain (docs/protocol.md#the-hash-chain): present in
+    ``/v1/events`` and exports, absent where an event travels as it commits (SSE, NATS),
+    before it is chained.
+    """
 
     position: int
     stream: str
@@ -64,6 +69,7 @@ class WireEvent(msgspec.Struct, frozen=True, kw_only=True):
     data: msgspec.Raw
     metadata: msgspec.Raw
     recorded_at: str
+    hash: str | None = None
 
 
 def decode_command(body: bytes) -> AnyCommand:

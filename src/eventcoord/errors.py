@@ -1,24 +1,32 @@
-"""The exception hierarchy of eventcoord, and the one table of its stable error codes.
+"""The exception hierarchy of eventcoord (drawn on :class:`EventCoordError`), and the one
+table of its stable error codes, :class:`ErrorCode`: each with its HTTP status and its family.
 
-    EventCoordError
-    ├── DomainError            a command refused by the rules; carries a stable ``code``
-    │   └── ValidationFailed   422 VALIDATION, names the offending field
-    ├── ConcurrencyError       an optimistic-concurrency race lost (stale expected version)
-    ├── StoreError             the event store failed (driver errors are translated here)
-    │   └── StoreUnavailable   the database cannot be reached (503, with Retry-After)
-    └── PublishError           the relay could not hand an event to NATS
-Every code, with its HTTP status, is a member of :class:`ErrorCode`.
+Errors are built by named constructors (below, and the domain's refusals in
+:mod:`eventcoord.domain.refusals`); callers assert on ``.code``, never on message text.
+The client's classes are imported as ``from eventcoord.client import Refused``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
+
+
+class Family(StrEnum):
+    """What a caller can do about a refusal: the client raises a :class:`Refused` subclass per family."""
+
+    INVALID_REQUEST = "invalid_request"  # the request itself is wrong: fix it, do not retry
+    ACCESS_DENIED = "access_denied"  # the token is unknown, or its role may not do this
+    NOT_FOUND = "not_found"  # no such thing in this workspace
+    CONTENDED = "contended"  # someone else holds it: pick other work, or wait
+    NOT_CURRENT = "not_current"  # the caller's own standing is gone
+    RETRYABLE = "retryable"  # transient: the same request may succeed when sent again
+    OTHER = "other"  # none of the above: a plain Refused
 
 
 class ErrorCode(StrEnum):
-    """A stable, machine-readable error code and the HTTP status it answers with.
+    """A stable, machine-readable error code, the HTTP status it answers with and its family.
 
     Every code of docs/protocol.md#errors is a member. Errors are built by named
     constructors, never from a bare string: this module's (validation, access, the store),
@@ -27,39 +35,41 @@ class ErrorCode(StrEnum):
     """
 
     status: int
+    family: Family
 
-    def __new__(cls, code: str, status: int) -> ErrorCode:
+    def __new__(cls, code: str, status: int, family: Family) -> ErrorCode:
         member = str.__new__(cls, code)
         member._value_ = code
         member.status = status
+        member.family = family
         return member
 
-    VALIDATION = ("VALIDATION", 422)
-    IDEMPOTENCY_MISMATCH = ("IDEMPOTENCY_MISMATCH", 422)
-    UNAUTHENTICATED = ("UNAUTHENTICATED", 401)
-    FORBIDDEN = ("FORBIDDEN", 403)
-    NOT_FOUND = ("NOT_FOUND", 404)
-    METHOD_NOT_ALLOWED = ("METHOD_NOT_ALLOWED", 405)
-    PAYLOAD_TOO_LARGE = ("PAYLOAD_TOO_LARGE", 413)
-    UNSUPPORTED_MEDIA_TYPE = ("UNSUPPORTED_MEDIA_TYPE", 415)
-    REQUEST_TIMEOUT = ("REQUEST_TIMEOUT", 408)
-    SESSION_NOT_LIVE = ("SESSION_NOT_LIVE", 409)
-    ISSUE_HELD = ("ISSUE_HELD", 409)
-    HUMAN_HELD = ("HUMAN_HELD", 409)
-    WIP_CAP_REACHED = ("WIP_CAP_REACHED", 409)
-    FILES_CLAIMED = ("FILES_CLAIMED", 409)
-    NOT_HOLDER = ("NOT_HOLDER", 409)
-    NOT_FRESH_HOLDER = ("NOT_FRESH_HOLDER", 409)
-    INVALID_TRANSITION = ("INVALID_TRANSITION", 409)
-    LEASE_HELD = ("LEASE_HELD", 409)
-    DEADLOCK = ("DEADLOCK", 409)
-    AGENT_WIP_CAP_REACHED = ("AGENT_WIP_CAP_REACHED", 409)
-    ALREADY_WAITING = ("ALREADY_WAITING", 409)
-    CONCURRENCY = ("CONCURRENCY", 409)
-    ARCHIVED = ("ARCHIVED", 410)
-    RATE_LIMITED = ("RATE_LIMITED", 429)
-    INTERNAL = ("INTERNAL", 500)
-    STORE_UNAVAILABLE = ("STORE_UNAVAILABLE", 503)
+    VALIDATION = ("VALIDATION", 422, Family.INVALID_REQUEST)
+    IDEMPOTENCY_MISMATCH = ("IDEMPOTENCY_MISMATCH", 422, Family.INVALID_REQUEST)
+    UNAUTHENTICATED = ("UNAUTHENTICATED", 401, Family.ACCESS_DENIED)
+    FORBIDDEN = ("FORBIDDEN", 403, Family.ACCESS_DENIED)
+    NOT_FOUND = ("NOT_FOUND", 404, Family.NOT_FOUND)
+    METHOD_NOT_ALLOWED = ("METHOD_NOT_ALLOWED", 405, Family.OTHER)
+    PAYLOAD_TOO_LARGE = ("PAYLOAD_TOO_LARGE", 413, Family.INVALID_REQUEST)
+    UNSUPPORTED_MEDIA_TYPE = ("UNSUPPORTED_MEDIA_TYPE", 415, Family.INVALID_REQUEST)
+    REQUEST_TIMEOUT = ("REQUEST_TIMEOUT", 408, Family.RETRYABLE)
+    SESSION_NOT_LIVE = ("SESSION_NOT_LIVE", 409, Family.NOT_CURRENT)
+    ISSUE_HELD = ("ISSUE_HELD", 409, Family.CONTENDED)
+    HUMAN_HELD = ("HUMAN_HELD", 409, Family.CONTENDED)
+    WIP_CAP_REACHED = ("WIP_CAP_REACHED", 409, Family.CONTENDED)
+    FILES_CLAIMED = ("FILES_CLAIMED", 409, Family.CONTENDED)
+    NOT_HOLDER = ("NOT_HOLDER", 409, Family.NOT_CURRENT)
+    NOT_FRESH_HOLDER = ("NOT_FRESH_HOLDER", 409, Family.NOT_CURRENT)
+    INVALID_TRANSITION = ("INVALID_TRANSITION", 409, Family.NOT_CURRENT)
+    LEASE_HELD = ("LEASE_HELD", 409, Family.CONTENDED)
+    DEADLOCK = ("DEADLOCK", 409, Family.CONTENDED)
+    AGENT_WIP_CAP_REACHED = ("AGENT_WIP_CAP_REACHED", 409, Family.CONTENDED)
+    ALREADY_WAITING = ("ALREADY_WAITING", 409, Family.CONTENDED)
+    CONCURRENCY = ("CONCURRENCY", 409, Family.RETRYABLE)
+    ARCHIVED = ("ARCHIVED", 410, Family.OTHER)
+    RATE_LIMITED = ("RATE_LIMITED", 429, Family.RETRYABLE)
+    INTERNAL = ("INTERNAL", 500, Family.OTHER)
+    STORE_UNAVAILABLE = ("STORE_UNAVAILABLE", 503, Family.RETRYABLE)
 
     @classmethod
     def lookup(cls, code: str) -> ErrorCode | None:
@@ -69,7 +79,24 @@ class ErrorCode(StrEnum):
 
 
 class EventCoordError(Exception):
-    """Base of every error eventcoord raises on purpose."""
+    """Base of every error eventcoord raises on purpose.
+
+    EventCoordError
+    ├── DomainError            a command refused by the rules; carries a stable ``code``
+    │   └── ValidationFailed   422 VALIDATION, names the offending field
+    ├── ConcurrencyError       an optimistic-concurrency race lost (stale expected version)
+    ├── StoreError             the event store failed (driver errors are translated here)
+    │   └── StoreUnavailable   the database cannot be reached (503, with Retry-After)
+    ├── PublishError           the relay could not hand an event to NATS
+    ├── Refused                the client's error for an error envelope: ``code``, ``message``,
+    │   ├── InvalidRequest     ``details``, ``status``; a subclass per :class:`Family`
+    │   ├── AccessDenied       (catch a family, ``except Contended``, or test ``.code``)
+    │   ├── NotFound
+    │   ├── Contended
+    │   ├── NotCurrent
+    │   └── Retryable
+    └── Unreachable            the client got no answer (no server, a timeout, a bare 5xx)
+    """
 
 
 class DomainError(EventCoordError):
@@ -177,6 +204,14 @@ def session_of_another_token(session_id: str) -> DomainError:
     return forbidden(f"session {session_id!r} belongs to the token that registered it", {"session_id": session_id})
 
 
+def command_of_another_token(command_id: str) -> DomainError:
+    """403: ``command_id`` was first sent by another token; its answer is that token's alone."""
+    return forbidden(
+        "this command_id was sent by another token: its answer is not yours to read; use a new command_id",
+        {"command_id": command_id},
+    )
+
+
 def token_not_found(token_id: str) -> DomainError:
     """404: no token ``token_id`` in this workspace."""
     return not_found(f"no token {token_id!r} in this workspace", {"token_id": token_id})
@@ -256,45 +291,81 @@ def store_unavailable(message: str = "the database cannot be reached; it is safe
     return DomainError(ErrorCode.STORE_UNAVAILABLE, message, retry_after=STORE_RETRY_AFTER)
 
 
-# --- client-side refusals (docs/protocol.md#clients): defined in eventcoord.client.errors, re-exported here ---
-# Loaded on first use: eventcoord.client.errors subclasses EventCoordError above, so a
-# plain import here would be circular whichever module is imported first.
-from typing import TYPE_CHECKING  # noqa: E402
-
-if TYPE_CHECKING:
-    from eventcoord.client.errors import (
-        AccessDenied as AccessDenied,
-    )
-    from eventcoord.client.errors import (
-        Contended as Contended,
-    )
-    from eventcoord.client.errors import (
-        InvalidRequest as InvalidRequest,
-    )
-    from eventcoord.client.errors import (
-        NotCurrent as NotCurrent,
-    )
-    from eventcoord.client.errors import (
-        NotFound as NotFound,
-    )
-    from eventcoord.client.errors import (
-        Refused as Refused,
-    )
-    from eventcoord.client.errors import (
-        Retryable as Retryable,
-    )
-    from eventcoord.client.errors import (
-        Unreachable as Unreachable,
-    )
-
-_CLIENT_ERRORS = frozenset(
-    {"AccessDenied", "Contended", "InvalidRequest", "NotCurrent", "NotFound", "Refused", "Retryable", "Unreachable"}
-)
+# --- what a client raises ------------------------------------------------------------------
 
 
-def __getattr__(name: str) -> Any:
-    if name in _CLIENT_ERRORS:
-        from eventcoord.client import errors as client_errors
+class Refused(EventCoordError):
+    """The service refused a command or a read with a stable ``code`` (an error envelope).
 
-        return getattr(client_errors, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    A subclass per :class:`Family`; ``codes`` are that family's codes, from :class:`ErrorCode`.
+    """
+
+    family: ClassVar[Family] = Family.OTHER
+    codes: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.codes = frozenset(code.value for code in ErrorCode if code.family is cls.family)
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None, status: int = 409) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.details: dict[str, Any] = details or {}
+        self.status = status
+
+    def as_error(self) -> dict[str, Any]:
+        """The envelope's ``error`` member: ``{code, message, details}``."""
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class InvalidRequest(Refused):
+    """The request itself is wrong (``details.field`` names the field); fix it, do not retry."""
+
+    family = Family.INVALID_REQUEST
+
+
+class AccessDenied(Refused):
+    """The token is unknown (401) or its role may not do this (403)."""
+
+    family = Family.ACCESS_DENIED
+
+
+class NotFound(Refused):
+    """No such session, issue or item in this workspace."""
+
+    family = Family.NOT_FOUND
+
+
+class Contended(Refused):
+    """Someone else holds what was asked for (the details name the holder); pick other work or wait."""
+
+    family = Family.CONTENDED
+
+
+class NotCurrent(Refused):
+    """The caller's own standing is gone: its session ended or went stale, or it no longer holds it."""
+
+    family = Family.NOT_CURRENT
+
+
+class Retryable(Refused):
+    """A transient refusal; the same request may succeed when sent again."""
+
+    family = Family.RETRYABLE
+
+
+class Unreachable(EventCoordError):
+    """The server did not answer (not running, wrong URL, network, or a 5xx without an envelope)."""
+
+
+#: The Refused subclass of each family (a plain Refused for ``Family.OTHER``).
+FAMILIES: tuple[type[Refused], ...] = (InvalidRequest, AccessDenied, NotFound, Contended, NotCurrent, Retryable)
+_BY_FAMILY: dict[Family, type[Refused]] = {cls.family: cls for cls in FAMILIES}
+
+
+def refusal(code: str, message: str, details: dict[str, Any] | None = None, status: int = 409) -> Refused:
+    """The Refused subclass of ``code``'s family (plain Refused for a code this client does not know)."""
+    known = ErrorCode.lookup(code)
+    family = _BY_FAMILY.get(known.family, Refused) if known is not None else Refused
+    return family(code, message, details, status)

@@ -65,25 +65,28 @@ class _StoredError(msgspec.Struct, frozen=True):
 
 
 class _Stored(msgspec.Struct, frozen=True, kw_only=True):
-    """An outcome as the idempotency table keeps it (the fields of the answer envelope)."""
+    """An outcome as the idempotency table keeps it (the fields of the answer envelope), and
+    the ``token_id`` that sent the command (None in answers stored before it was kept)."""
 
     result: Any = None
     error: _StoredError | None = None
     events: list[EventRef] = []
     position: int = 0
+    token_id: str | None = None
 
 
 _stored_decoder = msgspec.json.Decoder(_Stored)
 
 
-def _store(outcome: Outcome) -> bytes:
+def _store(outcome: Outcome, token_id: str | None) -> bytes:
     e = outcome.refusal
     error = None if e is None else _StoredError(str(e.code), e.message, e.details)
-    return encode(_Stored(result=outcome.result, error=error, events=outcome.events, position=outcome.position))
+    return encode(
+        _Stored(result=outcome.result, error=error, events=outcome.events, position=outcome.position, token_id=token_id)
+    )
 
 
-def _replay(answer: str) -> Outcome:
-    stored = _stored_decoder.decode(answer)
+def _replay(stored: _Stored) -> Outcome:
     e = stored.error
     refusal = None if e is None else DomainError(ErrorCode.lookup(e.code) or e.code, e.message, e.details)
     return Outcome(stored.result, refusal, stored.events, stored.position, replayed=True)
@@ -116,9 +119,14 @@ class Service:
                 row = answers.recall(conn, caller.workspace, cmd.command_id)
                 if row is not None:
                     body_hash, _, answer = row
+                    stored = _stored_decoder.decode(answer)
+                    # Another token never reads an answer it did not cause, nor learns that
+                    # the id was used for a different command (docs/protocol.md#answers-and-idempotency).
+                    if stored.token_id is not None and stored.token_id != caller.token_id:
+                        raise errors.command_of_another_token(cmd.command_id)
                     if body_hash != digest:
                         raise errors.idempotency_mismatch(cmd.command_id)
-                    replayed = _replay(answer)
+                    replayed = _replay(stored)
                     return log.Pending(lambda real: replayed)
             now_us, ttl = dbclock.read(conn)
             ctx = Context(caller, now_us, ttl, cmd.command_id, correlation_id, ahead=ahead)
@@ -164,9 +172,10 @@ def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision,
         if not finished:
             refs = [EventRef(real(r.position), event_type(r.event)) for r in recorded]
             position = real(last)
-            if decision.error is None and decision.result_position and isinstance(decision.result, dict) and recorded:
-                decision.result[decision.result_position] = position
-            finished.append(Outcome(decision.result, decision.error, refs, position, len(recorded)))
+            result = decision.result
+            if decision.error is None and decision.result_position and isinstance(result, dict) and recorded:
+                result = {**result, decision.result_position: position}
+            finished.append(Outcome(result, decision.error, refs, position, len(recorded)))
         return finished[0]
 
     if cmd.command_id and (recorded or decision.replay_result is not None):
@@ -175,7 +184,7 @@ def _commit(conn: Connection, ctx: Context, cmd: AnyCommand, decision: Decision,
             # The first outcome carries any secret; a replay answers with replay_result instead.
             first = outcome(real)
             kept = first if recorded else Outcome(decision.replay_result, None, first.events, first.position)
-            return _store(kept).decode()
+            return _store(kept, ctx.caller.token_id).decode()
 
         status = decision.error.status if decision.error is not None else 200
         answers.remember(conn, ctx.workspace, cmd.command_id, digest, status, ctx.now_us, stored)

@@ -46,6 +46,7 @@ from eventcoord.projections.tables import (
     work_blockers,
     work_items,
 )
+from eventcoord.reads import files as files_reads
 from eventcoord.service import Service
 from eventcoord.store.prepared import Prepared, _Pg
 from eventcoord.store.schema import guards
@@ -131,34 +132,34 @@ async def _plans(store: Any, statements: list[tuple[Prepared, dict[str, Any]]]) 
 
 
 def _pg_probe_params() -> dict[str, Any]:
-    probes = files_handler._probe_ranges({"live/d3/f20003.py", "live/d4/"})
+    probes = files_reads.probe_ranges({"live/d3/f20003.py", "live/d4/"})
     assert probes is not None
-    return files_handler._pg_probes(WS, probes)
+    return files_reads.pg_probes(WS, probes)
 
 
 async def test_overlap_probes_read_only_the_index_of_unreleased_claims(store: Any, backend: str) -> None:
     if backend == "postgresql":  # before any statistics exist, the planner must not drift either
         await _fill(store, analyze=False)
-        [probes] = await _plans(store, [(files_handler._PG_PROBES, _pg_probe_params())])
+        [probes] = await _plans(store, [(files_reads._PG_PROBES, _pg_probe_params())])
         assert "ix_file_claims_live_key" in probes and "Seq Scan on file_claims" not in probes, probes
         await store.transact(lambda conn: conn.exec_driver_sql("ANALYZE"))
     else:
         await _fill(store)
     if backend == "sqlite":
         statements = [
-            (files_handler._EQ, {"ws": WS, "p": "live/"}),
-            (files_handler._RANGE, {"ws": WS, "lo": "live/d3/f20003.py", "hi": "live/d3/f20003.pz"}),
-            (files_handler._ALL_LIVE, {"ws": WS}),
+            (files_reads._EQ, {"ws": WS, "p": "live/"}),
+            (files_reads._RANGE, {"ws": WS, "lo": "live/d3/f20003.py", "hi": "live/d3/f20003.pz"}),
+            (files_reads._ALL_LIVE, {"ws": WS}),
         ]
         eq, rng, every = await _plans(store, statements)
         assert "USING INDEX ix_file_claims_live (workspace=? AND literal_prefix=?)" in eq, eq
         assert "USING INDEX ix_file_claims_live (workspace=? AND literal_prefix>? AND literal_prefix<?)" in rng, rng
         assert "ix_file_claims_live" in every and "workspace_time" not in every, every
     else:
-        [probes] = await _plans(store, [(files_handler._PG_PROBES, _pg_probe_params())])
+        [probes] = await _plans(store, [(files_reads._PG_PROBES, _pg_probe_params())])
         assert "ix_file_claims_live_key" in probes, probes
         assert "Seq Scan on file_claims" not in probes and "workspace_time" not in probes, probes
-        [every] = await _plans(store, [(files_handler._ALL_LIVE, {"ws": WS})])
+        [every] = await _plans(store, [(files_reads._ALL_LIVE, {"ws": WS})])
         assert any(f"Index Scan on {name} " in every for name in LIVE_INDEXES), every
         assert "Seq Scan" not in every, every
 
@@ -523,7 +524,7 @@ _BY_KEY: list[tuple[Prepared, dict[str, Any], str, str]] = [
         "ix_file_claims_issue_live_key",
         "ix_file_claims_issue_live",
     ),
-    (files_handler._PG_PROBES, {}, "ix_file_claims_live_key", ""),
+    (files_reads._PG_PROBES, {}, "ix_file_claims_live_key", ""),
 ]
 
 
@@ -556,7 +557,7 @@ async def test_each_lookup_of_a_live_row_has_one_index_whatever_the_statistics(s
         pg if backend == "postgresql" else lite for _, _, pg, lite in _BY_KEY if backend == "postgresql" or lite
     ]
     for i, (stmt, params) in enumerate(statements):
-        if stmt is files_handler._PG_PROBES:
+        if stmt is files_reads._PG_PROBES:
             statements[i] = (stmt, _pg_probe_params())
         elif backend == "sqlite" and "paths" in params:
             statements[i] = (stmt, {**params, "paths": json.dumps(params["paths"])})

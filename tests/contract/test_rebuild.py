@@ -22,7 +22,7 @@ from eventcoord.context import Caller
 from eventcoord.errors import DomainError
 from eventcoord.projections.tables import READ_MODEL_TABLES, sessions
 from eventcoord.service import Service
-from eventcoord.store import open_store
+from eventcoord.store import dbclock, open_store
 from eventcoord.store.schema import settings
 
 OPERATOR = Caller("default", "admin", operator=True)
@@ -65,8 +65,14 @@ class Driver:
     async def set_ttl(self, seconds: int) -> None:
         def run(conn: Connection) -> None:
             conn.execute(update(settings).where(settings.c.key == "ttl_seconds").values(value=str(seconds)))
+            dbclock.forget_ttl(conn)  # the next command decides with it, not the cached one
 
         await self.store.transact(run)
+
+    async def advance_clock(self, seconds: float) -> None:
+        """Move the database clock ``seconds`` forward (the test clock, on in this process)."""
+        dbclock.enable_test_clock()
+        await self.store.transact(lambda conn: dbclock.advance(conn, seconds))
 
 
 def snapshot(conn: Connection) -> dict[str, list[tuple[Any, ...]]]:
@@ -178,7 +184,7 @@ async def scripted_day(d: Driver) -> None:
 
     # Staleness: a short TTL lets the next claims reclaim expired holders.
     await d.set_ttl(1)
-    await asyncio.sleep(1.2)
+    await d.advance_clock(1.2)
     fresh = await d.register(AGENT, actor="fresh")
     await d.send({"type": "claim_issue", "session_id": fresh, "project": "P", "issue": "P-1"}, AGENT)  # reclaim
     await d.send({"type": "claim_files", "session_id": fresh, "issue": "P-1", "paths": ["src/app/main.py"]}, AGENT)

@@ -1,19 +1,21 @@
 """The typed client against a real server: a method per command and per read, typed results,
-refusals raised as ``eventcoord.errors.Refused`` by code family."""
+refusals raised as ``Refused`` by code family (``from eventcoord.client import …``)."""
 
 from __future__ import annotations
 
 import pytest
 from tests.helpers import BOOTSTRAP, ServerProcess, free_port
 
-from eventcoord.client import AsyncClient, Client, results
-from eventcoord.errors import (
+from eventcoord.client import (
     AccessDenied,
+    AsyncClient,
+    Client,
     Contended,
     InvalidRequest,
     NotCurrent,
     Refused,
     Unreachable,
+    results,
 )
 
 

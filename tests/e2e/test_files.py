@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.helpers import Api, ServerProcess
+from tests.helpers import Api, ServerProcess, advance_clock
 
 from eventcoord.domain.paths import overlaps
 
@@ -183,13 +183,13 @@ async def test_force_overrides_and_tells_both_sides(api: Api) -> None:
 async def test_stale_holders_are_reclaimed_silently_sessionless_claims_are_not(
     start_server: Callable[..., ServerProcess], db_url: str
 ) -> None:
-    server = start_server(ttl_seconds=1)
+    server = start_server(ttl_seconds=1, test_clock=True)
     api = Api(server.base_url)
     try:
         dead = await api.register(actor="crashed")
         await api.ok(claim(dead, "D-1", "src/", "lib/a.py"))
         await api.ok(claim(None, "H-1", "docs/"))  # a person's claim: no session, no liveness
-        await asyncio.sleep(1.5)
+        await advance_clock(db_url, 1.5)
         fresh = await api.register(actor="fresh")
         rows = (await api.get("/v1/file-claims"))["file_claims"]
         assert {r["path"]: r["live"] for r in rows} == {"src/": False, "lib/a.py": False, "docs/": True}
@@ -206,7 +206,7 @@ async def test_stale_holders_are_reclaimed_silently_sessionless_claims_are_not(
         await api.ok(claim(fresh, "F-1", "docs/guide.md", force=True))
         assert (await api.events("FileClaimReleased"))[-1]["data"]["reason"] == "overridden"
         # a stale claiming session is refused
-        await asyncio.sleep(1.2)
+        await advance_clock(db_url, 1.2)
         await api.error(claim(fresh, "F-1", "other"), 409, "SESSION_NOT_LIVE")
         await api.ok({"type": "end_agent", "session_id": fresh})
     finally:

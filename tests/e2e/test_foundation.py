@@ -19,7 +19,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.helpers import BOOTSTRAP, Api, ServerProcess
+from tests.helpers import BOOTSTRAP, Api, ServerProcess, advance_clock
 
 from eventcoord.commands import COMMAND_TYPES
 from eventcoord.errors import ErrorCode
@@ -259,14 +259,16 @@ async def test_unknown_session_is_not_found(api: Api) -> None:
 # --- liveness at read time ----------------------------------------------------------------
 
 
-async def test_liveness_follows_the_ttl_and_a_heartbeat_revives(start_server: Callable[..., ServerProcess]) -> None:
-    server = start_server(ttl_seconds=1)
+async def test_liveness_follows_the_ttl_and_a_heartbeat_revives(
+    db_url: str, start_server: Callable[..., ServerProcess]
+) -> None:
+    server = start_server(ttl_seconds=1, test_clock=True)
     api = Api(server.base_url)
     try:
         reg = await api.ok({"type": "register_agent", "actor": "short"})
         assert reg["ttl_seconds"] == 1
         a, b = reg["session_id"], await api.register(actor="other")
-        await asyncio.sleep(1.5)
+        await advance_clock(db_url, 1.5)
         deadline = time.monotonic() + 30
         while {a, b} & set(await api.agents(live="true")):
             assert time.monotonic() < deadline, "sessions never went stale"
@@ -479,6 +481,33 @@ async def test_a_command_id_is_scoped_to_the_workspace(api: Api, server: ServerP
         assert len(await api.events()) == 1 and len(await other.events()) == 2
     finally:
         await other.close()
+
+
+async def test_another_token_replaying_a_command_id_is_forbidden(api: Api) -> None:
+    alice, bob = await api.client("agent"), await api.client("agent")
+    admin2 = await api.client("admin")
+    try:
+        sid = await alice.register(actor="alice")
+        claim = {"type": "claim_issue", "session_id": sid, "project": "P", "issue": "P-1", "command_id": "a-claim"}
+        granted = await alice.ok(claim)
+        assert granted["fencing_token"]
+        register = {"type": "register_agent", "actor": "alice", "command_id": "a-reg"}
+        mine = await alice.ok(register)
+        before = await api.head()
+        # The same command under the same id, from other tokens: the answer is alice's alone.
+        for other in (bob, admin2):
+            for body in (claim, register):
+                err = await other.error(body, 403, "FORBIDDEN")
+                assert err["details"] == {"command_id": body["command_id"]}
+                assert "fencing_token" not in json.dumps(err) and sid not in json.dumps(err)
+            # Another command under that id says no more than that (not IDEMPOTENCY_MISMATCH).
+            await other.error({**register, "actor": "mallory"}, 403, "FORBIDDEN")
+        assert await api.head() == before  # nothing appended
+        # The token that sent it still reads its answer again.
+        assert await alice.ok(claim) == granted and await alice.ok(register) == mine
+    finally:
+        for c in (alice, bob, admin2):
+            await c.close()
 
 
 async def test_concurrent_duplicates_append_once(api: Api) -> None:

@@ -25,6 +25,7 @@ from tests.contract.test_rebuild import AGENT, HUMAN, Driver, scripted_day
 from tests.helpers import run_cli
 
 from eventcoord.errors import DomainError
+from eventcoord.history import chain
 from eventcoord.history.asof import History
 from eventcoord.history.check import read_rows
 from eventcoord.history.logreads import Filters, page
@@ -110,7 +111,8 @@ async def every_read(store: EventStore) -> dict[str, Any]:
         return {
             "rows": as_json(read_rows(c, READ_MODEL_TABLES)),
             "reads": {ws: {name: as_json(fn(c)) for name, fn in reads(ws).items()} for ws in WORKSPACES},
-            "events": {ws: as_json(log.read_wire(c, 0, 100000, ws)) for ws in WORKSPACES},
+            # As /v1/events answers them: with their hashes (docs/protocol.md#the-hash-chain).
+            "events": {ws: as_json(chain.with_hashes(c, log.read_wire(c, 0, 100000, ws))) for ws in WORKSPACES},
             "head": log.head(c),
         }
 
@@ -211,7 +213,7 @@ async def test_export_then_replay_answers_every_read_identically(
         == 0
     )
     rows = csv_out.read_text().splitlines()
-    assert rows[0] == "position,stream,version,type,recorded_at,data,metadata"
+    assert rows[0] == "position,stream,version,type,recorded_at,data,metadata,hash"
     assert len(rows) - 1 == sum(1 for e in before["events"]["default"] if e["type"] == "AgentHeartbeat")
     window = cli("export", "--db", db_url, "--after", "10", "--until-position", "20")
     assert [json.loads(x)["position"] for x in window.stdout.splitlines()] == list(range(11, 21))

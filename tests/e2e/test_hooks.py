@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from tests.helpers import Api, ServerProcess
+from tests.helpers import Api, ServerProcess, advance_clock
 
 from eventcoord.codec import parse_time
 from eventcoord.store.pg_writer import CHAIN_FRESH_S
@@ -333,15 +333,17 @@ async def test_resume_reuses_the_session_and_an_ended_one_is_renewed(api: Api) -
     assert len(await sessions_of(api, "claude", sid)) == 3
 
 
-async def test_a_stale_session_is_renewed_and_told_what_others_took(start_server: Callable[..., ServerProcess]) -> None:
-    api = Api(start_server(ttl_seconds=2).base_url)
+async def test_a_stale_session_is_renewed_and_told_what_others_took(
+    db_url: str, start_server: Callable[..., ServerProcess]
+) -> None:
+    api = Api(start_server(ttl_seconds=2, test_clock=True).base_url)
     hooks = Hooks(api)
     try:
         sid = "eb58c0de-6666-4000-8000-000000000006"
         first = session_in(context(await hooks.send("claude", claude("SessionStart", sid))))
         for name in ("a.txt", "b.txt"):
             assert await hooks.send("claude", claude_write(sid, f"{CWD}/{name}")) == {}
-        await asyncio.sleep(2.3)  # past the TTL: the session is stale
+        await advance_clock(db_url, 2.3)  # past the TTL: the session is stale
         alice = await api.register(actor="alice")
         await api.ok({"type": "claim_files", "session_id": alice, "issue": "A-1", "paths": ["b.txt"]})
 

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from tests.helpers import Api, ServerProcess
+from tests.helpers import Api, ServerProcess, advance_clock
 
 
 async def test_claim_release_and_not_holder(api: Api) -> None:
@@ -92,15 +92,17 @@ async def test_races_across_two_server_processes_on_one_postgres(start_server: C
         await b.close()
 
 
-async def test_stale_holder_is_reclaimed_with_its_handoff_note(start_server: Callable[..., ServerProcess]) -> None:
-    server = start_server(ttl_seconds=1)
+async def test_stale_holder_is_reclaimed_with_its_handoff_note(
+    db_url: str, start_server: Callable[..., ServerProcess]
+) -> None:
+    server = start_server(ttl_seconds=1, test_clock=True)
     api = Api(server.base_url)
     try:
         a = await api.register(actor="alice")
         b = await api.register(actor="bob")
         await api.ok({"type": "claim_issue", "session_id": a, "project": "P", "issue": "P-1"})
         await api.ok({"type": "heartbeat_agent", "session_id": a, "handoff_note": "tests written,\nimpl next"})
-        await asyncio.sleep(1.3)
+        await advance_clock(db_url, 1.3)
         await api.ok({"type": "heartbeat_agent", "session_id": b})
         state = await api.get("/v1/issues/P-1/state", **{"as": b})
         assert (state["state"], state["reason"]) == ("reclaimable", "assignment_holder_stale")
@@ -130,9 +132,9 @@ async def test_stale_holder_is_reclaimed_with_its_handoff_note(start_server: Cal
 
 
 async def test_human_held_leases_are_never_reclaimed_but_can_be_forced(
-    start_server: Callable[..., ServerProcess],
+    db_url: str, start_server: Callable[..., ServerProcess]
 ) -> None:
-    server = start_server(ttl_seconds=1)
+    server = start_server(ttl_seconds=1, test_clock=True)
     admin = Api(server.base_url)
     agent = await admin.client("agent")
     try:
@@ -140,7 +142,7 @@ async def test_human_held_leases_are_never_reclaimed_but_can_be_forced(
         await agent.error({"type": "register_agent", "actor": "x", "kind": "human"}, 403, "FORBIDDEN")
         bot = await agent.register(actor="bot")
         await admin.ok({"type": "claim_issue", "session_id": human, "project": "P", "issue": "P-1"})
-        await asyncio.sleep(1.3)
+        await advance_clock(db_url, 1.3)
         await agent.ok({"type": "heartbeat_agent", "session_id": bot})
         err = await agent.error(
             {"type": "claim_issue", "session_id": bot, "project": "P", "issue": "P-1"}, 409, "HUMAN_HELD"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.helpers import Api, ServerProcess
+from tests.helpers import Api, ServerProcess, advance_clock
 
 
 async def enqueue(api: Api, project: str = "P", **fields: Any) -> str:
@@ -261,7 +261,7 @@ async def drain(api: Api, base_urls: list[str], items: list[str], workers: int, 
 async def test_a_killed_worker_is_recovered_by_the_next_claim(
     db_url: str, start_server: Callable[..., ServerProcess]
 ) -> None:
-    server = start_server(ttl_seconds=1)
+    server = start_server(ttl_seconds=1, test_clock=True)
     api = Api(server.base_url)
     agent = await api.client("agent")
     try:
@@ -274,7 +274,7 @@ async def test_a_killed_worker_is_recovered_by_the_next_claim(
         await agent.ok({"type": "start_work", "session_id": victim, "item_id": item})
         assert (await claim(api, human) or {})["item_id"] == human_item
         assert (await claim(agent, victim) or {})["item_id"] == plain
-        await asyncio.sleep(1.3)  # the victim and the human stop heartbeating
+        await advance_clock(db_url, 1.3)  # the victim and the human stop heartbeating
         rescuer = await agent.register(actor="rescuer")
         got = await claim(agent, rescuer)
         assert got is not None and got["item_id"] == item and got["fencing_token"] == 2
@@ -298,7 +298,7 @@ async def test_a_killed_worker_is_recovered_by_the_next_claim(
         ]
         assert hist[3]["host"] == "h-dead"
         # Any queue command on the project recovers: here an enqueue, after the rescuer dies.
-        await asyncio.sleep(1.3)
+        await advance_clock(db_url, 1.3)
         await enqueue(api)
         last = [e["data"] for e in await api.events("WorkRequeued", "LeaseReleased")][-2:]
         assert (last[0]["item_id"], last[0]["session_id"], last[0]["reason"]) == (item, rescuer, "worker_stale")
@@ -317,22 +317,24 @@ async def test_a_killed_worker_is_recovered_by_the_next_claim(
         [sys.executable, "-m", "eventcoord.cli", "rebuild", "--db", db_url], capture_output=True, text=True, timeout=60
     )
     assert rebuilt.returncode == 0, rebuilt.stderr
-    again = Api(start_server(ttl_seconds=1).base_url)
+    again = Api(start_server(ttl_seconds=1, test_clock=True).base_url)
     try:
         assert await read_models(again, victim, rescuer, human) == before
     finally:
         await again.close()
 
 
-async def test_a_pull_never_hands_out_an_issue_that_is_not_free(start_server: Callable[..., ServerProcess]) -> None:
+async def test_a_pull_never_hands_out_an_issue_that_is_not_free(
+    db_url: str, start_server: Callable[..., ServerProcess]
+) -> None:
     """A stale holder's issue queued first is skipped, not reclaimed."""
-    api = Api(start_server(ttl_seconds=1).base_url)
+    api = Api(start_server(ttl_seconds=1, test_clock=True).base_url)
     try:
         holder = await api.register(actor="holder")
         await api.ok({"type": "claim_issue", "session_id": holder, "project": "P", "issue": "S-1"})
         stale_item = await enqueue(api, priority=9, issue="S-1")
         free_item = await enqueue(api, priority=1, issue="F-1")
-        await asyncio.sleep(1.3)  # the holder stops heartbeating: S-1 is reclaimable, not free
+        await advance_clock(db_url, 1.3)  # the holder stops heartbeating: S-1 is reclaimable, not free
         state = await api.get("/v1/issues/S-1/state")
         assert state["state"] == "reclaimable"
         w = await api.register(actor="worker")
@@ -373,7 +375,15 @@ async def test_end_agent_requeues_and_releases(api: Api) -> None:
     assert (await api.ok({"type": "acquire_lease", "session_id": other, "name": "dispatcher"}))["fencing_token"] == 2
 
 
-async def test_dispatchers_race_for_one_named_lease(api: Api) -> None:
+async def test_dispatchers_race_for_one_named_lease(db_url: str, start_server: Callable[..., ServerProcess]) -> None:
+    api = Api(start_server(test_clock=True).base_url)
+    try:
+        await dispatchers_race(db_url, api)
+    finally:
+        await api.close()
+
+
+async def dispatchers_race(db_url: str, api: Api) -> None:
     dispatchers = [await api.register(actor=f"dispatcher-{i}") for i in range(8)]
     answers = await asyncio.gather(
         *(
@@ -401,7 +411,7 @@ async def test_dispatchers_race_for_one_named_lease(api: Api) -> None:
     assert again.json()["result"]["fencing_token"] == 1
     assert [e["type"] for e in again.json()["events"]] == ["NamedLeaseRenewed"]
     # The leader stops renewing: after the TTL the others race again, one takes over.
-    await asyncio.sleep(1.2)
+    await advance_clock(db_url, 1.2)
     answers = await asyncio.gather(
         *(
             api.command({"type": "acquire_lease", "session_id": s, "name": "queue-dispatcher"})
@@ -463,11 +473,13 @@ async def test_two_server_processes_drain_one_queue(start_server: Callable[..., 
         await api.close()
 
 
-async def test_a_pull_takes_what_it_may_past_issues_others_hold(start_server: Callable[..., ServerProcess]) -> None:
+async def test_a_pull_takes_what_it_may_past_issues_others_hold(
+    db_url: str, start_server: Callable[..., ServerProcess]
+) -> None:
     """Items on issues other sessions hold are passed (by the database, as it walks the
     queue); items on the caller's own issue, and on an issue whose stale holder this very
     pull recovers, are taken."""
-    api = Api(start_server(ttl_seconds=2).base_url)
+    api = Api(start_server(ttl_seconds=2, test_clock=True).base_url)
 
     async def claim_live(sid: str) -> dict[str, Any] | None:
         # a sign of life first: the pull must find the caller live however slow the machine
@@ -485,7 +497,7 @@ async def test_a_pull_takes_what_it_may_past_issues_others_hold(start_server: Ca
         await api.ok({"type": "claim_issue", "session_id": me, "project": "P", "issue": "M-1"})
         held = [await enqueue(api, priority=9, issue="H-1") for _ in range(3)]
         mine = await enqueue(api, priority=3, issue="M-1")
-        await asyncio.sleep(2.3)  # the victim stops heartbeating; the other comes back
+        await advance_clock(db_url, 2.3)  # the victim stops heartbeating; the other comes back
         await api.ok({"type": "heartbeat_agent", "session_id": other})
         # This pull recovers the victim's item and releases R-1: the item queued on R-1 ahead
         # of the recovered one is taken, on the lease its recovery freed; the other's items

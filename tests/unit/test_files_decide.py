@@ -16,7 +16,7 @@ from eventcoord.domain.paths import PathError, literal_prefix, overlaps
 from eventcoord.domain.sessions import SessionState
 from eventcoord.errors import DomainError
 from eventcoord.events import ClaimConflict, Event, FileClaimReleased, FilesClaimed, MessagePosted
-from eventcoord.handlers.files import ancestors, prefix_upper_bound
+from eventcoord.reads.files import ancestors, prefix_upper_bound
 from eventcoord.sanitize import BODY_CAP
 
 NOW = 1_800_000_000_000_000

@@ -8,7 +8,8 @@ import inspect
 import msgspec
 import pytest
 
-from eventcoord.client import AsyncClient, Client, errors, gen
+from eventcoord import errors
+from eventcoord.client import AsyncClient, Client, gen
 from eventcoord.client.operations import BY_NAME, OPERATIONS, read_request
 from eventcoord.commands import COMMAND_TYPES
 
@@ -56,27 +57,42 @@ def test_reads_build_their_url_from_path_fields_and_leave_defaults_out() -> None
     assert read_request(BY_NAME["list_agents"], reads.ListAgents()) == ("/v1/agents", {})
 
 
-def test_refusals_map_to_their_family_and_are_exported_from_eventcoord_errors() -> None:
-    import eventcoord.errors as top
+def test_refusals_map_to_their_family_and_are_exported_from_the_client() -> None:
+    import eventcoord.client as client
 
     cases = {
-        "ISSUE_HELD": errors.Contended,
-        "FILES_CLAIMED": errors.Contended,
-        "NOT_FRESH_HOLDER": errors.NotCurrent,
-        "SESSION_NOT_LIVE": errors.NotCurrent,
-        "VALIDATION": errors.InvalidRequest,
-        "FORBIDDEN": errors.AccessDenied,
-        "CONCURRENCY": errors.Retryable,
-        "NOT_FOUND": errors.NotFound,
-        "SOMETHING_NEW": errors.Refused,
+        "ISSUE_HELD": client.Contended,
+        "FILES_CLAIMED": client.Contended,
+        "NOT_FRESH_HOLDER": client.NotCurrent,
+        "SESSION_NOT_LIVE": client.NotCurrent,
+        "VALIDATION": client.InvalidRequest,
+        "FORBIDDEN": client.AccessDenied,
+        "CONCURRENCY": client.Retryable,
+        "NOT_FOUND": client.NotFound,
+        "ARCHIVED": client.Refused,
+        "SOMETHING_NEW": client.Refused,
     }
     for code, family in cases.items():
         e = errors.refusal(code, "m", {"k": 1})
         assert type(e) is family and (e.code, e.message, e.details) == (code, "m", {"k": 1})
-        assert isinstance(e, top.Refused) and isinstance(e, top.EventCoordError)
-    assert top.Contended is errors.Contended and top.Unreachable is errors.Unreachable
+        assert isinstance(e, client.Refused) and isinstance(e, errors.EventCoordError)
+    # One class each: the client's names are the ones eventcoord.errors defines (SPEC's name).
+    assert client.Refused is errors.Refused and client.Contended is errors.Contended
+    assert client.Unreachable is errors.Unreachable
     with pytest.raises(AttributeError):
-        top.NoSuchThing  # noqa: B018
+        client.NoSuchThing  # noqa: B018
+
+
+def test_error_codes_are_listed_once_and_the_client_families_come_from_them() -> None:
+    """Every code names its family in ErrorCode; a family's class answers exactly its codes."""
+    by_family = {cls.family: cls for cls in errors.FAMILIES}
+    assert set(by_family) == set(errors.Family) - {errors.Family.OTHER}
+    for code in errors.ErrorCode:
+        expected = by_family.get(code.family, errors.Refused)
+        assert type(errors.refusal(code.value, "m")) is expected, code
+        assert (code.value in expected.codes) == (code.family is not errors.Family.OTHER)
+    assert errors.Refused.codes == frozenset()
+    assert errors.Contended.codes >= {"ISSUE_HELD", "FILES_CLAIMED", "LEASE_HELD", "DEADLOCK"}
 
 
 def test_results_ignore_fields_they_do_not_know() -> None:

@@ -1,5 +1,5 @@
 """The layout the docs promise: every room in the architecture table, imports flowing one
-way, one import path for the projections, a handler for every command."""
+way (and never in a circle), one import path for the projections, a handler for every command."""
 
 from __future__ import annotations
 
@@ -87,7 +87,21 @@ def test_nothing_downstream_imports_upstream() -> None:
             "eventcoord.projections",
         ),
         PACKAGE / "handlers": ("eventcoord.api", "eventcoord.service"),
-        PACKAGE / "store": ("eventcoord.api", "eventcoord.handlers", "eventcoord.service"),
+        PACKAGE / "reads": ("eventcoord.api", "eventcoord.handlers", "eventcoord.service"),
+        PACKAGE / "store": ("eventcoord.api", "eventcoord.handlers", "eventcoord.reads", "eventcoord.service"),
+        # History reads and rebuilds the log off the command path, beside the API: it may use
+        # the store and the projections, never the faces above it or the write side.
+        PACKAGE / "history": (
+            "eventcoord.api",
+            "eventcoord.handlers",
+            "eventcoord.reads",
+            "eventcoord.service",
+            "eventcoord.bootstrap",
+            "eventcoord.cli",
+            "eventcoord.client",
+            "eventcoord.mcp",
+            "eventcoord.ui",
+        ),
         PROJECTIONS: ("eventcoord.api", "eventcoord.handlers", "eventcoord.service"),
     }
     wrong = [
@@ -98,6 +112,96 @@ def test_nothing_downstream_imports_upstream() -> None:
         if name.startswith(banned)
     ]
     assert wrong == []
+
+
+#: The handlers other handlers may import, lowest first: each may import only those before it.
+#: ``waits`` loads the lines every claim joins; ``named_leases`` and ``issues`` what a session's
+#: end frees and what a pull reads. No handler imports files, queue, sessions, messages or tokens.
+HANDLER_LAYERS = ("common", "waits", "named_leases", "issues")
+
+
+def module_name(path: Path) -> str:
+    """``src/eventcoord/a/b.py`` -> ``eventcoord.a.b``; a package's ``__init__.py`` -> the package;
+    ``projections/x.py`` -> ``eventcoord.projections.x`` (its one import path)."""
+    if path.is_relative_to(PROJECTIONS):
+        parts = ["eventcoord", "projections", *path.relative_to(PROJECTIONS).with_suffix("").parts]
+    else:
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of the package it imports: every ``import`` and ``from … import`` at
+    any depth (in functions, under ``TYPE_CHECKING``), relative ones resolved; ``from a import b``
+    names the module ``a.b`` when there is one, else ``a``."""
+    files = [
+        p
+        for p in PACKAGE.rglob("*.py")
+        if p.relative_to(PACKAGE).parts[0] not in ("projections", "migrations")  # links to the folders
+    ] + list(PROJECTIONS.rglob("*.py"))
+    paths = {module_name(p): p for p in files}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                for a in node.names:
+                    found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in paths else base)
+        graph[name] = {m for m in found if m in paths and m != name}
+    return graph
+
+
+def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` (its modules in order, the first repeated at the end), or None."""
+    done: set[str] = set()
+    for start in sorted(graph):
+        if start in done:
+            continue
+        path, stack = [start], [iter(sorted(graph[start]))]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:  # every module below path[-1] is done, and no cycle went through it
+                done.add(path.pop())
+                stack.pop()
+            elif nxt in path:
+                return [*path[path.index(nxt) :], nxt]
+            elif nxt not in done:
+                path.append(nxt)
+                stack.append(iter(sorted(graph[nxt])))
+    return None
+
+
+def test_no_module_imports_itself_in_a_circle() -> None:
+    """Not through another module, not by a lazy import in a function, not for type checking."""
+    graph = import_graph()
+    assert len(graph) > 150 and "eventcoord.projections.files" in graph["eventcoord.reads.files"]
+    assert cycle_in(graph) is None, " -> ".join(cycle_in(graph) or [])
+
+
+def test_a_cycle_is_found_where_there_is_one() -> None:
+    assert cycle_in({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle_in({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_handlers_import_only_the_handlers_below_them() -> None:
+    graph = import_graph()
+    wrong = []
+    for name, imported in graph.items():
+        if not name.startswith("eventcoord.handlers."):
+            continue
+        mine = name.rsplit(".", 1)[1]
+        below = HANDLER_LAYERS[: HANDLER_LAYERS.index(mine)] if mine in HANDLER_LAYERS else HANDLER_LAYERS
+        for other in imported:
+            if other.startswith("eventcoord.handlers") and other.rsplit(".", 1)[1] not in below:
+                wrong.append(f"{name} imports {other}")
+    assert sorted(wrong) == []
 
 
 def test_projections_have_one_import_path() -> None:

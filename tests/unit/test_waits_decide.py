@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
+
+import pytest
 from tests.unit.issue_givens import (
     ISSUE,
     LIMIT,
@@ -20,10 +24,11 @@ from tests.unit.issue_givens import (
     view_held_by,
 )
 
-from eventcoord.commands import ReleaseIssue
-from eventcoord.context import Decision
+from eventcoord.commands import ClaimIssue, ReleaseIssue
+from eventcoord.context import Draft
 from eventcoord.domain import waits
 from eventcoord.domain.admission import DelayFrom, ProjectRules
+from eventcoord.domain.deadlock import WaitGraph
 from eventcoord.domain.handoff import IssueLine, hand_off_issue
 from eventcoord.domain.issues import (
     ClaimState,
@@ -36,6 +41,7 @@ from eventcoord.events import LeaseGranted, LeaseReleased, MessagePosted, WaitAb
 
 ME = session("s-me")
 ALICE = session("s-alice")
+BOB = session("s-bob")
 
 
 def waiter(s, position: int) -> waits.Waiter:  # type: ignore[no-untyped-def]
@@ -55,8 +61,8 @@ def line(
         4,
         "where I stopped",
         rules or ProjectRules(),
-        lambda: live,
-        lambda sid: (held or {}).get(sid, 0),
+        live,
+        held or {},
         delay,
         list(waiting),
     )
@@ -65,7 +71,7 @@ def line(
 def test_a_release_hands_the_issue_to_the_first_live_waiter_dropping_stale_ones() -> None:
     stale, bob = session("s-stale", live=False), session("s-bob")
     d = decide_release_issue(
-        ReleaseState(ME, lease_of(ME, 4), lambda: line(waiter(stale, 1), waiter(bob, 2), waiter(ALICE, 3))),
+        ReleaseState(ME, lease_of(ME, 4), line(waiter(stale, 1), waiter(bob, 2), waiter(ALICE, 3))),
         ReleaseIssue(session_id="s-me", issue=ISSUE),
         ctx(),
     )
@@ -80,7 +86,7 @@ def test_a_release_hands_the_issue_to_the_first_live_waiter_dropping_stale_ones(
 
 
 def test_a_full_project_hands_nothing_out_and_the_per_agent_limit_passes_a_waiter_over() -> None:
-    d = Decision()
+    d = Draft()
     assert (
         hand_off_issue(
             d, line(waiter(ALICE, 1), rules=ProjectRules(wip_limit=2), live=2), Claimant("s-me", "me"), ctx()
@@ -89,7 +95,7 @@ def test_a_full_project_hands_nothing_out_and_the_per_agent_limit_passes_a_waite
     )
     assert d.events == []
     bob = session("s-bob")
-    d = Decision()
+    d = Draft()
     got = hand_off_issue(
         d,
         line(waiter(ALICE, 1), waiter(bob, 2), rules=ProjectRules(agent_wip_limit=1), held={"s-alice": 1}),
@@ -101,12 +107,12 @@ def test_a_full_project_hands_nothing_out_and_the_per_agent_limit_passes_a_waite
 
 def test_the_lock_delay_passes_over_waiters_until_it_has_passed() -> None:
     rules = ProjectRules(lock_delay_seconds=30)
-    d = Decision()
+    d = Draft()
     delay = DelayFrom(NOW - 10 * SECOND, "s-gone")
     assert hand_off_issue(d, line(waiter(ALICE, 1), rules=rules, delay=delay), Claimant("s-me", "me"), ctx()) is None
     later = DelayFrom(NOW - 31 * SECOND, "s-gone")
     assert (
-        hand_off_issue(Decision(), line(waiter(ALICE, 1), rules=rules, delay=later), Claimant("s-me", "me"), ctx())
+        hand_off_issue(Draft(), line(waiter(ALICE, 1), rules=rules, delay=later), Claimant("s-me", "me"), ctx())
         is not None
     )
 
@@ -137,3 +143,55 @@ def test_a_direct_claim_of_a_free_issue_serves_the_line_first() -> None:
         ctx(),
     )
     assert types(mine) == ["LeaseGranted"] and mine.error is None and mine.result["fencing_token"] == 5
+
+
+def test_a_claim_that_waits_asks_its_handler_to_join_and_the_join_is_decided_on_data() -> None:
+    """The decision refuses and names the line; joining it (the caller's wait, the graph) is
+    the handler's second step, decided by ``waits.join`` on what the handler loaded."""
+    cmd = ClaimIssue(session_id="s-me", project=PROJECT, issue=ISSUE, wait=True)
+    asks = decide_claim_issue(ClaimState(ME, view_held_by(ALICE, 3), LIMIT, 0, line=[waiter(BOB, 1)]), cmd, ctx())
+    assert asks.join is not None and types(asks) == []
+    assert asks.error is not None and asks.error.code == "ISSUE_HELD" and "waiting" not in asks.error.details
+    assert (asks.join.started.kind, asks.join.started.key, asks.join.holders) == ("issue", ISSUE, ("s-alice",))
+    assert [w.session_id for w in asks.join.line or ()] == ["s-bob"]
+    joined = waits.join(asks, waits.JoinState(asks.join.line or (), None, WaitGraph(), asks.join.holders), ctx())
+    assert types(joined) == ["WaitStarted"] and joined.join is None
+    assert joined.error is not None and joined.error.details["waiting"] == {"place": 2, "waiters": 2}
+    # A join that would close a cycle records it and refuses DEADLOCK instead.
+    graph = WaitGraph()
+    graph.add("s-alice", "issue", "OTHER", "s-me")
+    refused_join = waits.join(asks, waits.JoinState((), None, graph, asks.join.holders), ctx())
+    assert types(refused_join) == ["DeadlockRefused"] and refused_join.error is not None
+    assert refused_join.error.code == "DEADLOCK"
+    # Without ``wait`` the refusal is raised: nothing to join.
+    assert refused(decide_claim_issue, ClaimState(ME, view_held_by(ALICE, 3), LIMIT, 0), claim("s-me"), ctx()).code == (
+        "ISSUE_HELD"
+    )
+
+
+def test_a_decision_is_frozen_and_a_second_step_makes_a_new_one() -> None:
+    d = decide_release_issue(
+        ReleaseState(ME, lease_of(ME, 4), line(waiter(BOB, 1))), ReleaseIssue(session_id="s-me", issue=ISSUE), ctx()
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.error = None  # type: ignore[misc]
+    later = d.then()
+    later.add("issue:X", WaitAbandoned(kind="issue", key="X", session_id="s-x", reason="cancelled"))
+    assert len(later.decided().events) == len(d.events) + 1 and d.result["handed_off_to"] == "s-bob"
+
+
+def test_the_states_decisions_take_are_data_not_callbacks() -> None:
+    from eventcoord.domain import files, named_leases
+
+    for state in (
+        ClaimState,
+        ReleaseState,
+        files.ClaimFilesState,
+        files.ReleaseFilesState,
+        IssueLine,
+        named_leases.NamedLeaseCommandState,
+        waits.JoinState,
+        waits.CancelState,
+    ):
+        hints = typing.get_type_hints(state)
+        assert not [name for name, hint in hints.items() if "Callable" in str(hint)], state.__name__

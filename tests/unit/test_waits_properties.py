@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.unit.givens import ctx, session
 
-from eventcoord.context import Decision
+from eventcoord.context import Draft
 from eventcoord.domain import waits
 from eventcoord.domain.admission import ProjectRules
 from eventcoord.domain.deadlock import WaitGraph, find_cycle
@@ -54,12 +54,14 @@ class Model:
             return
         if holder == sid:
             return
-        d = Decision()
         state = waits.JoinState(self.lines[issue], self.wait_of(sid), self.graph(), (holder,))
         me = session(sid)
         started = WaitStarted(kind="issue", key=issue, session_id=sid, actor_key=me.actor_key, project="P", issue=issue)
+        refusal = issue_held(issue, {"session_id": holder})
+        asks = waits.asks_to_join(Draft(session_id=sid), started, refusal, (holder,), self.lines[issue])
+        assert asks.join is not None and asks.error is refusal and list(asks.events) == []  # joined by the handler
         try:
-            waits.join(d, state, me, started, issue_held(issue, {"session_id": holder}), ctx())
+            d = waits.join(asks, state, ctx())
         except DomainError as e:
             assert e.code == "ALREADY_WAITING"
             return
@@ -81,10 +83,8 @@ class Model:
         if self.holder.get(issue) != sid:
             return
         del self.holder[issue]
-        d = Decision()
-        free = IssueLine(
-            issue, "P", 0, None, ProjectRules(wip_limit=100), lambda: 0, lambda s: 0, None, list(self.lines[issue])
-        )
+        d = Draft()
+        free = IssueLine(issue, "P", 0, None, ProjectRules(wip_limit=100), 0, {}, None, list(self.lines[issue]))
         w = hand_off_issue(d, free, Claimant(sid, "actor"), ctx())
         grants = [e for _, e in d.events if isinstance(e, LeaseGranted)]
         if self.lines[issue]:

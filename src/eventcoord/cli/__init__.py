@@ -1,6 +1,6 @@
 """The ``eventcoord`` command line; the console script starts here, importing only ``sys``.
 
-    serve, migrate, token create, tail; rebuild, export, replay, archive   cli.server, cli.history
+    serve, migrate, token, tail; rebuild, export, verify, replay, archive   cli.server, cli.history
     register-agent, … (every command); agents, leases, … (every read)     cli.ops (generated)
     verify-hold, hook install, claim-issue --record; hook pre-commit       cli.hook, cli.commit_gate
     hook claude, hook codex; init; github sync                             cli.harness_hook, cli.init, cli.github
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 #: commands and reads of cli.ops).
 FACES: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("server", frozenset({"serve", "migrate", "token", "tail"})),
-    ("history", frozenset({"rebuild", "export", "replay", "archive"})),
+    ("history", frozenset({"rebuild", "export", "verify", "replay", "archive"})),
     ("ops", None),
     ("hook", frozenset({"hook"})),
     ("init", frozenset({"init"})),

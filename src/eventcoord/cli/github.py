@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from eventcoord.cli.ops import EXIT_DENIED, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE
+from eventcoord.cli.exchange import EXIT_DENIED, EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE
 
 if TYPE_CHECKING:
     from eventcoord.github.runner import Mirror

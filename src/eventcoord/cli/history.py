@@ -1,4 +1,5 @@
-"""Subcommands of history (docs/protocol.md#history): rebuild [--check] [--projection], export, replay, archive.
+"""Subcommands of history (docs/protocol.md#history): rebuild [--check] [--projection], export,
+verify, replay, archive.
 
 Each opens the database named by ``--db`` / ``EVENTCOORD_DB_URL`` (like ``migrate``);
 none needs a running server, and each may run beside one.
@@ -49,14 +50,30 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         return 2
 
     if args.check:
-        head, diffs = _run(args, lambda s: check.check(s, only))
+        from eventcoord.history import chain
+
+        async def both(store: Any) -> tuple[int, list[Any], tuple[int, Any]]:
+            head, diffs = await check.check(store, only)
+            return head, diffs, await store.query(chain.verify_stored)
+
+        head, diffs, (chained, broken) = _run(args, both)
         for d in diffs:
             print(msgspec.json.encode(d).decode())
         what = f"projection {only}" if only else "every read model"
+        if broken is not None:
+            print(msgspec.json.encode({"chain": {"position": broken.position, "reason": broken.reason}}).decode())
+            print(
+                f"rebuild --check: the stored hash chain breaks at position {broken.position}: {broken.reason}",
+                file=sys.stderr,
+            )
         if diffs:
             print(f"rebuild --check: {len(diffs)} rows differ ({what}, log head {head})", file=sys.stderr)
+        if diffs or broken is not None:
             return 1
-        print(f"rebuild --check: {what} equals a rebuild from the log (head {head})")
+        print(
+            f"rebuild --check: {what} equals a rebuild from the log (head {head}); "
+            f"the hash chain holds ({chained} events)"
+        )
         return 0
 
     def rebuild(conn: Any) -> int:
@@ -111,14 +128,43 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verified(args: argparse.Namespace, prog: str) -> Any:
+    """The files' log checked (chain and consistency); None, after one line on stderr, when refused."""
+    from eventcoord.history import transfer, verify
+
+    try:
+        return verify.verify(transfer.read_lines(args.files), allow_gaps=args.allow_gaps, unchained=args.unchained)
+    except (verify.Refused, transfer.ReplayError) as e:
+        print(f"eventcoord {prog}: refused: {e}", file=sys.stderr)
+    except OSError as e:
+        print(f"eventcoord {prog}: {e}", file=sys.stderr)
+    return None
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Check exported JSON Lines files without a server: the hash chain and that the events follow one another."""
+    v = _verified(args, "verify")
+    if v is None:
+        return 1
+    print(f"verified {v.checked} events (positions up to {v.last}); last hash {v.prev_hash}")
+    return 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Load JSON Lines files (an archive, then the live log) into an empty store and build the read models."""
+    """Load JSON Lines files (an archive, then the live log) into an empty store and build the read models.
+
+    The files are checked first (``eventcoord verify``): a refused log opens no store.
+    """
     import eventcoord.projections as projections
     from eventcoord.history import transfer
 
+    if _verified(args, "replay") is None:
+        return 1
+
     async def run(store: Any) -> tuple[int, int]:
         def load(conn: Any) -> tuple[int, int]:
-            n = transfer.replay(conn, transfer.read_lines(args.files), allow_gaps=args.allow_gaps)
+            items = transfer.read_lines(args.files)
+            n = transfer.replay(conn, items, allow_gaps=args.allow_gaps, keep_chain=not args.unchained)
             return n, projections.rebuild(conn)
 
         result: tuple[int, int] = await store.transact(load, retry=False)
@@ -128,6 +174,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         loaded, applied = _run(args, run)
     except transfer.ReplayError as e:
         print(f"eventcoord replay: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # the read models refused what the checks let through: one line, rolled back
+        print(f"eventcoord replay: refused: the read models cannot be built ({type(e).__name__}: {e})", file=sys.stderr)
         return 1
     print(f"replayed {loaded} events; read models built from {applied}")
     return 0
@@ -180,8 +229,16 @@ def cmd_archive(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unchained(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--unchained",
+        action="store_true",
+        help="a log exported before events carried hashes: check all but the chain (a copy hashes them anew)",
+    )
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """rebuild, export, replay, archive."""
+    """rebuild, export, verify, replay, archive."""
     rebuild = sub.add_parser("rebuild", help="rebuild the read models from the log (--check: compare only)")
     _common(rebuild)
     rebuild.add_argument(
@@ -210,7 +267,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     replay.add_argument(
         "--allow-gaps", dest="allow_gaps", action="store_true", help="accept a filtered export (positions with gaps)"
     )
+    _unchained(replay)
     replay.set_defaults(fn=cmd_replay)
+
+    verify = sub.add_parser(
+        "verify", help="check exported JSON Lines without a server: the hash chain, and that the events follow"
+    )
+    verify.add_argument("files", nargs="+", help="JSON Lines files (.gz too), in position order")
+    verify.add_argument("--allow-gaps", dest="allow_gaps", action="store_true", help="a filtered export")
+    _unchained(verify)
+    verify.set_defaults(fn=cmd_verify)
 
     archive = sub.add_parser("archive", help="move the events below a position to a gzip JSON Lines file")
     _common(archive)

@@ -1,12 +1,12 @@
-"""The gates in git, and the ``hook`` subcommands: verify-hold, --record, pre-commit, pre-push.
+"""The gates in git, and the ``hook`` subcommands: install, pre-commit, pre-push, claude, codex.
 
-``claim-issue … --record`` writes the grant and the server that granted it into the
-repository's git config (``eventcoord.session``, ``.issue``, ``.fencingToken``, ``.url``:
-a push from an IDE, with no ``--url`` nor ``EVENTCOORD_URL``, checks the right server).
-``hook install`` (and ``eventcoord init``, through ``write_git_hooks``) adds two git hooks:
-``pre-push`` runs ``verify-hold`` and refuses the push only when the service refuses it (no
-recorded hold, or no server, passes with a warning); ``pre-commit`` runs the commit gate
-(``cli.commit_gate``). ``hook claude|codex`` is the coding-agent hook (``cli.harness_hook``).
+``claim-issue … --record`` (``cli.gate``) writes the grant and the server that granted it
+into the repository's git config (``eventcoord.session``, ``.issue``, ``.fencingToken``,
+``.url``: a push from an IDE, with no ``--url`` nor ``EVENTCOORD_URL``, checks the right
+server). ``hook install`` (and ``eventcoord init``, through ``write_git_hooks``) adds two git
+hooks: ``pre-push`` runs ``verify-hold`` and refuses the push only when the service refuses
+it (no recorded hold, or no server, passes with a warning); ``pre-commit`` runs the commit
+gate (``cli.commit_gate``). ``hook claude|codex`` is the coding-agent hook (``cli.harness_hook``).
 """
 
 from __future__ import annotations
@@ -15,106 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from eventcoord.cli.ops import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import subprocess
-    from typing import Any
-
-    from eventcoord.cli.ops import Answer, Refusal, Server
-
-KEYS = ("eventcoord.session", "eventcoord.issue", "eventcoord.fencingToken")
-URL_KEY = "eventcoord.url"
-
-
-def git(*args: str, cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run git, capturing its output."""
-    import subprocess
-
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-
-
-def _in_repository() -> bool:
-    return git("rev-parse", "--git-dir").returncode == 0
-
-
-def server_url(given: str | None) -> str | None:
-    """The server verify-hold asks: ``--url``, else ``EVENTCOORD_URL``, else the one recorded
-    in git config by ``--record`` (None: the client's default)."""
-    import os
-
-    return given or os.environ.get("EVENTCOORD_URL") or git("config", "--get", URL_KEY).stdout.strip() or None
-
-
-# --- claim-issue --record --------------------------------------------------------------
-
-
-def record_option(p: argparse.ArgumentParser) -> None:
-    """``claim-issue --record``: after a grant, write the hold into the repository's git config."""
-    p.add_argument(
-        "--record",
-        dest="_record",
-        action="store_true",
-        help="after a grant, record the hold in this repository's git config (for the pre-push hook)",
-    )
-
-    def before(args: argparse.Namespace, values: dict[str, Any]) -> int | None:
-        if args._record and not _in_repository():
-            print("--record: the current directory is not inside a git repository", file=sys.stderr)
-            return EXIT_USAGE
-        return None
-
-    def after(args: argparse.Namespace, values: dict[str, Any], answer: Answer) -> int:
-        if not args._record:
-            return EXIT_OK
-        from eventcoord.client.locate import locate
-
-        result = answer.payload()["result"]
-        url = locate(args._url).url
-        recorded = (values["session_id"], result["issue"], result["fencing_token"], url)
-        for key, value in zip((*KEYS, URL_KEY), recorded, strict=True):
-            git("config", key, str(value))
-        print(
-            f"recorded in git config: {KEYS[0]}={values['session_id']} {KEYS[1]}={result['issue']} "
-            f"{KEYS[2]}={result['fencing_token']} {URL_KEY}={url}",
-            file=sys.stderr,
-        )
-        return EXIT_OK
-
-    p.set_defaults(_before=before, _after=after)
-
-
-# --- verify-hold: the recorded server; name the current holder ----------------------------
-
-
-def verify_hold_options(p: argparse.ArgumentParser) -> None:
-    """``verify-hold``: asks the server recorded with the hold when none is named; a
-    ``NOT_FRESH_HOLDER`` refusal names the current holder."""
-
-    def before(args: argparse.Namespace, values: dict[str, Any]) -> int | None:
-        args._url = server_url(args._url)
-        return None
-
-    def on_refused(args: argparse.Namespace, refused: Refusal, server: Server) -> dict[str, Any]:
-        if refused.code != "NOT_FRESH_HOLDER":
-            return {}
-        from eventcoord.cli.ops import Unreachable, read_path
-        from eventcoord.cli.subcommands import SUBCOMMANDS
-
-        holder = refused.details.get("holder")
-        if holder is None:  # a stale fencing token: ask who holds the issue now
-            try:
-                state = server.read(*read_path(SUBCOMMANDS["state"], {"issue": args.issue, "as": args.session_id}))
-                holder = state.payload().get("holder") if state.refusal() is None else None
-            except (Unreachable, ValueError):  # naming the holder is a courtesy; the refusal stands
-                holder = None
-        if not holder:
-            return {"current_holder": "nobody"}
-        return {"current_holder": f"{holder.get('actor_key')} (session {holder.get('session_id')})"}
-
-    p.set_defaults(_before=before, _on_refused=on_refused)
-
+from eventcoord.cli.exchange import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from eventcoord.cli.gate import KEYS, git, server_url
 
 # --- the git hooks: pre-commit (the commit gate) and pre-push (the publish gate) -------------
 
@@ -223,7 +125,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 def cmd_pre_push(args: argparse.Namespace) -> int:
     """Run by the hook: verify the recorded hold; 1 refuses the push."""
-    from eventcoord.cli import main
+    from eventcoord.cli import ops
 
     session, issue, token = (git("config", "--get", key).stdout.strip() for key in KEYS)
     if not session or not issue:
@@ -234,7 +136,7 @@ def cmd_pre_push(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     argv = ["verify-hold", "--session-id", session, "--issue", issue, *(["--fencing-token", token] if token else [])]
-    code = main(argv)
+    code = ops.main(argv)
     if code == EXIT_OK:
         print(f"eventcoord: hold on {issue} verified", file=sys.stderr)
         return EXIT_OK

@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Protocol
 
-    from eventcoord.cli.ops import Answer, Server
+    from eventcoord.cli.exchange import Answer, Server
     from eventcoord.cli.subcommands import Subcommand
 
     class WithStatus(Protocol):

@@ -6,8 +6,8 @@
         lease = ec.claim_issue(session_id=me.session_id, project="P", issue="P-1")
 
 ``AsyncClient`` has the same methods, awaited, and ``.stream()`` (Server-Sent Events);
-``subscribe`` follows JetStream. A refusal raises ``Refused`` (a subclass per code family).
-Names load on first use, so ``import eventcoord.client`` (and the CLI) stays fast.
+``subscribe`` follows JetStream. A refusal raises ``Refused`` (a subclass per code family,
+from ``eventcoord.errors``). Names load on first use: ``import eventcoord.client`` is fast.
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ if TYPE_CHECKING:
     from typing import Any
 
     from eventcoord.client.aio import AsyncClient
-    from eventcoord.client.errors import (
+    from eventcoord.client.reply import Reply
+    from eventcoord.client.sync import Client
+    from eventcoord.codec import WireEvent
+    from eventcoord.errors import (
         AccessDenied,
         Contended,
         InvalidRequest,
@@ -28,9 +31,6 @@ if TYPE_CHECKING:
         Retryable,
         Unreachable,
     )
-    from eventcoord.client.reply import Reply
-    from eventcoord.client.sync import Client
-    from eventcoord.codec import WireEvent
 
 __all__ = [
     "AccessDenied",
@@ -52,7 +52,7 @@ _HOME = {
     "AsyncClient": "eventcoord.client.aio",
     "Reply": "eventcoord.client.reply",
     **{
-        name: "eventcoord.client.errors"
+        name: "eventcoord.errors"
         for name in (
             "AccessDenied",
             "Contended",

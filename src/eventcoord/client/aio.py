@@ -9,12 +9,12 @@ from typing import Any, TypeVar
 import httpx
 import msgspec
 
-from eventcoord.client.errors import Unreachable
 from eventcoord.client.generated import AsyncOperations
 from eventcoord.client.locate import locate
 from eventcoord.client.operations import BY_NAME, COMMANDS_PATH, read_request
 from eventcoord.client.reply import JSON_BODY, WIRE_EVENT, Reply, auth_headers, encode
 from eventcoord.codec import WireEvent
+from eventcoord.errors import Unreachable
 
 R = TypeVar("R")
 

@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from eventcoord.client.errors import Refused, Unreachable, refusal
 from eventcoord.client.locate import Target
 from eventcoord.codec import WireEvent
+from eventcoord.errors import Refused, Unreachable, refusal
 
 R = TypeVar("R")
 WIRE_EVENT = msgspec.json.Decoder(WireEvent)

@@ -15,12 +15,12 @@ from urllib.parse import urlencode, urlsplit
 
 import msgspec
 
-from eventcoord.client.errors import Unreachable
 from eventcoord.client.generated import Operations
 from eventcoord.client.locate import locate
 from eventcoord.client.operations import BY_NAME, COMMANDS_PATH, read_request
 from eventcoord.client.reply import JSON_BODY, WIRE_EVENT, Reply, auth_headers, encode
 from eventcoord.codec import WireEvent
+from eventcoord.errors import Unreachable
 
 R = TypeVar("R")
 #: Failures of a reused keep-alive connection that mean "the server closed it while idle".

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from eventcoord import errors
 from eventcoord.codec import format_time
-from eventcoord.context import Context, Decision
+from eventcoord.context import Context, Draft
 from eventcoord.domain import refusals, streams
 from eventcoord.events import WipCapDenied
 
@@ -57,7 +57,7 @@ def delayed(issue: str, holder: dict[str, object] | None, until_us: int) -> erro
 
 
 def check_caps(
-    d: Decision,
+    d: Draft,
     project: str,
     issue: str,
     me_session: str,

@@ -7,14 +7,14 @@ docs/protocol.md#file-claim-events.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from eventcoord import errors
 from eventcoord.commands import ClaimFiles, ReleaseFiles
-from eventcoord.context import Context, Decision
-from eventcoord.domain import refusals, streams
+from eventcoord.context import Context, Decision, Draft
+from eventcoord.domain import refusals, streams, waits
 from eventcoord.domain.messages import agent_channel, issue_channel, post
 from eventcoord.domain.paths import DECISION_STEPS, PathError, Work, WorkExceeded, normalise_path, overlaps
 from eventcoord.domain.sessions import Claimant, SessionState, acting, claimant
@@ -52,8 +52,6 @@ class ClaimFilesState:
     session: SessionState | None
     held: Sequence[ClaimRow]
     holders: dict[str, SessionState]
-    #: With ``wait: true``: joins the files line behind the live holders named.
-    join: Callable[[Decision, SessionState, WaitStarted, errors.DomainError, Sequence[str]], Decision] | None = None
     #: The command's steps of overlap checks, shared with its wait's line and graph.
     work: Work = field(default_factory=lambda: Work(CLAIM_WORK_LIMIT))
 
@@ -158,7 +156,7 @@ def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) ->
     held, holders = state.held, state.holders
     paths = normalise_paths(cmd.paths)
     me = claimant(cmd.session_id, state.session, ctx)
-    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+    d = Draft(session_id=me.session_id, actor_key=me.actor_key)
 
     def own(h: ClaimRow) -> bool:
         return h.issue == cmd.issue and h.session_id == me.session_id
@@ -199,7 +197,7 @@ def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) ->
         for path, h in contended:
             d.add(streams.files(cmd.issue), conflict(path, h))
         d.error = refusals.files_claimed([conflict_details(path, h) for path, h in contended])
-        if cmd.wait and state.join is not None and state.session is not None:
+        if cmd.wait and state.session is not None:  # the handler then joins the files line (docs/protocol.md#waiting)
             started = WaitStarted(
                 kind="files",
                 key=new[0],
@@ -210,8 +208,8 @@ def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) ->
                 exclusive=cmd.exclusive,
             )
             holders_live = sorted({h.session_id for _, h in contended if h.session_id is not None})
-            return state.join(d, state.session, started, d.error, holders_live)
-        return d
+            return waits.asks_to_join(d, started, d.error, holders_live, None)
+        return d.decided()
 
     # 1. releases: stale holders (silently), displaced holders, own claims changing mode
     for (issue, sid), claims in _group(expired).items():
@@ -256,11 +254,11 @@ def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) ->
             {"holder_path": h.path, "holder_issue": h.issue, "holder_session_id": h.session_id} for h in expired
         ],
     }
-    return d
+    return d.decided()
 
 
 def _notify_displaced(
-    d: Decision,
+    d: Draft,
     claiming_issue: str,
     me: Claimant,
     issue: str,
@@ -296,7 +294,7 @@ def decide_release_files(state: ReleaseFilesState, cmd: ReleaseFiles, ctx: Conte
     own = state.own
     wanted = set(normalise_paths(cmd.paths)) if cmd.paths else None
     me = acting(cmd.session_id, state.session, ctx)
-    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+    d = Draft(session_id=me.session_id, actor_key=me.actor_key)
     released = _paths_of(h for h in own if wanted is None or h.path in wanted)
     if released:
         d.add(
@@ -304,4 +302,4 @@ def decide_release_files(state: ReleaseFilesState, cmd: ReleaseFiles, ctx: Conte
             FileClaimReleased(issue=cmd.issue, session_id=me.session_id, paths=released, reason="released"),
         )
     d.result = {"released": released}
-    return d
+    return d.decided()

@@ -8,12 +8,12 @@ channel ``agent:<session_id>``. Pure, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from msgspec import UNSET
 
-from eventcoord.context import Context, Decision
+from eventcoord.context import Context, Draft
 from eventcoord.domain import streams
 from eventcoord.domain.admission import DelayFrom, ProjectRules, admits, lock_delay_until
 from eventcoord.domain.files import ClaimRow, holder_is_live
@@ -28,25 +28,27 @@ DEFAULT_LEASE_TTL_SECONDS = 30
 
 @dataclass(frozen=True, slots=True)
 class IssueLine:
-    """An issue being freed: its line and what admission reads (asked lazily)."""
+    """An issue being freed: its line and what admission reads."""
 
     issue: str
     project: str
     last_fencing_token: int
     handoff_note: str | None
     rules: ProjectRules
-    live_count: Callable[[], int]  # live leases of the project, not counting this issue's
-    agent_held: Callable[[str], int]  # live leases a session holds in the project
+    live_count: int  # live leases of the project, not counting this issue's
+    #: Unreleased leases in the project of each live waiter (loaded only when the project
+    #: has a per-agent limit; a session not named holds none).
+    agent_held: Mapping[str, int]
     delay: DelayFrom | None
     line: Sequence[Waiter]
 
 
-def _drop(d: Decision, w: Waiter, by: Claimant) -> None:
+def _drop(d: Draft, w: Waiter, by: Claimant) -> None:
     reason = "ended" if w.session is None or w.session.ended_us is not None else "stale"
     d.events.append(abandoned(w, reason, by.session_id))
 
 
-def hand_off_issue(d: Decision, free: IssueLine, by: Claimant, ctx: Context) -> Waiter | None:
+def hand_off_issue(d: Draft, free: IssueLine, by: Claimant, ctx: Context) -> Waiter | None:
     """Grant a freed issue to its first live waiter admitted now; returns that waiter."""
     for w in free.line:
         if not waiter_live(w, ctx):
@@ -54,8 +56,8 @@ def hand_off_issue(d: Decision, free: IssueLine, by: Claimant, ctx: Context) -> 
             continue
         why = admits(
             free.rules,
-            free.live_count(),
-            free.agent_held(w.session_id),
+            free.live_count,
+            free.agent_held.get(w.session_id, 0),
             lock_delay_until(free.rules, free.delay, w.session_id),
             ctx,
         )
@@ -95,7 +97,7 @@ class LeaseLine:
     line: Sequence[Waiter]
 
 
-def hand_off_lease(d: Decision, free: LeaseLine, by: Claimant, ctx: Context) -> list[Waiter]:
+def hand_off_lease(d: Draft, free: LeaseLine, by: Claimant, ctx: Context) -> list[Waiter]:
     """Grant free slots of a named lease to the first live waiters, one slot each."""
     granted: list[Waiter] = []
     token = free.last_fencing_token
@@ -131,7 +133,7 @@ def hand_off_lease(d: Decision, free: LeaseLine, by: Claimant, ctx: Context) -> 
 
 
 def hand_off_files(
-    d: Decision,
+    d: Draft,
     line: Sequence[Waiter],
     held: Sequence[ClaimRow],
     holders: dict[str, SessionState],
@@ -226,7 +228,7 @@ class Freed:
     work: Work | None = None
 
 
-def hand_off_freed(d: Decision, freed: Freed, by: Claimant, ctx: Context) -> None:
+def hand_off_freed(d: Draft, freed: Freed, by: Claimant, ctx: Context) -> None:
     """Serve every line a decision freed, then drop the deciding session's own wait."""
     for issue in freed.issues:
         hand_off_issue(d, issue, by, ctx)

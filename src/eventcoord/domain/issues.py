@@ -7,14 +7,14 @@ docs/protocol.md#claim_issue-in-order and docs/protocol.md#verify_hold-in-order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from msgspec import UNSET
 
 from eventcoord import errors
 from eventcoord.commands import ClaimIssue, ConfigureProject, ReleaseIssue, VerifyHold
-from eventcoord.context import Context, Decision, StreamEvent
+from eventcoord.context import Context, Decision, Draft, StreamEvent
 from eventcoord.domain import refusals, streams, waits
 from eventcoord.domain.admission import (
     DEFAULT_WIP_LIMIT,
@@ -68,10 +68,10 @@ class ClaimState:
     wip_limit: int
     live_count: int
     rules: ProjectRules | None = None  # None: only ``wip_limit`` configured
-    agent_held: Callable[[str], int] = lambda session_id: 0  # live leases of a session in the project
+    #: Unreleased leases in the project (this issue's aside) of the caller and of each waiter
+    #: in the line, by session; loaded only when the project has a per-agent limit.
+    agent_held: Mapping[str, int] = field(default_factory=dict)
     line: Sequence[waits.Waiter] = ()  # the issue's waiting line, FIFO
-    #: Locks the workspace and loads the caller's wait and the wait-for graph (joining only).
-    joining: Callable[[Sequence[waits.Waiter], Sequence[str]], waits.JoinState] | None = None
 
     @property
     def project_rules(self) -> ProjectRules:
@@ -84,7 +84,7 @@ class ReleaseState:
 
     caller: SessionState | None
     lease: LeaseState | None
-    free: Callable[[], IssueLine | None] = lambda: None  # the line to hand off to, if any
+    free: IssueLine | None = None  # the line to hand off to, if anyone waits
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ class Grant:
 
 def decide_configure_project(state: None, cmd: ConfigureProject, ctx: Context) -> Decision:
     """Set a project's WIP limit, lock delay and per-agent limit (admin; checked before)."""
-    d = Decision()
+    d = Draft()
     event = ProjectConfigured(
         project=cmd.project,
         wip_limit=cmd.wip_limit,
@@ -118,7 +118,7 @@ def decide_configure_project(state: None, cmd: ConfigureProject, ctx: Context) -
         d.result["lock_delay_seconds"] = cmd.lock_delay_seconds
     if cmd.agent_wip_limit is not None:
         d.result["agent_wip_limit"] = cmd.agent_wip_limit
-    return d
+    return d.decided()
 
 
 def _check_project(view: IssueView, project: str) -> None:
@@ -185,7 +185,7 @@ def free_line(
         last_fencing_token=reg.last_fencing_token if reg else 0,
         handoff_note=reg.handoff_note if reg else None,
         rules=state.project_rules,
-        live_count=lambda: state.live_count,
+        live_count=state.live_count,
         agent_held=state.agent_held,
         delay=delay,
         line=line,
@@ -193,7 +193,7 @@ def free_line(
 
 
 def _wait(
-    d: Decision,
+    d: Draft,
     state: ClaimState,
     cmd: ClaimIssue,
     me: SessionState,
@@ -202,11 +202,11 @@ def _wait(
     refusal: errors.DomainError,
     ctx: Context,
 ) -> Decision:
-    """Join the issue's line behind ``refusal`` (docs/protocol.md#waiting), or refuse without waiting."""
-    if not cmd.wait or state.joining is None:
+    """Ask to join the issue's line behind ``refusal`` (docs/protocol.md#waiting), or refuse without waiting."""
+    if not cmd.wait:
         if d.events:
             d.error = refusal
-            return d
+            return d.decided()
         raise refusal
     started = WaitStarted(
         kind="issue",
@@ -216,7 +216,7 @@ def _wait(
         project=cmd.project,
         issue=cmd.issue,
     )
-    return waits.join(d, state.joining(line, [holder] if holder else []), me, started, refusal, ctx)
+    return waits.asks_to_join(d, started, refusal, [holder] if holder else [], line)
 
 
 def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Decision:
@@ -228,12 +228,12 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
     view = state.view
     me = require_live(state.caller, cmd.session_id, ctx)
     _check_project(view, cmd.project)
-    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+    d = Draft(session_id=me.session_id, actor_key=me.actor_key)
     es = effective_state(view, me.session_id, ctx, caller_declares=me.working_on == view.issue)
     lease = view.lease
     if es.state == "self_is_holder" and lease is not None:
         d.result = {"issue": cmd.issue, "fencing_token": lease.fencing_token, "project": lease.project}
-        return d
+        return d.decided()
     forced = cmd.force and ctx.caller.role in ("human", "admin")
     line = list(state.line)
     if es.state in ("human_held", "held") and not forced:
@@ -246,7 +246,7 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
     reclaimable = lease is not None and es.state == "reclaimable"
     mine = next((i for i, w in enumerate(line) if w.session_id == me.session_id), len(line))
     if line[:mine] and not forced:
-        trial = Decision()
+        trial = Draft()
         if reclaimable and lease is not None:
             trial.events.append(
                 _release(lease, "expired", by=me.session_id, ended_at_us=_ended_at(state, stale_end_us(view, ctx)))
@@ -275,9 +275,9 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
         me.actor_key,
         state.project_rules,
         state.live_count,
-        state.agent_held(me.session_id),
+        state.agent_held.get(me.session_id, 0),
     ):
-        return d
+        return d.decided()
     reclaimed_from = None
     if lease is not None:
         reason: ReleaseReason = "expired" if es.state == "reclaimable" else "superseded"
@@ -303,10 +303,10 @@ def decide_claim_issue(state: ClaimState, cmd: ClaimIssue, ctx: Context) -> Deci
     }
     if reclaimed_from is not None:
         d.result["reclaimed_from"] = reclaimed_from
-    return d
+    return d.decided()
 
 
-def _tell_superseded(d: Decision, issue: str, holder: str, me: Claimant, token: int) -> None:
+def _tell_superseded(d: Draft, issue: str, holder: str, me: Claimant, token: int) -> None:
     """A forced takeover is told to the one who loses it, on its own channel (as a forced
     claim_files is; docs/protocol.md#claim_issue-in-order)."""
     post(
@@ -358,14 +358,14 @@ def decide_release_issue(state: ReleaseState, cmd: ReleaseIssue, ctx: Context) -
     lease = state.lease
     if lease is None or lease.session_id != me.session_id:
         raise refusals.not_issue_holder(cmd.issue, cmd.session_id, lease.session_id if lease else None)
-    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+    d = Draft(session_id=me.session_id, actor_key=me.actor_key)
     d.events.append(_release(lease, cmd.reason))
     d.result = {"issue": cmd.issue, "reason": cmd.reason, "fencing_token": lease.fencing_token}
-    free = state.free()
+    free = state.free
     if free is not None:
         w = hand_off_issue(d, free, Claimant(me.session_id, me.actor_key), ctx)
         d.result["handed_off_to"] = None if w is None else w.session_id
-    return d
+    return d.decided()
 
 
 def decide_verify_hold(state: VerifyState, cmd: VerifyHold, ctx: Context) -> Decision:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from eventcoord import errors
 from eventcoord.commands import PostMessage
-from eventcoord.context import Context, Decision
+from eventcoord.context import Context, Decision, Draft
 from eventcoord.domain import streams
 from eventcoord.domain.sessions import Claimant, SessionState, acting
 from eventcoord.events import MessagePosted
@@ -31,7 +31,7 @@ def agent_channel(session_id: str) -> str:
     return f"agent:{session_id}"
 
 
-def post(d: Decision, channel: str, me: Claimant, body: str) -> None:
+def post(d: Draft, channel: str, me: Claimant, body: str) -> None:
     """Add a message (sanitised here, at construction) to a decision."""
     d.add(
         streams.channel(channel),
@@ -48,11 +48,11 @@ def decide_post_message(state: PostState, cmd: PostMessage, ctx: Context) -> Dec
     body = clean_text(cmd.body) or ""
     if not body.strip():
         raise errors.invalid("body", "body is empty")
-    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+    d = Draft(session_id=me.session_id, actor_key=me.actor_key)
     d.add(
         streams.channel(cmd.channel),
         MessagePosted(channel=cmd.channel, body=body, session_id=me.session_id, actor_key=me.actor_key),
     )
     d.result = {"channel": cmd.channel}
     d.result_position = "position"
-    return d
+    return d.decided()

@@ -9,7 +9,7 @@ has acquired the name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +18,8 @@ from msgspec import UNSET
 from eventcoord import errors
 from eventcoord.codec import format_time
 from eventcoord.commands import AcquireLease, ReleaseLease, RenewLease
-from eventcoord.context import Context, Decision
-from eventcoord.domain import refusals, streams
+from eventcoord.context import Context, Decision, Draft
+from eventcoord.domain import refusals, streams, waits
 from eventcoord.domain.handoff import LeaseLine, hand_off_lease
 from eventcoord.domain.sessions import Claimant, SessionState, require_live, require_not_ended
 from eventcoord.domain.waits import Waiter
@@ -57,7 +57,6 @@ class NamedLeaseCommandState:
 
     ``slots`` are the current holders (None: the one holder of ``lease``, if any);
     ``capacity`` the name's fixed capacity (None: never acquired); ``line`` its waiters;
-    ``join`` joins the line (wait: true) behind the live holders named.
     """
 
     session: SessionState | None
@@ -65,7 +64,6 @@ class NamedLeaseCommandState:
     slots: Sequence[Slot] | None = None
     capacity: int | None = None
     line: Sequence[Waiter] = ()
-    join: Callable[[Decision, SessionState, WaitStarted, errors.DomainError, Sequence[str]], Decision] | None = None
 
     def holders(self) -> list[Slot]:
         if self.slots is not None:
@@ -100,7 +98,7 @@ def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: 
         raise errors.invalid("capacity", f"lease {name!r} has capacity {state.capacity}, fixed by its first acquire")
     if state.capacity is None and cmd.capacity is not None:
         capacity = cmd.capacity
-    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+    d = Draft(session_id=me.session_id, actor_key=me.actor_key)
     slots = state.holders()
     mine = next((x for x in slots if x.session_id == me.session_id), None)
     if mine is not None:
@@ -135,7 +133,7 @@ def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: 
         refusal = refusals.lease_held(name, first.session_id, first.actor_key, format_time(first.expires_us))
         if capacity > 1:
             refusal.details["capacity"] = capacity
-        if cmd.wait and state.join is not None:
+        if cmd.wait:  # the handler then joins the line (docs/protocol.md#waiting)
             started = WaitStarted(
                 kind="lease",
                 key=name,
@@ -144,10 +142,10 @@ def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: 
                 ttl_seconds=cmd.ttl_seconds,
                 capacity=cmd.capacity,
             )
-            return state.join(d, me, started, refusal, [x.session_id for x in live])
+            return waits.asks_to_join(d, started, refusal, [x.session_id for x in live], None)
         if d.events:
             d.error = refusal
-            return d
+            return d.decided()
         raise refusal
     for x in expired[: max(0, len(live) + len(expired) - capacity + 1)]:
         d.add(streams.named_lease(name), NamedLeaseReleased(name=name, session_id=x.session_id, reason="expired"))
@@ -169,11 +167,11 @@ def decide_acquire_lease(state: NamedLeaseCommandState, cmd: AcquireLease, ctx: 
     d.result = _lease_result(name, token, ttl, expires, renewed=False)
     if capacity > 1:
         d.result["capacity"] = capacity
-    return d
+    return d.decided()
 
 
 def _renew(
-    name: str, lease: NamedLeaseState, me: SessionState, ttl_seconds: int | None, ctx: Context, d: Decision
+    name: str, lease: NamedLeaseState, me: SessionState, ttl_seconds: int | None, ctx: Context, d: Draft
 ) -> Decision:
     ttl = ttl_seconds or lease.ttl_seconds or DEFAULT_LEASE_TTL_SECONDS
     expires = ctx.now_us + ttl * 1_000_000
@@ -188,7 +186,7 @@ def _renew(
         ),
     )
     d.result = _lease_result(name, lease.fencing_token, ttl, expires, renewed=True)
-    return d
+    return d.decided()
 
 
 def _my_slot(state: NamedLeaseCommandState, name: str, me: SessionState) -> NamedLeaseState:
@@ -202,7 +200,7 @@ def decide_renew_lease(state: NamedLeaseCommandState, cmd: RenewLease, ctx: Cont
     """Extend our lease from now (same token); NOT_HOLDER if it is not ours."""
     me = require_not_ended(state.session, cmd.session_id)
     lease = _my_slot(state, cmd.name, me)
-    return _renew(cmd.name, lease, me, cmd.ttl_seconds, ctx, Decision(session_id=me.session_id, actor_key=me.actor_key))
+    return _renew(cmd.name, lease, me, cmd.ttl_seconds, ctx, Draft(session_id=me.session_id, actor_key=me.actor_key))
 
 
 def decide_release_lease(state: NamedLeaseCommandState, cmd: ReleaseLease, ctx: Context) -> Decision:
@@ -210,7 +208,7 @@ def decide_release_lease(state: NamedLeaseCommandState, cmd: ReleaseLease, ctx: 
     me = require_not_ended(state.session, cmd.session_id)
     name = cmd.name
     lease = _my_slot(state, name, me)
-    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+    d = Draft(session_id=me.session_id, actor_key=me.actor_key)
     d.add(streams.named_lease(name), NamedLeaseReleased(name=name, session_id=me.session_id, reason="released"))
     d.result = {
         "name": name,
@@ -226,4 +224,4 @@ def decide_release_lease(state: NamedLeaseCommandState, cmd: ReleaseLease, ctx: 
         line = LeaseLine(name, last, capacity - len(others), capacity, state.line)
         served = hand_off_lease(d, line, Claimant(me.session_id, me.actor_key), ctx)
         d.result["handed_off_to"] = [w.session_id for w in served]
-    return d
+    return d.decided()

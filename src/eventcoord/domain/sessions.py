@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from eventcoord import errors
 from eventcoord.codec import format_time
 from eventcoord.commands import EndAgent, HeartbeatAgent, RegisterAgent
-from eventcoord.context import Context, Decision
+from eventcoord.context import Context, Decision, Draft
 from eventcoord.domain import streams
 from eventcoord.events import (
     AgentEnded,
@@ -89,7 +89,7 @@ class EndState:
 
     session: SessionState | None
     holdings: Holdings
-    hand_off: Callable[[Decision, Claimant], None] | None = None
+    hand_off: Callable[[Draft, Claimant], None] | None = None
 
 
 def resolve_identity(cmd: RegisterAgent, session_id: str) -> Identity:
@@ -125,7 +125,7 @@ def decide_register_agent(state: None, cmd: RegisterAgent, ctx: Context) -> Deci
         raise errors.forbidden("only a human or admin token may register a human session")
     session_id = ctx.make_id("s")
     identity = resolve_identity(cmd, session_id)
-    d = Decision(session_id=session_id, actor_key=identity.actor_key)
+    d = Draft(session_id=session_id, actor_key=identity.actor_key)
     d.add(
         streams.session(session_id),
         AgentRegistered(
@@ -147,7 +147,7 @@ def decide_register_agent(state: None, cmd: RegisterAgent, ctx: Context) -> Deci
         "stable": identity.stable,
         "ttl_seconds": ctx.ttl_seconds,
     }
-    return d
+    return d.decided()
 
 
 def require_session(session: SessionState | None, session_id: str) -> SessionState:
@@ -179,7 +179,7 @@ def decide_heartbeat_agent(state: HeartbeatState, cmd: HeartbeatAgent, ctx: Cont
     A handoff note goes to every issue the session holds, else to the one it declares.
     """
     s = require_not_ended(state.session, cmd.session_id)
-    d = Decision(session_id=s.session_id, actor_key=s.actor_key)
+    d = Draft(session_id=s.session_id, actor_key=s.actor_key)
     d.add(streams.session(s.session_id), AgentHeartbeat(session_id=s.session_id, working_on=cmd.working_on))
     note = clean_text(cmd.handoff_note)
     if note:
@@ -187,7 +187,7 @@ def decide_heartbeat_agent(state: HeartbeatState, cmd: HeartbeatAgent, ctx: Cont
         for issue in state.held_issues or ([declared] if declared else []):
             d.add(streams.issue(issue), HandoffNoted(issue=issue, session_id=s.session_id, note=note))
     d.result = {"last_heartbeat_at": format_time(ctx.now_us)}
-    return d
+    return d.decided()
 
 
 def decide_end_agent(state: EndState, cmd: EndAgent, ctx: Context) -> Decision:
@@ -199,7 +199,7 @@ def decide_end_agent(state: EndState, cmd: EndAgent, ctx: Context) -> Decision:
     s = require_not_ended(state.session, cmd.session_id, already=True)
     sid, held = s.session_id, state.holdings
     ended = AgentEnded(session_id=sid, handoff_note=clean_text(cmd.handoff_note))
-    d = Decision(session_id=sid, actor_key=s.actor_key)
+    d = Draft(session_id=sid, actor_key=s.actor_key)
     for issue, token in held.leases:
         d.add(
             streams.issue(issue), LeaseReleased(issue=issue, session_id=sid, reason="agent_ended", fencing_token=token)
@@ -221,7 +221,7 @@ def decide_end_agent(state: EndState, cmd: EndAgent, ctx: Context) -> Decision:
         "requeued_items": list(held.items),
         "released_named_leases": list(held.named_leases),
     }
-    return d
+    return d.decided()
 
 
 def token_actor(ctx: Context) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from eventcoord import errors
 from eventcoord.commands import CancelWait
-from eventcoord.context import Context, Decision
+from eventcoord.context import Context, Decision, Draft, JoinRequest
 from eventcoord.domain import refusals, streams
 from eventcoord.domain.deadlock import WaitGraph, find_cycle
 from eventcoord.domain.sessions import SessionState, require_not_ended
@@ -88,7 +88,7 @@ def stream_of(kind: str, key: str) -> str:
     return streams.named_lease(key)
 
 
-def drop_stale(d: Decision, line: Sequence[Waiter], ctx: Context, by: str | None) -> list[Waiter]:
+def drop_stale(d: Draft, line: Sequence[Waiter], ctx: Context, by: str | None) -> list[Waiter]:
     """Drop the stale and ended waiters of a line (appending their ``WaitAbandoned``)."""
     kept: list[Waiter] = []
     for w in line:
@@ -109,52 +109,47 @@ def place_of(line: Sequence[Waiter], session_id: str) -> dict[str, int]:
     return {"place": len(line) + 1, "waiters": len(line) + 1}
 
 
-def join(
-    d: Decision,
-    state: JoinState,
-    me: SessionState,
-    started: WaitStarted,
-    refusal: errors.DomainError,
-    ctx: Context,
-) -> Decision:
-    """Join the line behind ``refusal`` (or stay in it), else refuse DEADLOCK / ALREADY_WAITING.
+def join(d: Decision, state: JoinState, ctx: Context) -> Decision:
+    """The second step of a decision that asks to wait (``d.join``): join the line behind its
+    refusal (or stay in it), else refuse DEADLOCK / ALREADY_WAITING.
 
     Stale waiters of the line are dropped first; the refusal's details gain
-    ``waiting: {place, waiters}``. The decision carries the events and the refusal.
+    ``waiting: {place, waiters}``. The decision returned carries the events and the refusal.
     """
-    live = drop_stale(d, state.line, ctx, me.session_id)
+    asked = d.join
+    if asked is None:
+        return d
+    started, refusal = asked.started, asked.refusal
+    out = d.then()
+    live = drop_stale(out, state.line, ctx, started.session_id)
     cur = state.current
     if cur is not None and (cur.kind, cur.key) != (started.kind, started.key) and not _same_files_wait(cur, started):
         raise refusals.already_waiting(cur.kind, cur.key, 0)
+    stream = stream_of(started.kind, started.issue if started.kind == "files" and started.issue else started.key)
     if cur is None:
-        cycle = find_cycle(state.graph or WaitGraph(), me.session_id, started.kind, started.key, state.holders)
+        cycle = find_cycle(state.graph or WaitGraph(), started.session_id, started.kind, started.key, state.holders)
         if cycle is not None:
-            d.events = [
-                *d.events,
-                (
-                    stream_of(
-                        started.kind, started.issue if started.kind == "files" and started.issue else started.key
-                    ),
-                    DeadlockRefused(
-                        kind=started.kind,
-                        key=started.key,
-                        session_id=me.session_id,
-                        actor_key=me.actor_key,
-                        cycle=cycle,
-                    ),
-                ),
-            ]
-            d.error = refusals.deadlock(cycle)
-            return d
-        d.events.append(
-            (
-                stream_of(started.kind, started.issue if started.kind == "files" and started.issue else started.key),
-                started,
+            refused = DeadlockRefused(
+                kind=started.kind,
+                key=started.key,
+                session_id=started.session_id,
+                actor_key=started.actor_key,
+                cycle=cycle,
             )
-        )
-    waiting = place_of(live, me.session_id)
-    d.error = errors.DomainError(refusal.code, refusal.message, {**refusal.details, "waiting": waiting})
-    return d
+            out.add(stream, refused)
+            out.error = refusals.deadlock(cycle)
+            return out.decided()
+        out.add(stream, started)
+    waiting = place_of(live, started.session_id)
+    out.error = errors.DomainError(refusal.code, refusal.message, {**refusal.details, "waiting": waiting})
+    return out.decided()
+
+
+def asks_to_join(
+    d: Draft, started: WaitStarted, refusal: errors.DomainError, holders: Sequence[str], line: Sequence[Waiter] | None
+) -> Decision:
+    """The decision so far, refused, asking its handler to join the line next (:func:`join`)."""
+    return d.decided(JoinRequest(started, refusal, tuple(holders), None if line is None else tuple(line)))
 
 
 def _same_files_wait(cur: Waiter, started: WaitStarted) -> bool:
@@ -167,10 +162,10 @@ def decide_cancel_wait(state: CancelState, cmd: CancelWait, ctx: Context) -> Dec
     kind, key = cancel_target(cmd)
     if state.wait is None:
         raise refusals.not_waiting(kind, key)
-    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+    d = Draft(session_id=me.session_id, actor_key=me.actor_key)
     d.events.append(abandoned(state.wait, "cancelled", me.session_id))
     d.result = {"kind": state.wait.kind, "key": state.wait.key, "cancelled": True}
-    return d
+    return d.decided()
 
 
 def cancel_target(cmd: CancelWait) -> tuple[WaitKind, str]:

@@ -6,8 +6,8 @@ the mirror added (``added``) or took back (``removed``), a conflict it reported
 (``passed``). The memory is the fold of the records in log order; only records posted
 without a session by a human or admin token count, so an agent cannot write into it.
 Each record carries ``seq`` (the previous record's plus one) and is posted with a
-``command_id`` made of it: a repeated post changes nothing, and two syncs that race for
-the same ``seq`` are told apart by the server (``IDEMPOTENCY_MISMATCH``).
+``command_id`` made of it: a repeated post changes nothing, and two syncs racing for one
+``seq`` are told apart (``IDEMPOTENCY_MISMATCH``, or ``FORBIDDEN`` from another token).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from eventcoord.handlers import (
     waits,
 )
 from eventcoord.handlers.common import guard_lock_ahead, session_read_ahead
+from eventcoord.reads.files import workspace_lock_ahead
 from eventcoord.store.base import ReadsAhead
 
 HANDLERS: dict[type[c.Command], Handler] = {
@@ -70,12 +71,12 @@ def read_ahead(workspace: str, cmd: c.Command) -> ReadsAhead | None:
         return issues.release_lock_ahead(workspace, cmd.issue), issues.release_rows_ahead(workspace, cmd)
     if isinstance(cmd, c.ClaimFiles):  # its workspace's lock, then its session and probes
         claim = files.claim_rows_ahead(workspace, cmd)
-        lock = files.workspace_lock_ahead(workspace)
+        lock = workspace_lock_ahead(workspace)
         return lock if claim is None else (lock, claim)
     if isinstance(cmd, c.ClaimNextWork):  # its project's guard, then its rules, session and first page
         return guard_lock_ahead(workspace, streams.project(cmd.project)), queue.pull_rows_ahead(workspace, cmd)
     if isinstance(cmd, (c.StartWork, c.FinishWork)):  # its item's project's guard, then the item, rules, session
         return queue.transition_lock_ahead(workspace, cmd.item_id), queue.transition_rows_ahead(workspace, cmd)
     if isinstance(cmd, c.ReleaseFiles):  # likewise: its session, the line, its claims
-        return files.workspace_lock_ahead(workspace), files.release_rows_ahead(workspace, cmd)
+        return workspace_lock_ahead(workspace), files.release_rows_ahead(workspace, cmd)
     return None

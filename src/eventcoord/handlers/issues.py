@@ -34,6 +34,7 @@ from eventcoord.domain import streams
 from eventcoord.domain.admission import DelayFrom, ProjectRules
 from eventcoord.domain.handoff import IssueLine
 from eventcoord.domain.sessions import SessionState
+from eventcoord.domain.waits import waiter_live
 from eventcoord.handlers.common import (
     SESSION_COLUMNS,
     WS,
@@ -43,7 +44,7 @@ from eventcoord.handlers.common import (
     lock_guard,
     own_session,
 )
-from eventcoord.handlers.waits import join_state, load_line
+from eventcoord.handlers.waits import join_line, load_line
 from eventcoord.liveness import live_clause
 from eventcoord.projections.sessions import PG_DECLARING_KEY, declaring_key
 from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions, waits
@@ -472,6 +473,28 @@ def agent_held(conn: Connection, ctx: Context, project: str, except_issue: str, 
     )
 
 
+def agents_held(
+    conn: Connection, ctx: Context, project: str, except_issue: str, session_ids: Sequence[str]
+) -> dict[str, int]:
+    """:func:`agent_held` of several sessions, in one statement (its own for a single one)."""
+    wanted = list(dict.fromkeys(session_ids))
+    if len(wanted) <= 1:
+        return {sid: agent_held(conn, ctx, project, except_issue, sid) for sid in wanted}
+    counted = conn.execute(
+        select(leases.c.session_id, func.count())
+        .where(
+            leases.c.session_id.in_(wanted)
+            & leases.c.released_us.is_(None)
+            & (leases.c.workspace == ctx.workspace)
+            & (leases.c.project == project)
+            & (leases.c.issue != except_issue)
+        )
+        .group_by(leases.c.session_id)
+    )
+    found = {str(sid): int(n) for sid, n in counted}
+    return {sid: found.get(sid, 0) for sid in wanted}
+
+
 def live_lease_count(
     conn: Connection, ctx: Context, project: str, except_issue: str, wip_limit: int | None = None
 ) -> int:
@@ -588,19 +611,13 @@ def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
     view = issue_view_with(conn, ctx, cmd.issue, registry, lease, declared=bool(row[_AT_DECLARED]))
     leased_here = view.lease is not None and view.lease.project == cmd.project
     live = cap_count(conn, ctx, cmd.project, cmd.issue, rules.wip_limit, int(row[_AT_UNRELEASED] or 0), leased_here)
-    state = domain.ClaimState(
-        caller,
-        view,
-        rules.wip_limit,
-        live,
-        rules=rules,
-        agent_held=lambda sid: (
-            agent_held(conn, ctx, cmd.project, cmd.issue, sid) if rules.agent_wip_limit is not None else 0
-        ),
-        line=load_line(conn, ctx, "issue", cmd.issue) if row[_AT_WAITING] else [],
-        joining=lambda line, holders: join_state(conn, ctx, cmd.session_id, line, holders),
-    )
-    return domain.decide_claim_issue(state, cmd, ctx)
+    line = load_line(conn, ctx, "issue", cmd.issue) if row[_AT_WAITING] else []
+    held: dict[str, int] = {}
+    if rules.agent_wip_limit is not None:  # a per-agent limit: the leases of the caller and the waiters ahead
+        ahead = next((i for i, w in enumerate(line) if w.session_id == cmd.session_id), len(line))
+        held = agents_held(conn, ctx, cmd.project, cmd.issue, [cmd.session_id, *(w.session_id for w in line[:ahead])])
+    state = domain.ClaimState(caller, view, rules.wip_limit, live, rules=rules, agent_held=held, line=line)
+    return join_line(conn, ctx, domain.decide_claim_issue(state, cmd, ctx))  # with ``wait``, join the line
 
 
 def issue_line(conn: Connection, ctx: Context, issue: str, project: str) -> IssueLine | None:
@@ -632,8 +649,10 @@ def _line_after_lock(conn: Connection, ctx: Context, issue: str, project: str) -
         last_fencing_token=reg.last_fencing_token if reg else 0,
         handoff_note=reg.handoff_note if reg else None,
         rules=rules,
-        live_count=lambda: live_lease_count(conn, ctx, project, issue, rules.wip_limit),
-        agent_held=lambda sid: agent_held(conn, ctx, project, issue, sid) if rules.agent_wip_limit is not None else 0,
+        live_count=live_lease_count(conn, ctx, project, issue, rules.wip_limit),
+        agent_held=agents_held(conn, ctx, project, issue, [w.session_id for w in line if waiter_live(w, ctx)])
+        if rules.agent_wip_limit is not None
+        else {},
         delay=delay,
         line=line,
     )
@@ -659,7 +678,7 @@ def release_issue(conn: Connection, ctx: Context, cmd: ReleaseIssue) -> Decision
         free = _line_after_lock(conn, ctx, cmd.issue, peek.project) if reads[0] else None
     else:
         lease = load_lease(conn, ctx, cmd.issue, lock=True)
-    state = domain.ReleaseState(caller, lease, lambda: free)
+    state = domain.ReleaseState(caller, lease, free)
     return domain.decide_release_issue(state, cmd, ctx)
 
 
@@ -688,7 +707,7 @@ def _release_guarded(conn: Connection, ctx: Context, cmd: ReleaseIssue, params: 
             assert reads is not None  # the one-row base
             waiting, lease = reads[0], None if reads[1] is None else domain.LeaseState(*reads[1:])
         free = _line_after_lock(conn, ctx, cmd.issue, lease.project) if waiting and lease is not None else None
-    state = domain.ReleaseState(caller, lease, lambda: free)
+    state = domain.ReleaseState(caller, lease, free)
     return domain.decide_release_issue(state, cmd, ctx)
 
 

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from sqlalchemy import Connection, bindparam, select
 
 from eventcoord.commands import AcquireLease, ReleaseLease, RenewLease
 from eventcoord.context import Context, Decision
 from eventcoord.domain import named_leases as domain
-from eventcoord.domain import streams, waits
+from eventcoord.domain import streams
 from eventcoord.domain.handoff import LeaseLine
-from eventcoord.domain.sessions import SessionState
-from eventcoord.errors import DomainError
-from eventcoord.events import WaitStarted
 from eventcoord.handlers.common import WS, load_session, lock_guard
-from eventcoord.handlers.waits import join_state, load_line
+from eventcoord.handlers.waits import join_line, load_line
 from eventcoord.projections.tables import named_lease_slots, named_leases
 from eventcoord.store.prepared import Prepared
 
@@ -70,23 +65,13 @@ def load_slots(conn: Connection, ctx: Context, name: str) -> tuple[list[domain.S
     return slots, None if capacity is None else int(capacity)
 
 
-def _state(
-    conn: Connection, ctx: Context, session_id: str, name: str, *, wait: bool = False
-) -> domain.NamedLeaseCommandState:
+def _state(conn: Connection, ctx: Context, session_id: str, name: str) -> domain.NamedLeaseCommandState:
     """The caller's session, then the lease (sessions before guards: the usual lock order)."""
     session = load_session(conn, ctx, session_id, lock=True)
     lease = load_named_lease(conn, ctx, name)
     slots, capacity = load_slots(conn, ctx, name)
 
-    def join(
-        d: Decision, me: SessionState, started: WaitStarted, refusal: DomainError, holders: Sequence[str]
-    ) -> Decision:
-        line = [w for w in load_line(conn, ctx, "lease", name) if waits.waiter_live(w, ctx)]
-        return waits.join(d, join_state(conn, ctx, me.session_id, line, holders), me, started, refusal, ctx)
-
-    return domain.NamedLeaseCommandState(
-        session, lease, slots, capacity, load_line(conn, ctx, "lease", name), join if wait else None
-    )
+    return domain.NamedLeaseCommandState(session, lease, slots, capacity, load_line(conn, ctx, "lease", name))
 
 
 def lease_line(conn: Connection, ctx: Context, name: str, leaving: str) -> LeaseLine | None:
@@ -102,7 +87,8 @@ def lease_line(conn: Connection, ctx: Context, name: str, leaving: str) -> Lease
 
 
 def acquire_lease(conn: Connection, ctx: Context, cmd: AcquireLease) -> Decision:
-    return domain.decide_acquire_lease(_state(conn, ctx, cmd.session_id, cmd.name, wait=cmd.wait), cmd, ctx)
+    d = domain.decide_acquire_lease(_state(conn, ctx, cmd.session_id, cmd.name), cmd, ctx)
+    return join_line(conn, ctx, d)  # with ``wait``, a refused acquire joins the name's line
 
 
 def renew_lease(conn: Connection, ctx: Context, cmd: RenewLease) -> Decision:

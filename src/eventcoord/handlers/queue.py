@@ -36,7 +36,6 @@ from eventcoord.handlers.common import (
     load_sessions,
     own_session,
 )
-from eventcoord.handlers.files import overlap_candidates
 from eventcoord.handlers.issues import (
     issue_line,
     live_lease_count,
@@ -56,6 +55,7 @@ from eventcoord.projections.queue import (
 )
 from eventcoord.projections.sessions import note_worker
 from eventcoord.projections.tables import issues, leases, work_items, working
+from eventcoord.reads.files import overlap_candidates
 from eventcoord.store import held_locks, rows_ahead
 from eventcoord.store.held_locks import GuardLock
 from eventcoord.store.prepared import Prepared, indexed_by, unindexed

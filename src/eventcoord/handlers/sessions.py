@@ -12,11 +12,11 @@ from eventcoord.domain import sessions as domain
 from eventcoord.domain.handoff import Freed, hand_off_freed
 from eventcoord.domain.paths import DECISION_STEPS, Work
 from eventcoord.handlers.common import load_session, load_sessions
-from eventcoord.handlers.files import lock_workspace, overlap_candidates
 from eventcoord.handlers.issues import issue_line
 from eventcoord.handlers.named_leases import lease_line
 from eventcoord.handlers.waits import load_files_line, load_wait_of
 from eventcoord.projections.tables import file_claims, leases, named_lease_slots, work_items
+from eventcoord.reads.files import lock_workspace, overlap_candidates
 
 
 def register_agent(conn: Connection, ctx: Context, cmd: RegisterAgent) -> Decision:

@@ -20,9 +20,9 @@ from eventcoord.domain.deadlock import WaitGraph
 from eventcoord.domain.files import ClaimRow, holder_is_live, normalise_paths
 from eventcoord.domain.paths import DECISION_STEPS, Work, overlaps_within
 from eventcoord.handlers.common import WS, load_session, load_sessions
-from eventcoord.handlers.files import lock_workspace, overlap_candidates
 from eventcoord.liveness import live_clause
 from eventcoord.projections.tables import leases, named_lease_slots, named_leases, sessions, waits
+from eventcoord.reads.files import lock_workspace, overlap_candidates
 from eventcoord.store.prepared import Prepared
 
 _COLUMNS = (
@@ -212,6 +212,25 @@ def join_state(
     current = load_wait_of(conn, ctx, session_id)
     graph = load_graph(conn, ctx, work) if current is None else None
     return domain.JoinState(line, current, graph, tuple(holders))
+
+
+def join_line(conn: Connection, ctx: Context, d: Decision, work: Work | None = None) -> Decision:
+    """A handler's second step after a decision that asks to wait (``d.join``): lock the
+    workspace, load the line (unless the decision saw it), the caller's wait and the graph,
+    and join the line (``domain.waits.join``). Any other decision is returned as it is.
+    Overlap checks spend ``work``, the command's (a claim_files spent some deciding)."""
+    asked = d.join
+    if asked is None:
+        return d
+    started = asked.started
+    line: Sequence[domain.Waiter]
+    if asked.line is not None:
+        line = asked.line
+    elif started.kind == "files":
+        line = load_files_line(conn, ctx, started.paths, work)
+    else:
+        line = [w for w in load_line(conn, ctx, started.kind, started.key) if domain.waiter_live(w, ctx)]
+    return domain.join(d, join_state(conn, ctx, started.session_id, line, asked.holders, work), ctx)
 
 
 def cancel_wait(conn: Connection, ctx: Context, cmd: CancelWait) -> Decision:

@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select, text
 
 from eventcoord import liveness
-from eventcoord.handlers.files import PG_LIVE_KEY, ancestors
 from eventcoord.projections.files import live_key
 from eventcoord.projections.tables import leases, sessions
+from eventcoord.reads.files import PG_LIVE_KEY, ancestors
 from eventcoord.store import dbclock
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import harness_sessions
@@ -50,7 +50,7 @@ _BINDING = Prepared(
 )
 #: A session's live claims whose literal prefix is one of the given ones: every claim of it
 #: that can match a file whose directories (and itself) are those prefixes. Through the
-#: index of live claims, as claim_files' own probes (handlers/files.py), in one statement.
+#: index of live claims, as claim_files' own probes (reads/files.py), in one statement.
 _OWN_OVER = Prepared(
     lambda d: text(
         "SELECT path, exclusive FROM file_claims INDEXED BY ix_file_claims_live"

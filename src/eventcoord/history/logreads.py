@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Select, select
 
 from eventcoord import errors
 from eventcoord.codec import WireEvent, format_time
+from eventcoord.history import chain
 from eventcoord.history.snapshots import archive_boundary
 from eventcoord.store.log import WIRE_COLUMNS, RecordedEvent, read_wire, recorded_of
 from eventcoord.store.schema import events, store_head, stream_heads
@@ -166,11 +167,13 @@ def rows(conn: Connection, after: int, limit: int, workspace: str | None, f: Fil
 
 
 def page(conn: Connection, after: int, limit: int, workspace: str, f: Filters) -> list[WireEvent]:
-    """A page of ``/v1/events``; a page starting before an archive is 410 ARCHIVED naming it."""
+    """A page of ``/v1/events``, each event with its ``hash`` (docs/protocol.md#the-hash-chain);
+    a page starting before an archive is 410 ARCHIVED naming it."""
     archive = archive_boundary(conn)
     if archive is not None and after < archive.before - 1:
         raise errors.archived(after + 1, archive.before, archive.file)
-    return read_wire(conn, after, limit, workspace) if f.empty else read_filtered(conn, after, limit, workspace, f)
+    found = read_wire(conn, after, limit, workspace) if f.empty else read_filtered(conn, after, limit, workspace, f)
+    return chain.with_hashes(conn, found)
 
 
 def read_filtered(conn: Connection, after: int, limit: int, workspace: str | None, f: Filters) -> list[WireEvent]:

@@ -3,7 +3,7 @@
 An in-memory SQLite database with the whole schema, filled from a snapshot's chunks and
 advanced by replaying the log through the projections' own ``apply`` (the functions the
 commands run). The read queries of ``eventcoord.api.queries`` then run on it unchanged;
-their clock is pinned to the position's ``recorded_at`` (:data:`CLOCK_KEY`), so liveness
+their clock is pinned to the position's ``recorded_at`` (``dbclock.PINNED_KEY``), so liveness
 is judged at that moment. Everything here is synchronous and runs in a worker thread.
 """
 
@@ -20,11 +20,11 @@ from sqlalchemy import Connection, Engine, create_engine, delete
 from sqlalchemy.pool import StaticPool
 
 from eventcoord import projections
-from eventcoord.api.queries.common import CLOCK_KEY
 from eventcoord.history.snapshots import CLOSED, COUNTED, READ_MODEL_NAMES, TABLES, path_counts, table_rows
 from eventcoord.projections.queue import MARK_ALL_HELD
 from eventcoord.projections.sessions import count_work_of_snapshot
 from eventcoord.projections.tables import session_work, work_items
+from eventcoord.store import dbclock
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.schema import metadata
 
@@ -156,13 +156,13 @@ class Scratch:
     def read(self, fn: Callable[[Connection], T]) -> T:
         """Run a read query on the scratch, its clock pinned to the position's time."""
         with self._lock, self.engine.connect() as conn:
-            conn.info[CLOCK_KEY] = (self.at_us if self.at_us is not None else 0, self.ttl)
+            conn.info[dbclock.PINNED_KEY] = (self.at_us if self.at_us is not None else 0, self.ttl)
             self._reading = True
             try:
                 return fn(conn)
             finally:
                 self._reading = False
-                conn.info.pop(CLOCK_KEY, None)
+                conn.info.pop(dbclock.PINNED_KEY, None)
 
     def count_paths(self) -> None:
         """From now on, count every claim and conflict inserted into ``path_counts`` (by path).

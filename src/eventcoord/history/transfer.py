@@ -21,12 +21,12 @@ from sqlalchemy import Connection, delete, func, insert, select
 
 from eventcoord.auth import ensure_workspace
 from eventcoord.codec import EventMetadata, WireEvent, encode, parse_time
-from eventcoord.history import logreads, snapshots
+from eventcoord.history import chain, logreads, snapshots
 from eventcoord.history.logreads import Filters
 from eventcoord.store import log
-from eventcoord.store.schema import archives, events, relay_state, store_head, stream_heads
+from eventcoord.store.schema import archives, event_hashes, events, relay_state, store_head, stream_heads
 
-CSV_FIELDS = ("position", "stream", "version", "type", "recorded_at", "data", "metadata")
+CSV_FIELDS = ("position", "stream", "version", "type", "recorded_at", "data", "metadata", "hash")
 PAGE = 5000
 
 
@@ -35,9 +35,9 @@ class ReplayError(ValueError):
 
 
 def iter_export(conn: Connection, after: int, workspace: str | None, f: Filters) -> Iterator[WireEvent]:
-    """The log's events after ``after`` matching ``f``, page by page, in position order."""
+    """The log's events after ``after`` matching ``f``, page by page, in position order, with their hashes."""
     while True:
-        page = logreads.read_filtered(conn, after, PAGE, workspace, f)
+        page = chain.with_hashes(conn, logreads.read_filtered(conn, after, PAGE, workspace, f))
         if not page:
             return
         yield from page
@@ -69,6 +69,7 @@ def write_csv(out: IO[bytes], items: Iterable[WireEvent]) -> int:
                 ev.recorded_at,
                 bytes(ev.data).decode(),
                 bytes(ev.metadata).decode(),
+                ev.hash or "",
             ]
         )
         n += 1
@@ -100,17 +101,20 @@ def read_lines(paths: Iterable[str]) -> Iterator[WireEvent]:
                     raise ReplayError(f"{path}:{number}: not an event line ({e})") from None
 
 
-def replay(conn: Connection, items: Iterable[WireEvent], allow_gaps: bool = False) -> int:
+def replay(conn: Connection, items: Iterable[WireEvent], allow_gaps: bool = False, keep_chain: bool = True) -> int:
     """Load events into an empty store, positions kept; the caller rebuilds the read models.
 
     Positions must rise strictly and, unless ``allow_gaps``, leave no gap (from 1, or from
     the start of the first file: an archive's). A line repeating the previous position (two
-    overlapping files) must be the same event and is skipped.
+    overlapping files) must be the same event and is skipped. The events' hashes are kept as
+    the stored chain (unless ``keep_chain`` is false: the chainer then hashes them anew):
+    check the files first (``history/verify.py``), as ``eventcoord replay`` does.
     """
     if log.head(conn) != 0 or conn.execute(select(func.count()).select_from(events)).scalar_one() != 0:
         raise ReplayError("the target store is not empty: replay loads into an empty store only")
     last = 0
     rows: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
     heads: dict[tuple[str, str], int] = {}
     seen_ws: dict[str, int] = {}
     n = 0
@@ -136,6 +140,8 @@ def replay(conn: Connection, items: Iterable[WireEvent], allow_gaps: bool = Fals
                 "recorded_us": us,
             }
         )
+        if ev.hash is not None and keep_chain and not allow_gaps:  # a filtered copy keeps no chain
+            links.append({"position": ev.position, "hash": ev.hash})
         key = (meta.workspace, ev.stream)
         heads[key] = max(heads.get(key, 0), ev.version)
         seen_ws.setdefault(meta.workspace, us)
@@ -144,8 +150,13 @@ def replay(conn: Connection, items: Iterable[WireEvent], allow_gaps: bool = Fals
         if len(rows) >= PAGE:
             conn.execute(insert(events), rows)
             rows = []
+            if links:
+                conn.execute(insert(event_hashes), links)
+                links = []
     if rows:
         conn.execute(insert(events), rows)
+    if links:
+        conn.execute(insert(event_hashes), links)
     if heads:
         conn.execute(delete(stream_heads))
         conn.execute(insert(stream_heads), [{"workspace": w, "stream": s, "version": v} for (w, s), v in heads.items()])
@@ -182,4 +193,7 @@ def drop_prefix(conn: Connection, before: int, file: str, count: int, now_us: in
     if conn.dialect.name == "postgresql":
         # The immutability trigger lets through exactly this: rows below the declared boundary.
         conn.exec_driver_sql(f"SET LOCAL eventcoord.archive_before = '{int(before)}'")
+    # The chain goes on from the archive's last link (kept: what the next event links to).
+    chain.chain_all(conn, before - 1)
+    conn.execute(delete(event_hashes).where(event_hashes.c.position < before - 1))
     return int(conn.execute(delete(events).where(events.c.position < before)).rowcount)

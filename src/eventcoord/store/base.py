@@ -100,6 +100,15 @@ class EventStore(ABC):
         ``BEGIN`` and ``ROLLBACK`` around it (a second statement would see a later snapshot)."""
         return await self.query(fn)
 
+    async def write_aside(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn``, a write that no command reads (the log's hash chain), and commit it.
+
+        Off the commands' batches where the backend can (PostgreSQL: a pooled connection of
+        its own); SQLite's one writer runs it like any write.
+        """
+        result: T = await self.transact(fn)
+        return result
+
     async def append(
         self,
         workspace: str,

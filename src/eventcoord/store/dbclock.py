@@ -2,14 +2,17 @@
 
 PostgreSQL's clock is the one clock all replicas share; SQLite lives in one file on one
 host, so its clock is this host's. The TTL is kept in the database (``settings``) and
-cached on the connection it was read through.
+cached on the connection it was read through. A process started with
+``EVENTCOORD_TEST_CLOCK=1`` (tests and development only) honours a test clock kept in
+``settings`` too, moved by :func:`advance` and :func:`pin` (CONTRIBUTING.md, "The test clock").
 """
 
 from __future__ import annotations
 
+import os
 import time
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, delete, insert, select
 
 from eventcoord.store import batch
 from eventcoord.store.prepared import Prepared
@@ -21,6 +24,16 @@ TTL_REFRESH_SECONDS = 2.0
 #: Where the TTL is cached: on the database connection it was read through
 #: (``Connection.info``), so it lives and dies with that connection to that database.
 _TTL_KEY = "eventcoord.ttl"
+
+#: ``Connection.info`` key of a pinned clock ``(now_us, ttl)``: a point-in-time read
+#: (``eventcoord.history.scratch``) judges liveness at its moment, not now (:func:`read_pinned`).
+PINNED_KEY = "eventcoord.as_of_clock"
+#: The ``settings`` row of the test clock: ``+<µs>`` shifts the database's clock, ``=<µs>``
+#: pins it there. Read only by a process the environment variable below enables.
+TEST_CLOCK_KEY = "test_clock"
+#: ``1`` in a process's environment lets it honour the test clock; no API route sets either.
+TEST_CLOCK_ENV = "EVENTCOORD_TEST_CLOCK"
+_test_clock_on: bool | None = None
 
 _READ_TTL = Prepared(lambda d: select(settings.c.value).where(settings.c.key == "ttl_seconds"))
 _PG_NOW = "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint"
@@ -36,7 +49,15 @@ def read(conn: Connection) -> tuple[int, int]:
     else:
         # SQLite lives in one file on one host: its clock is this host's clock.
         now_us = time.time_ns() // 1000
+    if test_clock_on():
+        now_us = shifted(now_us, read_test_clock(conn))
     return now_us, ttl_seconds(conn)
+
+
+def read_pinned(conn: Connection) -> tuple[int, int]:
+    """``(now_us, ttl_seconds)``: the moment ``conn`` is pinned to (``PINNED_KEY``), else :func:`read`."""
+    pinned: tuple[int, int] | None = conn.info.get(PINNED_KEY)
+    return pinned if pinned is not None else read(conn)
 
 
 def ttl_seconds(conn: Connection) -> int:
@@ -54,3 +75,55 @@ def ttl_seconds(conn: Connection) -> int:
 def forget_ttl(conn: Connection) -> None:
     """Drop the TTL cached on ``conn`` (after writing a new one through it)."""
     conn.info.pop(_TTL_KEY, None)
+
+
+def test_clock_on() -> bool:
+    """Whether this process honours the test clock (``EVENTCOORD_TEST_CLOCK=1``, read once)."""
+    global _test_clock_on
+    if _test_clock_on is None:
+        _test_clock_on = os.environ.get(TEST_CLOCK_ENV, "") == "1"
+    return _test_clock_on
+
+
+def enable_test_clock(on: bool | None = True) -> None:
+    """Honour (or stop honouring) the test clock in this process, as the variable would;
+    ``None``: as the environment says."""
+    global _test_clock_on
+    _test_clock_on = on
+
+
+def read_test_clock(conn: Connection) -> str | None:
+    """The test clock's row as stored (None: the database's own clock)."""
+    value: str | None = conn.execute(select(settings.c.value).where(settings.c.key == TEST_CLOCK_KEY)).scalar()
+    return value
+
+
+def shifted(now_us: int, test_clock: str | None) -> int:
+    """The clock a test set: ``now_us`` shifted by ``+<µs>``, or the moment ``=<µs>`` pins."""
+    if not test_clock:
+        return now_us
+    value = int(test_clock[1:])
+    return value if test_clock[0] == "=" else now_us + value
+
+
+def _write_test_clock(conn: Connection, value: str) -> None:
+    conn.execute(delete(settings).where(settings.c.key == TEST_CLOCK_KEY))
+    conn.execute(insert(settings).values(key=TEST_CLOCK_KEY, value=value))
+
+
+def advance(conn: Connection, seconds: float) -> None:
+    """Move the test clock ``seconds`` forward (a pinned clock stays pinned, later).
+
+    Every process that honours the test clock sees it at its next decision or read: the
+    row is read in the statement that reads the clock, never cached.
+    """
+    current = read_test_clock(conn) or "+0"
+    _write_test_clock(conn, f"{current[0]}{int(current[1:]) + round(seconds * 1_000_000)}")
+
+
+def pin(conn: Connection, at_us: int | None = None) -> int:
+    """Stop the test clock at ``at_us`` (default: the moment it shows now); returns it."""
+    if at_us is None:
+        at_us = read(conn)[0] if test_clock_on() else shifted(time.time_ns() // 1000, read_test_clock(conn))
+    _write_test_clock(conn, f"={at_us}")
+    return at_us

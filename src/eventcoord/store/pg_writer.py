@@ -25,7 +25,7 @@ from sqlalchemy.exc import InterfaceError as SAInterfaceError
 from sqlalchemy.util import await_
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.store import batch, held_locks, rows_ahead, session_rows, stats
+from eventcoord.store import batch, dbclock, held_locks, rows_ahead, session_rows, stats
 from eventcoord.store.base import ReadsAhead
 from eventcoord.store.batch import Batch, Requeue, Resolve, identity
 from eventcoord.store.held_locks import GuardLock
@@ -64,6 +64,7 @@ _CLOCK_COLUMNS = (
     "(extract(epoch from clock_timestamp()) * 1000000)::bigint, (SELECT value FROM settings WHERE key = 'ttl_seconds')"
 )
 _CLOCK = "SELECT " + _CLOCK_COLUMNS
+_TEST_CLOCK = f"SELECT value FROM settings WHERE key = '{dbclock.TEST_CLOCK_KEY}'"
 #: The fast pass's first statement also starts the short lock wait, for every command.
 _CLOCK_WAIT_BRIEFLY = _CLOCK + f", set_config('lock_timeout', '{LOCK_WAIT_MS}ms', true)"
 #: A careful pass in a chained transaction: the clock, and the usual lock wait back ($1).
@@ -316,11 +317,13 @@ def _begin(b: Batch, savepoints: bool) -> None:
         row = await_(raw.fetchrow(_CLOCK if savepoints else _CLOCK_WAIT_BRIEFLY))
     elif savepoints:  # the chained transaction waits briefly: undo that for the first command
         row = await_(raw.fetchrow(_CLOCK_WAIT_USUALLY, b.usual_lock_timeout))
-    elif time.monotonic() - chained[2] > CHAIN_FRESH_S:
+    elif time.monotonic() - chained[2] > CHAIN_FRESH_S or dbclock.test_clock_on():
         row = await_(raw.fetchrow(_CLOCK_WAIT_BRIEFLY))
     else:
         row = chained
     b.now_us, b.ttl = int(row[0]), int(row[1])
+    if dbclock.test_clock_on():  # tests only: a chained clock is never reused then (above)
+        b.now_us = dbclock.shifted(b.now_us, await_(raw.fetchval(_TEST_CLOCK)))
 
 
 def _attempt(

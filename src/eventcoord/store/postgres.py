@@ -229,6 +229,25 @@ class PostgresEventStore(EventStore):
             return result
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
+    async def write_aside(self, fn: Callable[[Connection], T]) -> T:
+        """``fn`` in a transaction of its own on a pooled connection, beside the writers' batches.
+
+        An outage is :class:`StoreUnavailable`, as for a read (no retry: the caller decides).
+        """
+        try:
+            conn = await self.engine.connect()
+        except Exception as e:
+            raise self._outage.failed(pg_writer.describe(e)) from e
+        try:
+            async with conn.begin():
+                return await conn.run_sync(fn)
+        except Exception as e:
+            if pg_writer.connection_lost(e):
+                raise self._outage.failed(pg_writer.describe(e)) from e
+            raise
+        finally:
+            await _put_back(conn)
+
     async def _lane(self) -> None:
         """One writer: whenever it is free, take every waiting command (up to MAX_BATCH).
 

@@ -1,4 +1,4 @@
-"""The event store's own tables: the log, stream heads, the position counter, settings,
+"""The event store's own tables: the log and its hash chain, stream heads, the position counter, settings,
 idempotency records, harness sessions, tokens and workspaces. Read-model tables live in
 ``projections/``.
 """
@@ -41,6 +41,15 @@ events = Table(
     # The log filtered by type (docs/protocol.md#history, 0004_history): a seek, then position order. Streams
     # use uq_events_stream_version, times a search over positions (eventcoord.history.logreads).
     Index("ix_events_workspace_type_position", "workspace", "type", "position"),
+)
+
+event_hashes = Table(
+    "event_hashes",
+    metadata,
+    # The hash chain over the log (docs/protocol.md#the-hash-chain), filled in position order
+    # off the command path (eventcoord.history.chainer): a row per event, never updated.
+    Column("position", BigInt, primary_key=True, autoincrement=False),
+    Column("hash", String(64), nullable=False),
 )
 
 stream_heads = Table(
@@ -174,6 +183,7 @@ archives = Table(
 STORE_TABLES = (
     guards,
     events,
+    event_hashes,
     stream_heads,
     store_head,
     settings,

@@ -7,18 +7,13 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection
 
 from eventcoord import liveness
-from eventcoord.handlers.files import starts_with
+from eventcoord.reads.files import starts_with
 from eventcoord.store import dbclock
-
-#: ``Connection.info`` key of a pinned clock ``(now_us, ttl)``: a point-in-time read
-#: (``eventcoord.history.scratch``) judges liveness at its moment, not now.
-CLOCK_KEY = "eventcoord.as_of_clock"
 
 
 def clock(conn: Connection) -> tuple[int, int]:
     """``(now_us, ttl_seconds)``: the database's clock, or the moment a history read is pinned to."""
-    pinned: tuple[int, int] | None = conn.info.get(CLOCK_KEY)
-    return pinned if pinned is not None else dbclock.read(conn)
+    return dbclock.read_pinned(conn)
 
 
 def read_clock(conn: Connection) -> tuple[int, int]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Annotated, Any
 
 from litestar import Request, Response, get
@@ -20,6 +22,38 @@ from eventcoord.outbox.tail import KeepAlive
 
 #: A comment line: keeps proxies and clients from timing out a quiet stream.
 KEEP_ALIVE_FRAME = b": keep-alive\n\n"
+#: The last line of a stream whose token was revoked (a reconnect then meets 401).
+REVOKED_FRAME = b": token revoked\n\n"
+
+
+async def until_revoked(frames: AsyncGenerator[bytes, None], revoked: asyncio.Event) -> AsyncIterator[bytes]:
+    """``frames`` until they end or ``revoked`` is set, even while they wait for an event."""
+    stop = asyncio.ensure_future(revoked.wait())
+    step: asyncio.Future[bytes] | None = None
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(frames))
+            await asyncio.wait((step, stop), return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():  # revoked while the stream waited: end it where it waits
+                yield REVOKED_FRAME
+                return
+            try:
+                frame = step.result()
+            except StopAsyncIteration:
+                return
+            step = None
+            yield frame
+            if revoked.is_set():
+                yield REVOKED_FRAME
+                return
+    finally:
+        # The generator may be waiting inside ``step``: stop it there before closing it.
+        stop.cancel()
+        if step is not None and not step.done():
+            step.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await step
+        await frames.aclose()
 
 
 def parse_filters(types: list[str] | None, stream: str | None, since: str | None, until: str | None) -> Filters:
@@ -89,7 +123,8 @@ async def stream_events(
     Reconnecting clients send ``Last-Event-ID`` and resume exactly after it; ``type``
     (repeatable) keeps only those event types. A quiet
     stream gets a ``: keep-alive`` comment every ``EVENTCOORD_SSE_KEEPALIVE_SECONDS``
-    (default 15). Every stream of a server process reads one shared tail of the log.
+    (default 15). Every stream of a server process reads one shared tail of the log. The
+    stream ends within 2 s after its token is revoked, on every replica.
     """
     who = await caller(request)
     rt = runtime(request)
@@ -100,8 +135,7 @@ async def stream_events(
     tail = rt.outbox.tail
     types = frozenset(event_type) if event_type else None
 
-    async def frames() -> AsyncIterator[bytes]:
-        yield b": eventcoord stream\n\n"
+    async def frames() -> AsyncGenerator[bytes, None]:
         if tail is None:  # a runtime built without a tail: follow the store directly
             async for ev in follow(rt.store, start, who.workspace, rt.outbox.signal):
                 if types is None or ev.type in types:
@@ -110,6 +144,16 @@ async def stream_events(
         async for item in tail.follow(start, who.workspace, types):
             yield KEEP_ALIVE_FRAME if isinstance(item, KeepAlive) else sse_frame(item)
 
+    async def watched() -> AsyncIterator[bytes]:
+        yield b": eventcoord stream\n\n"
+        if who.token_id is None:  # a caller from before tokens had ids: nothing to watch
+            async for frame in frames():
+                yield frame
+            return
+        with rt.revocations.watch(who.token_id) as revoked:
+            async for frame in until_revoked(frames(), revoked):
+                yield frame
+
     return Stream(
-        frames(), media_type="text/event-stream", headers={"cache-control": "no-cache", "x-accel-buffering": "no"}
+        watched(), media_type="text/event-stream", headers={"cache-control": "no-cache", "x-accel-buffering": "no"}
     )

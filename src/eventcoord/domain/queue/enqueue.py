@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from eventcoord import errors
 from eventcoord.commands import EnqueueWork
-from eventcoord.context import Context, Decision
+from eventcoord.context import Context, Decision, Draft
 from eventcoord.domain import streams
 from eventcoord.domain.files import normalise_paths
 from eventcoord.domain.queue.recovery import recover
@@ -37,7 +37,7 @@ def decide_enqueue_work(state: EnqueueState, cmd: EnqueueWork, ctx: Context) -> 
     paths = normalise_paths(cmd.paths)
     blockers = check_blockers(cmd.blocked_by, state.existing)
     check_issue_project(cmd.issue, cmd.project, state.issue_project)
-    d = Decision(events=list(recover(state.reads.stale_work(None), None).events))
+    d = Draft(events=list(recover(state.reads.stale_work(None), None).events))
     item_id = ctx.make_id("w")
     enqueued = WorkEnqueued(
         item_id=item_id,
@@ -50,4 +50,4 @@ def decide_enqueue_work(state: EnqueueState, cmd: EnqueueWork, ctx: Context) -> 
     )
     d.add(streams.work(item_id), enqueued)
     d.result = {"item_id": item_id}
-    return d
+    return d.decided()

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from eventcoord.commands import ClaimNextWork
-from eventcoord.context import Context, Decision
+from eventcoord.context import Context, Decision, Draft
 from eventcoord.domain import streams
 from eventcoord.domain.issues import Grant, grant_for_work
 from eventcoord.domain.paths import DECISION_STEPS, Work, overlaps_within
@@ -150,11 +150,11 @@ def decide_claim_next_work(state: ClaimNextState, cmd: ClaimNextWork, ctx: Conte
     queued = state.reads.queued(me.session_id, recovery.released.keys())
     candidates = heapq.merge(sorted(recovery.items.values(), key=lambda i: i.order), queued, key=lambda i: i.order)
     chosen = _select(candidates, queued, state.reads, me, state.wip_limit, ctx, recovery.released.keys())
-    d = Decision(session_id=me.session_id, actor_key=me.actor_key)
+    d = Draft(session_id=me.session_id, actor_key=me.actor_key)
     if chosen is None:
         d.events = list(recovery.events)
         d.result = {"item": None}
-        return d
+        return d.decided()
     item, grant = chosen
     token = grant.fencing_token if grant is not None else None
     # A lease the recovery just released and the grant takes again is reclaimed in one step.
@@ -163,4 +163,4 @@ def decide_claim_next_work(state: ClaimNextState, cmd: ClaimNextWork, ctx: Conte
     d.add(streams.work(item.item_id), claimed(item, me, token))
     payload = None if item.payload is None else msgspec.json.decode(item.payload)
     d.result = {"item": item_view(item, payload, "claimed", me.session_id, token)}
-    return d
+    return d.decided()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from eventcoord import errors
 from eventcoord.commands import FinishWork, StartWork
-from eventcoord.context import Context, Decision, StreamEvent
+from eventcoord.context import Context, Decision, Draft, StreamEvent
 from eventcoord.domain import refusals, streams
 from eventcoord.domain.handoff import hand_off_issue
 from eventcoord.domain.queue.recovery import Recovery, recover
@@ -34,13 +34,13 @@ def decide_start_work(state: TransitionState, cmd: StartWork, ctx: Context) -> D
         raise errors.item_not_found(cmd.item_id)
     me = require_not_ended(state.session, cmd.session_id)
     item, recovery, _ = _current(state, me.session_id)
-    d = Decision(events=list(recovery.events), session_id=me.session_id, actor_key=me.actor_key)
+    d = Draft(events=list(recovery.events), session_id=me.session_id, actor_key=me.actor_key)
     if item.status != "claimed":
         raise refusals.invalid_transition(item.item_id, item.status, "running")
     _check_holder(item, me.session_id, ctx.caller.role == "admin")
     d.add(streams.work(item.item_id), WorkStarted(item_id=item.item_id, session_id=me.session_id))
     d.result = {"item_id": item.item_id, "status": "running"}
-    return d
+    return d.decided()
 
 
 def finish_release_reason(outcome: str) -> ReleaseReason:
@@ -62,7 +62,7 @@ def decide_finish_work(state: TransitionState, cmd: FinishWork, ctx: Context) ->
     me = require_not_ended(state.session, cmd.session_id) if cmd.session_id is not None else None
     sid = me.session_id if me else None
     item, recovery, reads = _current(state, sid)
-    d = Decision(events=list(recovery.events), session_id=sid, actor_key=me.actor_key if me else None)
+    d = Draft(events=list(recovery.events), session_id=sid, actor_key=me.actor_key if me else None)
     if item.status == "queued" and cmd.outcome == "cancelled":
         if not admin:
             raise errors.forbidden(
@@ -81,7 +81,7 @@ def decide_finish_work(state: TransitionState, cmd: FinishWork, ctx: Context) ->
             free = reads.issue_line(item.issue)
             if free is not None:
                 hand_off_issue(d, free, Claimant(sid, d.actor_key or "token:admin"), ctx)
-    return d
+    return d.decided()
 
 
 def _release_item_lease(item: ItemState, reads: WorkReads, outcome: str, by: str | None) -> StreamEvent | None:

@@ -1,0 +1,219 @@
+"""The file claims a decision reads: the live claims that could overlap some paths, read
+through the partial index of unreleased claims, and the workspace's lock that serialises
+every claim_files (and every join of a line) of a workspace.
+
+On PostgreSQL the workspace row is locked FOR UPDATE before the claims are read, so two
+claim_files of one workspace (on any replica) are decided one after the other and never
+both grant overlapping exclusive claims. On SQLite the single writer already serialises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, bindparam, select, text
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql import Executable
+from sqlalchemy.sql.elements import BindParameter
+
+from eventcoord.context import Context
+from eventcoord.domain import files as domain
+from eventcoord.domain.paths import literal_prefix
+from eventcoord.projections.files import live_key
+from eventcoord.store import held_locks
+from eventcoord.store.key_spans import KeySpans
+from eventcoord.store.prepared import Prepared
+from eventcoord.store.schema import workspaces
+
+_WS: BindParameter[str] = bindparam("ws")
+
+_MAX_CHAR = 0x10FFFF
+_MAX_ANCESTORS = 2000
+
+
+def _insert_workspace(dialect: str) -> Executable:
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(workspaces)
+    return insert.values(name=_WS, created_us=bindparam("at")).on_conflict_do_nothing()
+
+
+_INSERT_WORKSPACE = Prepared(_insert_workspace)
+_LOCK_WORKSPACE = Prepared(lambda d: select(workspaces.c.name).where(workspaces.c.name == _WS).with_for_update())
+
+
+def _workspace_lock(ctx: Context) -> held_locks.Lock:
+    return ("workspaces", ctx.workspace)
+
+
+#: PostgreSQL: the rows of many workspaces locked at once for a batch (``ws``; ``key`` is
+#: unused), in name order, skipping any another transaction holds (its claims then lock it
+#: themselves, and wait as they always did). A workspace without a row is left to its
+#: commands, which insert it. Its rows are the workspaces it holds afterwards.
+_WORKSPACES_AHEAD = Prepared(
+    lambda d: text(
+        "SELECT name FROM workspaces WHERE name = ANY(CAST(:ws AS text[])) ORDER BY name FOR UPDATE SKIP LOCKED"
+    ),
+    reads=("workspaces",),
+)
+
+
+def workspace_lock_ahead(workspace: str) -> held_locks.GuardLock:
+    """What a command that first locks its workspace's row (``lock_workspace``) can have
+    locked ahead by a PostgreSQL batch."""
+    return held_locks.GuardLock(_WORKSPACES_AHEAD, workspace, "", table="workspaces")
+
+
+def lock_held(conn: Connection, ctx: Context) -> bool:
+    """Whether the running PostgreSQL fast pass holds the workspace's lock already."""
+    return held_locks.held(conn, _workspace_lock(ctx))
+
+
+def lock_workspace(conn: Connection, ctx: Context) -> None:
+    """Serialise every claim_files of the workspace until commit (PostgreSQL row lock).
+
+    A PostgreSQL batch's fast pass that holds it already sends nothing (``held_locks``).
+    SQLite's one writer (``BEGIN IMMEDIATE``, in every process on the file) serialises every
+    decision already: nothing is locked there, as for the guards (``lock_guard``).
+    """
+    if conn.dialect.name == "sqlite" or lock_held(conn, ctx):
+        return
+    params = {"ws": ctx.workspace}
+    if _LOCK_WORKSPACE.first(conn, params) is None:  # created on first use (the lock row of workspace-wide guards)
+        _INSERT_WORKSPACE.run(conn, {"ws": ctx.workspace, "at": ctx.now_us})
+        _LOCK_WORKSPACE.first(conn, params)
+    held_locks.hold(conn, _workspace_lock(ctx))
+
+
+def ancestors(prefix: str) -> set[str]:
+    """``''`` and every directory prefix of ``prefix``: ``'a/b/c'`` → ``{'', 'a/', 'a/b/'}``."""
+    return {""} | {prefix[: i + 1] for i, ch in enumerate(prefix) if ch == "/"}
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The least string greater than every string starting with ``prefix`` (code point order)."""
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if code <= _MAX_CHAR:
+            if 0xD800 <= code <= 0xDFFF:  # surrogates cannot be stored; skip them
+                code = 0xE000
+            return "".join(chars) + chr(code)
+    return None
+
+
+def starts_with(conn: Connection, column: Any, prefix: str) -> ColumnElement[bool]:
+    """``column`` starts with ``prefix``, case-sensitively and exactly, index-friendly.
+
+    SQLite compares text bytewise (BINARY), so a range is exact and uses the index (its
+    LIKE would fold ASCII case). PostgreSQL's LIKE is exact under any collation, where a
+    range would only be exact under a C collation.
+    """
+    if conn.dialect.name == "postgresql":
+        cond: ColumnElement[bool] = column.startswith(prefix, autoescape=True)
+        return cond
+    upper = prefix_upper_bound(prefix)
+    bounded: ColumnElement[bool] = (column >= prefix) & (column < upper) if upper is not None else column >= prefix
+    return bounded
+
+
+# The overlap candidates are read through the partial index of unreleased claims only, by
+# construction (docs/decisions/0006-one-index-per-lookup.md): on SQLite every probe names
+# it (``INDEXED BY``: the planner cannot drift to ``ix_file_claims_workspace_time``, which
+# holds every claim ever made);
+# on PostgreSQL the probes are ranges on ``literal_prefix COLLATE "C"``, an expression only
+# ``ix_file_claims_live_c`` (partial, unreleased claims) indexes. Each probe reads only the
+# claims whose prefix can overlap, so neither history nor live claims elsewhere in the
+# workspace slow a decision down. Asserted on the plans by tests/contract/test_plans.py.
+CLAIM_SELECT = "SELECT position, idx, issue, session_id, actor_key, path, exclusive FROM file_claims"
+_LIVE = "workspace = :ws AND released_us IS NULL"
+_SQLITE_LIVE = f"{CLAIM_SELECT} INDEXED BY ix_file_claims_live WHERE {_LIVE}"
+_EQ = Prepared(lambda d: text(f"{_SQLITE_LIVE} AND literal_prefix = :p"))
+_RANGE = Prepared(lambda d: text(f"{_SQLITE_LIVE} AND literal_prefix >= :lo AND literal_prefix < :hi"))
+# Every live claim of the workspace (a '' prefix): on PostgreSQL any index the planner picks
+# for ``workspace = … AND released_us IS NULL`` is a partial one of unreleased claims.
+_ALL_LIVE = Prepared(lambda d: text(_SQLITE_LIVE if d == "sqlite" else f"{CLAIM_SELECT} WHERE {_LIVE}"))
+# PostgreSQL: one statement, a lateral index probe per (lo, hi) range; an exact prefix p is
+# the range [p, p || chr(1)) (text holds no NUL). The probes compare one expression, the
+# claim's *live key* ``(CASE WHEN released_us IS NULL THEN workspace || chr(1) ||
+# literal_prefix END) COLLATE "C"`` (NULL once released), with bounds that carry the
+# workspace, and name no other column, not even ``released_us``: only
+# ``ix_file_claims_live_key`` (on exactly that expression, partial: key not null, which a
+# comparison implies) can serve them, with or without statistics (0011_one_index_each).
+# With ``workspace = $1`` in the probe the planner picked ``ix_file_claims_issue_live`` on a
+# table without statistics; with ``released_us IS NULL`` a cached generic plan full-scanned
+# it, a partial index of unreleased claims like the probe's own: every live claim per probe.
+# ``OFFSET 0`` keeps it from flattening the probes into one join over every live claim.
+PG_LIVE_KEY = "((CASE WHEN released_us IS NULL THEN workspace || E'\\x01' || literal_prefix END) COLLATE \"C\")"
+CLAIM_COLUMNS = "c.position, c.idx, c.issue, c.session_id, c.actor_key, c.path, c.exclusive"
+PROBED = (
+    "unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) AS r(lo, hi) CROSS JOIN LATERAL ("
+    f" {CLAIM_SELECT} WHERE {PG_LIVE_KEY} >= r.lo AND {PG_LIVE_KEY} < r.hi OFFSET 0) AS c"
+)
+#: The probes name their rows by the ranges they read (``spans``): a claim's insert the
+#: batch deferred, at keys outside them, goes with them (``store/key_spans.py``).
+_PG_PROBES = Prepared(
+    lambda d: text(f"SELECT {CLAIM_COLUMNS} FROM {PROBED}"),
+    rows={"file_claims": ("spans",)},
+    reads=("file_claims",),
+)
+
+
+def probe_ranges(prefixes: set[str]) -> tuple[list[str], list[tuple[str, str]]] | None:
+    """Exact prefixes (the ancestors) and [lo, hi) ranges (extensions) to probe; None: read all."""
+    above = sorted(set().union(*(ancestors(p) for p in prefixes)))
+    # A requested '' prefix ('*', '**/x') can overlap anything; absurdly deep paths would
+    # need absurdly many probes: both read every unreleased claim.
+    if "" in prefixes or len(above) > _MAX_ANCESTORS:
+        return None
+    ranges: list[tuple[str, str]] = []
+    for p in sorted(prefixes):
+        if ranges and p.startswith(ranges[-1][0]):
+            continue  # inside the range of a shorter requested prefix
+        hi = prefix_upper_bound(p)
+        if hi is None:
+            return None
+        ranges.append((p, hi))
+    return above, ranges
+
+
+def claim_row(r: Any) -> domain.ClaimRow:
+    return domain.ClaimRow(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]))
+
+
+def overlap_candidates(conn: Connection, ctx: Context, paths: Iterable[str]) -> list[domain.ClaimRow]:
+    """Unreleased claims of the workspace that could overlap one of ``paths``.
+
+    Two patterns can only overlap when one literal prefix extends the other, so the
+    candidates are the claims whose prefix starts with a requested prefix, plus those whose
+    prefix is one of its directory ancestors; both are probes of the partial index of
+    unreleased claims, so history never slows a decision down, nor do live claims in paths
+    that cannot overlap.
+    """
+    probes = probe_ranges({literal_prefix(p) for p in paths})
+    ws = ctx.workspace
+    rows: list[Any] = []
+    if probes is None:
+        rows = list(_ALL_LIVE.rows(conn, {"ws": ws}))
+    elif conn.dialect.name == "postgresql":
+        rows = list(_PG_PROBES.rows(conn, pg_probes(ws, probes)))
+    else:
+        above, ranges = probes
+        for p in above:
+            rows.extend(_EQ.rows(conn, {"ws": ws, "p": p}))
+        for lo_, hi_ in ranges:
+            rows.extend(_RANGE.rows(conn, {"ws": ws, "lo": lo_, "hi": hi_}))
+    return candidates(rows)
+
+
+def pg_probes(ws: str, probes: tuple[list[str], list[tuple[str, str]]]) -> dict[str, Any]:
+    """The parameters of the PostgreSQL probes: ``lo``, ``hi`` and the ``spans`` they read."""
+    above, ranges = probes
+    lo = [live_key(ws, p) for p in above] + [live_key(ws, r[0]) for r in ranges]
+    hi = [live_key(ws, p + "\x01") for p in above] + [live_key(ws, r[1]) for r in ranges]
+    return {"lo": lo, "hi": hi, "spans": KeySpans(zip(lo, hi, strict=True))}
+
+
+def candidates(rows: Iterable[Sequence[Any]]) -> list[domain.ClaimRow]:
+    """Claims read by overlapping probes, each once, in claim order."""
+    unique = {(r[0], r[1]): r for r in rows}
+    return [claim_row(unique[k]) for k in sorted(unique)]
