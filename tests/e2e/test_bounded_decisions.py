@@ -81,3 +81,50 @@ async def test_a_claim_that_would_record_ten_thousand_conflicts_is_refused(api: 
     # A handful of them is refused as usual, each conflict recorded.
     err = await api.error(claim(bob, "B-1", *covering[:3]), 409, "FILES_CLAIMED")
     assert len(err["details"]["conflicts"]) == 300
+
+
+DEEP = "/".join(chr(0x100 + i) for i in range(511)) + "/z"
+
+
+def costly(k: int) -> str:
+    """A pattern that overlaps nothing DEEP holds but costs about half a decision's steps to tell."""
+    return "**/" + "/".join(f"[{chr(0x200 + i + k)}]" for i in range(14)) + f"/{chr(0x4E00 + k)}/**"
+
+
+async def test_a_hand_off_stops_at_its_limit_and_the_waiter_it_stopped_at_is_told(api: Api) -> None:
+    """Six shared waits, each freed by one release; telling each apart from DEEP costs about
+    half the steps of a decision. The release is decided within its steps: the first waiter
+    is handed its files, the second is told to claim again, and everyone keeps a place."""
+    alice = await api.register(actor="alice")
+    mine = [f"x/a{k}.py" for k in range(6)]
+    await api.ok(claim(alice, "A-1", DEEP, *mine))
+    waiters = [await api.register(actor=f"w{k}") for k in range(6)]
+    for k, sid in enumerate(waiters):
+        body = {**claim(sid, f"W-{k}", mine[k], costly(k)), "exclusive": False, "wait": True}
+        await api.error(body, 409, "FILES_CLAIMED")
+    released = await api.ok({"type": "release_files", "session_id": alice, "issue": "A-1", "paths": mine})
+    assert sorted(released["released"]) == mine
+    claims = (await api.get("/v1/file-claims"))["file_claims"]
+    assert {c["session_id"] for c in claims} == {alice, waiters[0]}  # the first waiter, and no further
+    left = {w["session_id"] for w in (await api.get("/v1/waits"))["waits"]}
+    assert left == set(waiters[1:])
+    told = (await api.get("/v1/messages", channel=f"agent:{waiters[1]}"))["messages"]
+    assert len(told) == 1 and "claim_files again" in told[0]["body"]
+    assert (await api.get("/v1/messages", channel=f"agent:{waiters[2]}"))["messages"] == []
+    # The waiter told claims again, on its own steps, and has its files.
+    again = await api.ok({**claim(waiters[1], "W-1", mine[1], costly(1)), "exclusive": False})
+    assert sorted(again["claimed"]) == sorted([mine[1], costly(1)])
+
+
+async def test_a_pull_passes_over_items_it_cannot_tell_within_its_limit(api: Api) -> None:
+    """Items whose paths cost half a decision's steps each to tell apart from a live claim:
+    a pull decides within its steps, passing over what it could not tell (as if blocked),
+    and still takes an item without paths."""
+    alice, bob = await api.register(actor="alice"), await api.register(actor="bob")
+    await api.ok(claim(alice, "A-1", DEEP, "x/held.py"))
+    for k in range(5):  # each blocked by x/held.py, after a costly look at DEEP
+        await api.ok({"type": "enqueue_work", "project": "Q", "priority": 10, "paths": [costly(k), "x/held.py"]})
+    await api.ok({"type": "enqueue_work", "project": "Q", "priority": 5, "paths": ["y/free.py"]})
+    free = (await api.ok({"type": "enqueue_work", "project": "Q", "priority": 1}))["item_id"]
+    got = await api.ok({"type": "claim_next_work", "session_id": bob, "project": "Q"})
+    assert got["item"] is not None and got["item"]["item_id"] == free

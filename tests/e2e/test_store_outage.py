@@ -170,6 +170,8 @@ async def _every_route_is_503_then_recovers(
         assert_unavailable(await stranger.http.get("/v1/leases"), "an uncached token")
     finally:
         await stranger.close()
+    write = _hook("PreToolUse", tool_name="Write", tool_input={"file_path": "/w/src/a.py", "content": "x"})
+    assert_unavailable(await api.http.post("/v1/hooks/claude", json=write), "a hook (one statement)")
 
     await _admin(db_url, *allow)
     await wait_until(lambda: httpx.get(server.base_url + "/health", timeout=30).status_code == 200, 60, "health 200")
@@ -177,9 +179,18 @@ async def _every_route_is_503_then_recovers(
     for path in READS:
         r = await agent.http.get(path)
         assert r.status_code in (200, 404), (path, r.text)
+    assert (await api.http.post("/v1/hooks/claude", json=write)).status_code == 200
     tracebacks, outages = _refusals(server)
     assert tracebacks == 0, server.log_path.read_text()[-4000:]
     assert outages == 1, server.log_path.read_text()[-4000:]
+
+
+HARNESS_SESSION = "0c8f5d2e-1111-4000-8000-000000000001"
+
+
+def _hook(event: str, **fields: Any) -> dict[str, Any]:
+    """A Claude Code hook payload of one harness session."""
+    return {"session_id": HARNESS_SESSION, "cwd": "/w", "hook_event_name": event, **fields}
 
 
 async def _started(url: str, tmp_path: Path) -> tuple[ServerProcess, Api, Api, str]:
@@ -188,6 +199,8 @@ async def _started(url: str, tmp_path: Path) -> tuple[ServerProcess, Api, Api, s
     agent = await api.client("agent")
     sid = await agent.register(actor="a")
     await agent.ok({"type": "claim_issue", "session_id": sid, "project": "P", "issue": "I-1"})
+    started = await api.http.post("/v1/hooks/claude", json=_hook("SessionStart", source="startup"))
+    assert started.status_code == 200, started.text  # a bound harness session: its hooks read in one statement
     return server, api, agent, sid
 
 

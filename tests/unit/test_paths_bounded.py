@@ -241,3 +241,18 @@ def test_a_byte_bounded_memo_drops_the_least_recently_used() -> None:
     assert memo.get("b" * 40) is None and memo.get("a" * 40) == 1 and memo.bytes == 80
     memo.put("d" * 101, 1)  # larger than the whole bound: not kept
     assert memo.get("d" * 101) is None and memo.bytes == 80
+
+
+def test_overlaps_within_is_undecided_once_the_steps_run_out_and_stays_so() -> None:
+    from eventcoord.domain.paths import Work, overlaps_within
+
+    deep = "/".join(chr(0x100 + i) for i in range(511)) + "/z"
+    costly = "**/" + "/".join(f"[{chr(0x200 + i)}]" for i in range(14)) + f"/{chr(0x4E00)}/**"
+    work = Work(60_000)
+    assert overlaps_within(costly, deep, work) is False  # about 51,000 steps: decided
+    assert not work.exhausted
+    assert overlaps_within(costly, deep, work) is None  # would pass the limit: undecided
+    assert work.exhausted
+    spent = work.spent
+    assert overlaps_within("a.py", "a.py", work) is None  # every later pair too, at no cost
+    assert work.spent == spent

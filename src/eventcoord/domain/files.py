@@ -8,7 +8,7 @@ docs/protocol.md#file-claim-events.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eventcoord import errors
@@ -16,13 +16,13 @@ from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context, Decision, Draft
 from eventcoord.domain import refusals, streams, waits
 from eventcoord.domain.messages import agent_channel, issue_channel, post
-from eventcoord.domain.paths import PathError, Work, WorkExceeded, normalise_path, overlaps
+from eventcoord.domain.paths import DECISION_STEPS, PathError, Work, WorkExceeded, normalise_path, overlaps
 from eventcoord.domain.sessions import Claimant, SessionState, acting, claimant
 from eventcoord.events import ClaimConflict, FileClaimReleased, FilesClaimed, WaitStarted
 
-#: The steps of overlap checking one claim_files may take (``paths.Work``): at most about
-#: 35 ms of CPU here (docs/performance.md), whatever the paths and the live claims.
-CLAIM_WORK_LIMIT = 100_000
+#: The steps of overlap checking one claim_files may take (``paths.Work``), its wait's line
+#: and graph included: at most about 35 ms of CPU here, whatever the paths and the live claims.
+CLAIM_WORK_LIMIT = DECISION_STEPS
 #: What one conflict costs in those steps: its event is built, stored and published (a
 #: claim of 100 paths over 100 live claims would otherwise record 10,000 of them).
 CONFLICT_STEPS = 100
@@ -52,6 +52,8 @@ class ClaimFilesState:
     session: SessionState | None
     held: Sequence[ClaimRow]
     holders: dict[str, SessionState]
+    #: The command's steps of overlap checks, shared with its wait's line and graph.
+    work: Work = field(default_factory=lambda: Work(CLAIM_WORK_LIMIT))
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +167,7 @@ def decide_claim_files(state: ClaimFilesState, cmd: ClaimFiles, ctx: Context) ->
 
     expired: list[ClaimRow] = []
     contended: list[tuple[str, ClaimRow]] = []
-    work = Work(CLAIM_WORK_LIMIT)
+    work = state.work
     for path in new:
         for h in held:
             if own(h) or not (cmd.exclusive or h.exclusive) or not _overlaps(path, h.path, work, cmd.paths):

@@ -18,7 +18,7 @@ from eventcoord.domain import streams
 from eventcoord.domain.admission import DelayFrom, ProjectRules, admits, lock_delay_until
 from eventcoord.domain.files import ClaimRow, holder_is_live
 from eventcoord.domain.messages import agent_channel, post
-from eventcoord.domain.paths import overlaps
+from eventcoord.domain.paths import DECISION_STEPS, Work, overlaps_within
 from eventcoord.domain.sessions import Claimant, SessionState
 from eventcoord.domain.waits import Waiter, abandoned, waiter_live
 from eventcoord.events import FileClaimReleased, FilesClaimed, LeaseGranted, NamedLeaseAcquired
@@ -139,13 +139,18 @@ def hand_off_files(
     holders: dict[str, SessionState],
     by: Claimant,
     ctx: Context,
+    work: Work | None = None,
 ) -> list[Waiter]:
     """Grant each live files waiter, in line order, whose paths no live claim now blocks.
 
     ``held``: the unreleased claims that could overlap the waiters' paths, without those the
     freeing decision released. A stale holder's claim is released (``expired``) for the
-    waiter, as a direct claim would; each grant is held against the later waiters.
+    waiter, as a direct claim would; each grant is held against the later waiters. The
+    overlap checks spend ``work`` (the deciding command's; else a decision's steps): once
+    they run out, the hand-off stops at the waiter it was checking, which keeps its place
+    with everyone behind it and is told to claim again (docs/protocol.md#waiting).
     """
+    work = work if work is not None else Work(DECISION_STEPS)
     held = list(held)
     granted: list[Waiter] = []
     for w in line:
@@ -156,13 +161,20 @@ def hand_off_files(
         expired: list[ClaimRow] = []
         for path in w.paths:
             for h in held:
-                if (
-                    (h.issue == w.issue and h.session_id == w.session_id)
-                    or not (w.exclusive or h.exclusive)
-                    or not overlaps(path, h.path)
-                ):
+                if (h.issue == w.issue and h.session_id == w.session_id) or not (w.exclusive or h.exclusive):
+                    continue
+                if overlaps_within(path, h.path, work) is False:
                     continue
                 (blocking if holder_is_live(h, holders, ctx) else expired).append(h)
+        if work.exhausted:  # undecided: neither granted nor passed over; told to look itself
+            post(
+                d,
+                agent_channel(w.session_id),
+                by,
+                f"Files {', '.join(w.paths)} for issue {w.issue or w.key} may be free: the hand-off ran out of its "
+                f"steps before deciding your wait (you keep your place); send claim_files again to take them.",
+            )
+            break
         if blocking:
             continue
         for h in dict.fromkeys(expired):
@@ -212,6 +224,8 @@ class Freed:
     files_held: Sequence[ClaimRow] = ()
     files_holders: dict[str, SessionState] | None = None
     own_wait: Waiter | None = None
+    #: The steps of overlap checks left to the decision (choosing the files line spent some).
+    work: Work | None = None
 
 
 def hand_off_freed(d: Draft, freed: Freed, by: Claimant, ctx: Context) -> None:
@@ -221,6 +235,6 @@ def hand_off_freed(d: Draft, freed: Freed, by: Claimant, ctx: Context) -> None:
     for lease in freed.leases:
         hand_off_lease(d, lease, by, ctx)
     if freed.files_line:
-        hand_off_files(d, freed.files_line, freed.files_held, dict(freed.files_holders or {}), by, ctx)
+        hand_off_files(d, freed.files_line, freed.files_held, dict(freed.files_holders or {}), by, ctx, freed.work)
     if freed.own_wait is not None:
         d.events.append(abandoned(freed.own_wait, "ended", by.session_id))

@@ -13,7 +13,7 @@ from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context, Decision
 from eventcoord.domain import files as domain
 from eventcoord.domain.handoff import hand_off_files
-from eventcoord.domain.paths import literal_prefix
+from eventcoord.domain.paths import DECISION_STEPS, Work, literal_prefix
 from eventcoord.domain.sessions import Claimant, SessionState, claimant
 from eventcoord.errors import DomainError
 from eventcoord.handlers.common import (
@@ -159,8 +159,9 @@ def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
         lock_workspace(conn, ctx)
         held = overlap_candidates(conn, ctx, paths)
     holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
-    d = domain.decide_claim_files(domain.ClaimFilesState(session, held, holders), cmd, ctx)
-    return join_line(conn, ctx, d)  # with ``wait``, a refused claim joins the files line
+    work = Work(domain.CLAIM_WORK_LIMIT)  # the claim's checks, then its wait's line and graph
+    d = domain.decide_claim_files(domain.ClaimFilesState(session, held, holders, work), cmd, ctx)
+    return join_line(conn, ctx, d, work)  # with ``wait``, a refused claim joins the files line
 
 
 # Unreleased claims of one issue and holder, through the index of an issue's unreleased
@@ -269,7 +270,8 @@ def files_hand_off(
 ) -> Decision:
     """The second step of a release: serve the files waiters that ``released`` paths may
     unblock (the workspace is locked), after the decision ``d``."""
-    line = load_files_line(conn, ctx, released)
+    work = Work(DECISION_STEPS)  # choosing the line, then handing off: one decision's steps
+    line = load_files_line(conn, ctx, released, work)
     if not line:
         return d
     held = [
@@ -279,5 +281,5 @@ def files_hand_off(
     ]
     holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
     served = d.then()
-    hand_off_files(served, line, held, holders, Claimant(d.session_id, d.actor_key or "token"), ctx)
+    hand_off_files(served, line, held, holders, Claimant(d.session_id, d.actor_key or "token"), ctx, work)
     return served.decided()

@@ -10,6 +10,7 @@ from eventcoord.commands import EndAgent, HeartbeatAgent, RegisterAgent
 from eventcoord.context import Context, Decision
 from eventcoord.domain import sessions as domain
 from eventcoord.domain.handoff import Freed, hand_off_freed
+from eventcoord.domain.paths import DECISION_STEPS, Work
 from eventcoord.handlers.common import load_session, load_sessions
 from eventcoord.handlers.issues import issue_line
 from eventcoord.handlers.named_leases import lease_line
@@ -106,9 +107,10 @@ def freed_by(conn: Connection, ctx: Context, sid: str, holdings: domain.Holdings
     ]
     released = sorted({p for paths in holdings.file_claims.values() for p in paths})
     files_line, files_held, files_holders = [], [], {}
+    work = Work(DECISION_STEPS)  # choosing the files line, then handing off: one decision's steps
     if released:
         lock_workspace(conn, ctx)  # waiters join under it: none slips past the hand-off
-        files_line = load_files_line(conn, ctx, released)
+        files_line = load_files_line(conn, ctx, released, work)
         if files_line:
             wanted = sorted({p for w in files_line for p in w.paths})
             files_held = [h for h in overlap_candidates(conn, ctx, wanted) if h.session_id != sid]
@@ -121,4 +123,5 @@ def freed_by(conn: Connection, ctx: Context, sid: str, holdings: domain.Holdings
         files_held=files_held,
         files_holders=files_holders,
         own_wait=load_wait_of(conn, ctx, sid),
+        work=work,
     )

@@ -18,7 +18,7 @@ from eventcoord.context import Context, Decision
 from eventcoord.domain import waits as domain
 from eventcoord.domain.deadlock import WaitGraph
 from eventcoord.domain.files import ClaimRow, holder_is_live, normalise_paths
-from eventcoord.domain.paths import overlaps
+from eventcoord.domain.paths import DECISION_STEPS, Work, overlaps_within
 from eventcoord.handlers.common import WS, load_session, load_sessions
 from eventcoord.liveness import live_clause
 from eventcoord.projections.tables import leases, named_lease_slots, named_leases, sessions, waits
@@ -100,10 +100,18 @@ def load_line(conn: Connection, ctx: Context, kind: str, key: str) -> list[domai
     return _waiters(conn, ctx, _ONE_LINE.rows(conn, {"ws": ctx.workspace, "kind": kind, "key": key}))
 
 
-def load_files_line(conn: Connection, ctx: Context, paths: Sequence[str]) -> list[domain.Waiter]:
-    """The files waits any of whose paths overlaps one of ``paths``, in FIFO order."""
+def load_files_line(
+    conn: Connection, ctx: Context, paths: Sequence[str], work: Work | None = None
+) -> list[domain.Waiter]:
+    """The files waits any of whose paths overlaps one of ``paths``, in FIFO order.
+
+    The checks spend ``work`` (the command's; else a decision's steps of their own): a wait
+    whose overlap is still undecided when they run out is counted in, the careful answer
+    (a hand-off checks again before it grants anything).
+    """
+    work = work if work is not None else Work(DECISION_STEPS)
     line = _waiters(conn, ctx, _FILES_LINES.rows(conn, {"ws": ctx.workspace}))
-    return [w for w in line if any(overlaps(p, q) for p in w.paths for q in paths)]
+    return [w for w in line if any(overlaps_within(p, q, work) is not False for p in w.paths for q in paths)]
 
 
 def load_wait_of(conn: Connection, ctx: Context, session_id: str) -> domain.Waiter | None:
@@ -112,8 +120,14 @@ def load_wait_of(conn: Connection, ctx: Context, session_id: str) -> domain.Wait
     return found[0] if found else None
 
 
-def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
-    """The workspace's wait-for graph: every live waiter → the live holders of what it waits for."""
+def load_graph(conn: Connection, ctx: Context, work: Work | None = None) -> WaitGraph:
+    """The workspace's wait-for graph: every live waiter → the live holders of what it waits for.
+
+    Whether a files waiter waits for a claim spends ``work`` (the command's; else steps of
+    its own); a pair still undecided when they run out counts as waiting, the careful
+    answer (a wait may then be refused as a deadlock that a longer search would allow).
+    """
+    work = work if work is not None else Work(DECISION_STEPS)
     graph = WaitGraph()
     rows = conn.execute(
         select(*_COLUMNS).where(waits.c.workspace == ctx.workspace).order_by(waits.c.position, waits.c.idx)
@@ -177,7 +191,7 @@ def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
                 if (
                     blocks
                     and holder_is_live(c, holders, ctx)
-                    and any(overlaps(p, c.path) for p in w.paths)
+                    and any(overlaps_within(p, c.path, work) is not False for p in w.paths)
                     and c.session_id is not None
                 ):
                     graph.add(w.session_id, "files", c.path, c.session_id)
@@ -185,18 +199,26 @@ def load_graph(conn: Connection, ctx: Context) -> WaitGraph:
 
 
 def join_state(
-    conn: Connection, ctx: Context, session_id: str, line: Sequence[domain.Waiter], holders: Sequence[str]
+    conn: Connection,
+    ctx: Context,
+    session_id: str,
+    line: Sequence[domain.Waiter],
+    holders: Sequence[str],
+    work: Work | None = None,
 ) -> domain.JoinState:
-    """Lock the workspace (serialising every join), then the caller's wait and the graph."""
+    """Lock the workspace (serialising every join), then the caller's wait and the graph
+    (its overlap checks spend ``work``, the command's)."""
     lock_workspace(conn, ctx)
     current = load_wait_of(conn, ctx, session_id)
-    return domain.JoinState(line, current, load_graph(conn, ctx) if current is None else None, tuple(holders))
+    graph = load_graph(conn, ctx, work) if current is None else None
+    return domain.JoinState(line, current, graph, tuple(holders))
 
 
-def join_line(conn: Connection, ctx: Context, d: Decision) -> Decision:
+def join_line(conn: Connection, ctx: Context, d: Decision, work: Work | None = None) -> Decision:
     """A handler's second step after a decision that asks to wait (``d.join``): lock the
     workspace, load the line (unless the decision saw it), the caller's wait and the graph,
-    and join the line (``domain.waits.join``). Any other decision is returned as it is."""
+    and join the line (``domain.waits.join``). Any other decision is returned as it is.
+    Overlap checks spend ``work``, the command's (a claim_files spent some deciding)."""
     asked = d.join
     if asked is None:
         return d
@@ -205,10 +227,10 @@ def join_line(conn: Connection, ctx: Context, d: Decision) -> Decision:
     if asked.line is not None:
         line = asked.line
     elif started.kind == "files":
-        line = load_files_line(conn, ctx, started.paths)
+        line = load_files_line(conn, ctx, started.paths, work)
     else:
         line = [w for w in load_line(conn, ctx, started.kind, started.key) if domain.waiter_live(w, ctx)]
-    return domain.join(d, join_state(conn, ctx, started.session_id, line, asked.holders), ctx)
+    return domain.join(d, join_state(conn, ctx, started.session_id, line, asked.holders, work), ctx)
 
 
 def cancel_wait(conn: Connection, ctx: Context, cmd: CancelWait) -> Decision:

@@ -198,28 +198,13 @@ class PostgresEventStore(EventStore):
         that died while pooled (a restart) fails no request, and the first query after the
         database is back connects afresh, with no restart of ours.
         """
-        for attempt in (1, 2):
-            try:
-                conn = await self.engine.connect()
-            except Exception as e:
-                raise self._outage.failed(pg_writer.describe(e)) from e
-            try:
-                try:
-                    result = await conn.run_sync(fn)
-                finally:
-                    await _put_back(conn)
-            except Exception as e:
-                if not pg_writer.connection_lost(e):
-                    raise
-                if attempt == 2:
-                    raise self._outage.failed(pg_writer.describe(e)) from e
-                continue
-            self._outage.answered()
-            return result
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+        return await self._read(fn, one=False)
 
     async def query_one(self, fn: Callable[[Connection], T]) -> T:
-        """``fn``, one statement, sent alone (no ``BEGIN``/``ROLLBACK``); outages as :meth:`query`."""
+        """Outside a transaction, an outage and a dead pooled connection met as :meth:`query` meets them."""
+        return await self._read(fn, one=True)
+
+    async def _read(self, fn: Callable[[Connection], T], one: bool) -> T:
         for attempt in (1, 2):
             try:
                 conn = await self.engine.connect()
@@ -227,8 +212,10 @@ class PostgresEventStore(EventStore):
                 raise self._outage.failed(pg_writer.describe(e)) from e
             try:
                 try:
-                    # The isolation level is the adapter's flag; setting it sends nothing.
-                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    if one:
+                        # The driver then sends the statement alone: no BEGIN, no ROLLBACK (the
+                        # isolation level is the adapter's flag; setting it sends nothing).
+                        await conn.execution_options(isolation_level="AUTOCOMMIT")
                     result = await conn.run_sync(fn)
                 finally:
                     await _put_back(conn)

@@ -9,7 +9,7 @@ step counted), ``charsets`` the character sets they share, ``memo`` the caches b
 from __future__ import annotations
 
 from eventcoord.domain.paths.matching import matches
-from eventcoord.domain.paths.overlap import Work, WorkExceeded, overlaps
+from eventcoord.domain.paths.overlap import DECISION_STEPS, Work, WorkExceeded, overlaps, overlaps_within
 from eventcoord.domain.paths.syntax import (
     MAX_PATH_CHARS,
     MAX_PATTERN_CHARS,
@@ -20,6 +20,7 @@ from eventcoord.domain.paths.syntax import (
 )
 
 __all__ = [
+    "DECISION_STEPS",
     "MAX_PATH_CHARS",
     "MAX_PATTERN_CHARS",
     "MAX_WILDCARDS",
@@ -30,4 +31,5 @@ __all__ = [
     "matches",
     "normalise_path",
     "overlaps",
+    "overlaps_within",
 ]

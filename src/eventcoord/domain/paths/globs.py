@@ -39,6 +39,11 @@ class Work:
         self.limit = limit
         self.spent = 0
 
+    @property
+    def exhausted(self) -> bool:
+        """Whether the limit has been passed (every later charge fails at once)."""
+        return self.limit is not None and self.spent > self.limit
+
     def charge(self, steps: int) -> None:
         """Spend ``steps``; :class:`WorkExceeded` once past the limit (before doing them)."""
         self.spent += steps

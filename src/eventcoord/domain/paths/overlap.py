@@ -19,7 +19,13 @@ from eventcoord.domain.paths.globs import Piece, Work, WorkExceeded
 from eventcoord.domain.paths.memo import ByteLru
 from eventcoord.domain.paths.syntax import GLOBSTAR, Pattern, Segment, Star, analyse, token_chars
 
-__all__ = ["Work", "WorkExceeded", "overlaps"]
+__all__ = ["DECISION_STEPS", "Work", "WorkExceeded", "overlaps", "overlaps_within"]
+
+#: The steps of overlap checks one decision may take: at most about 35 ms of CPU here
+#: (docs/performance.md), whatever the paths. A claim_files past it is refused; the other
+#: decisions that check overlaps (a hand-off, a pull's selection, a wait's line and graph)
+#: take the careful answer for what is left (``overlaps_within``).
+DECISION_STEPS = 100_000
 
 #: What compiled patterns and the answers kept between calls may hold, in bytes.
 COMPILED_BYTES: Final = 16 * 1024 * 1024
@@ -179,6 +185,17 @@ def _common(fixed: tuple[Any, ...], placed: list[Any]) -> list[CharSet]:
 
 def _not_only_dots(sets: list[CharSet]) -> bool:
     return all(sets) and any(s != DOT_ONLY for s in sets)
+
+
+def overlaps_within(a: str, b: str, work: Work) -> bool | None:
+    """:func:`overlaps` within ``work``'s limit; None once past it (the pair is undecided,
+    and so is every later one: the caller takes its careful answer)."""
+    if work.exhausted:
+        return None
+    try:
+        return overlaps(a, b, work)
+    except WorkExceeded:
+        return None
 
 
 def overlaps(a: str, b: str, work: Work | None = None) -> bool:

@@ -19,7 +19,7 @@ from eventcoord.commands import ClaimNextWork
 from eventcoord.context import Context, Decision, Draft
 from eventcoord.domain import streams
 from eventcoord.domain.issues import Grant, grant_for_work
-from eventcoord.domain.paths import overlaps
+from eventcoord.domain.paths import DECISION_STEPS, Work, overlaps_within
 from eventcoord.domain.queue.recovery import recover
 from eventcoord.domain.queue.state import ClaimNextState, FileClaimView, ItemState, QueuedItems, WorkReads
 from eventcoord.domain.sessions import SessionState, require_live
@@ -31,12 +31,19 @@ def blockers_done(item: ItemState, statuses: Mapping[str, str]) -> bool:
     return all(statuses.get(b) == "done" for b in item.blocked_by)
 
 
-def blocking_path(item: ItemState, claims: Iterable[FileClaimView], session_id: str) -> str | None:
-    """A declared path overlapping a present exclusive claim of someone else, if any."""
+def blocking_path(
+    item: ItemState, claims: Iterable[FileClaimView], session_id: str, work: Work | None = None
+) -> str | None:
+    """A declared path overlapping a present exclusive claim of someone else, if any.
+
+    The checks spend ``work`` (the pull's): a path still undecided when they run out counts
+    as blocked, the careful answer (the item waits for a later pull).
+    """
+    work = work if work is not None else Work(DECISION_STEPS)
     others = [c for c in claims if c.session_id != session_id and (c.session_id is None or c.live)]
     for path in item.paths:
         for claim in others:
-            if overlaps(path, claim.path):
+            if overlaps_within(path, claim.path, work) is not False:
                 return path
     return None
 
@@ -94,6 +101,7 @@ def _select(
     # queue is narrowed to those and the items without an issue. So a pull at the cap reads
     # what it could take, not six statements per item queued ahead.
     mine: frozenset[str] | None = None
+    work = Work(DECISION_STEPS)  # every candidate's overlap checks together
     for item in candidates:
         if mine is not None and item.issue is not None and item.issue not in mine:
             continue
@@ -102,7 +110,10 @@ def _select(
             statuses.update(reads.statuses(unknown))
         if not blockers_done(item, statuses):
             continue
-        if item.paths and blocking_path(item, reads.exclusive_claims(item.paths), me.session_id) is not None:
+        if item.paths and (
+            work.exhausted  # past the pull's steps: an item with paths waits for a later pull, unread
+            or blocking_path(item, reads.exclusive_claims(item.paths), me.session_id, work) is not None
+        ):
             continue
         if item.issue is None:
             return item, None
