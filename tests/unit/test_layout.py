@@ -222,5 +222,15 @@ def test_projections_have_one_import_path() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_the_wheel_names_every_package_under_src() -> None:
+    """pyproject.toml lists the packages the wheel ships by name: a new package left out of
+    it imports in the checkout and fails in every installed copy."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(init.parent.relative_to(PACKAGE.parent).parts) for init in PACKAGE.rglob("__init__.py")}
+    assert found - listed == set()
+
+
 def test_every_command_has_a_handler() -> None:
     assert set(HANDLERS) == set(COMMAND_TYPES.values())
