@@ -24,13 +24,13 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from eventcoord.errors import StoreUnavailable
 from eventcoord.history import chain
 from eventcoord.history.chainer import POLL_SECONDS, STEP
+from eventcoord.history.snapshot_process import end_child
 from eventcoord.store.base import EventStore
 
 _log = logging.getLogger(__name__)
 
-#: Seconds before a child that exited is started again; to wait for one to stop after SIGTERM.
+#: Seconds before a child that exited is started again.
 RESTART_SECONDS = 1.0
-STOP_SECONDS = 5.0
 _LINKS = msgspec.json.Decoder(list[tuple[int, str]])
 
 
@@ -87,18 +87,10 @@ class ChainProcess:
 
     async def _end_child(self) -> None:
         child, self._child = self._child, None
-        if child is not None and child.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                child.terminate()
-            try:
-                await asyncio.wait_for(child.wait(), STOP_SECONDS)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    child.kill()
-                await child.wait()
+        await end_child(child)
 
     async def stop(self) -> None:
-        """Stop the child (SIGTERM, then SIGKILL after ``STOP_SECONDS``); what is stored stays."""
+        """Stop the child (:func:`end_child`: SIGTERM, then SIGKILL); what is stored stays."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

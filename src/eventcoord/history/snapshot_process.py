@@ -81,15 +81,20 @@ class SnapshotProcess:
                 await self._task
             self._task = None
         child, self._child = self._child, None
-        if child is not None and child.returncode is None:
+        await end_child(child)
+
+
+async def end_child(child: asyncio.subprocess.Process | None) -> None:
+    """Stop a supervised child: SIGTERM, then SIGKILL after ``STOP_SECONDS``; None or gone: nothing."""
+    if child is not None and child.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            child.terminate()
+        try:
+            await asyncio.wait_for(child.wait(), STOP_SECONDS)
+        except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
-                child.terminate()
-            try:
-                await asyncio.wait_for(child.wait(), STOP_SECONDS)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    child.kill()
-                await child.wait()
+                child.kill()
+            await child.wait()
 
 
 async def _run_child(database_url: str, every: int, parent: int, poll_seconds: float) -> None:
