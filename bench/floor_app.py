@@ -38,7 +38,7 @@ from litestar.response import Response
 
 from eventcoord.api.body import MAX_BODY, read_body
 from eventcoord.api.errors import EXCEPTION_HANDLERS
-from eventcoord.store.pg_writer import end_statement
+from eventcoord.store.postgres.writer import end_statement
 
 
 class Claim(msgspec.Struct):

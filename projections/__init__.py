@@ -13,8 +13,9 @@ from typing import Any
 from sqlalchemy import Connection, Table, delete
 
 from eventcoord.events import AgentEnded, AgentHeartbeat, AgentRegistered
-from eventcoord.store import batch, log
+from eventcoord.store import log
 from eventcoord.store.log import RecordedEvent
+from eventcoord.store.postgres import batch
 from eventcoord.store.schema import store_head
 
 from . import files, leases, messages, named_leases, queue, sessions, tables, waits

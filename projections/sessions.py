@@ -19,8 +19,8 @@ from eventcoord.events import (
     WorkFinished,
     WorkRequeued,
 )
-from eventcoord.store import batch
 from eventcoord.store.log import RecordedEvent
+from eventcoord.store.postgres import batch
 from eventcoord.store.prepared import Prepared
 
 from .base import Appliers

@@ -13,7 +13,7 @@ from eventcoord.store.schema import BigInt, metadata
 
 #: Marks a column that holds an event position. Inside a PostgreSQL group commit such a
 #: column first gets a provisional number that the batch moves to the real position just
-#: before it commits (``eventcoord.store.pg_writer``), so every one must be marked.
+#: before it commits (``eventcoord.store.postgres.writer``), so every one must be marked.
 POSITION = {"position": True}
 
 sessions = Table(

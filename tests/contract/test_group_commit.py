@@ -34,8 +34,8 @@ from eventcoord.projections.tables import READ_MODEL_TABLES
 from eventcoord.projections.tables import sessions as sessions_table
 from eventcoord.service import Outcome, Service
 from eventcoord.store import dbclock, log, open_store
-from eventcoord.store.batch import PROVISIONAL_BASE
 from eventcoord.store.log import NewEvent
+from eventcoord.store.postgres.batch import PROVISIONAL_BASE
 from eventcoord.store.schema import events, guards
 
 OPERATOR = Caller("default", "admin", operator=True)
@@ -159,7 +159,7 @@ async def test_one_command_id_sent_many_times_at_once_is_decided_once(store: Any
 async def test_a_lost_race_is_decided_again_in_a_later_transaction(store: Any, backend: str) -> None:
     if backend != "postgresql":
         pytest.skip("SQLite's single writer loses no race inside the database")
-    from eventcoord.store.pg_writer import RETRIES
+    from eventcoord.store.postgres.writer import RETRIES
 
     calls = {"flaky": 0, "hopeless": 0}
     append = appender("flaky")
@@ -350,7 +350,7 @@ async def test_a_lone_command_waits_for_a_lock_as_long_as_its_holder_keeps_it(db
     """The short lock wait never refuses the first command of a batch: it waits, then decides."""
     if backend != "postgresql":
         pytest.skip("two replicas share one database only on PostgreSQL")
-    from eventcoord.store.pg_writer import LOCK_WAIT_MS
+    from eventcoord.store.postgres.writer import LOCK_WAIT_MS
 
     async with two_replicas(db_url) as (a, b):
         await a.transact(lambda c: c.execute(insert(guards).values(workspace="ws", key="X")))
@@ -380,7 +380,7 @@ async def test_two_writers_in_one_replica_keep_the_log_contiguous(db_url: str, b
     """Two batches in flight in one process race like two replicas: the database decides."""
     if backend != "postgresql":
         pytest.skip("only the PostgreSQL store has several writers")
-    from eventcoord.store.postgres import PostgresEventStore
+    from eventcoord.store.postgres.store import PostgresEventStore
 
     store = PostgresEventStore(db_url, writers=2)
     await store.start()
@@ -484,8 +484,8 @@ async def test_chained_batches_keep_the_log_contiguous_and_the_clock_moving_forw
     """
     if backend != "postgresql":
         pytest.skip("only the PostgreSQL store chains its batches")
-    from eventcoord.store import pg_writer
-    from eventcoord.store.postgres import PostgresEventStore
+    from eventcoord.store.postgres import writer as pg_writer
+    from eventcoord.store.postgres.store import PostgresEventStore
 
     monkeypatch.setattr(pg_writer, "CHAIN_FRESH_S", fresh_for)
     store = PostgresEventStore(db_url, writers=1)
@@ -1062,7 +1062,8 @@ async def test_a_project_s_cap_holds_under_a_race_with_a_guard_row_only_where_it
 async def test_a_writer_gathers_its_next_batch_until_as_many_wait_as_its_last_held(
     store: Any, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from eventcoord.store import gathering, sqlite
+    from eventcoord.store.postgres import gathering
+    from eventcoord.store.sqlite import store as sqlite
 
     service = Service(store)
     sids = []

@@ -4,7 +4,7 @@ SQLite's one writer holds the database's write lock from a batch's ``BEGIN IMMED
 its commit, so:
 
 * the position counter and the stream heads are read once and moved in memory, and written
-  once before the commit (``store/log_heads.py``): no ``UPDATE … RETURNING`` of the counter
+  once before the commit (``store/sqlite/log_heads.py``): no ``UPDATE … RETURNING`` of the counter
   and no upsert ``… RETURNING`` of a stream head per command; a head the writer's last
   batch committed is not read again while nothing else wrote;
 * a claim_issue or a release_issue reads what it decides on in one statement, its session
@@ -26,7 +26,7 @@ from tests.contract.test_group_commit import _register, encoded, execute
 from tests.contract.test_queue_pull_reads import statements
 
 from eventcoord.service import Outcome, Service
-from eventcoord.store import sqlite as sqlite_store
+from eventcoord.store.sqlite import store as sqlite_store
 
 pytestmark = pytest.mark.sqlite
 

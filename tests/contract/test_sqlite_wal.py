@@ -24,7 +24,7 @@ from eventcoord.context import Caller
 from eventcoord.metrics import REGISTRY
 from eventcoord.service import Service
 from eventcoord.store import open_store
-from eventcoord.store.sqlite import SqliteEventStore
+from eventcoord.store.sqlite.store import SqliteEventStore
 
 OPERATOR = Caller("default", "admin", operator=True)
 

@@ -71,7 +71,7 @@ async def test_a_domain_error_rolls_back_everything_it_wrote(store: Any) -> None
     assert ttl == "120"
     # A refusal is an answer, not a race: it is never retried as one. Both group commits
     # undo a write by abandoning their fast pass (no savepoints) and decide the command once
-    # more in the pass with a savepoint per command (store/sqlite.py, store/pg_writer.py,
+    # more in the pass with a savepoint per command (store/sqlite/store.py, store/postgres/writer.py,
     # "Failures"): twice, and no more.
     assert runs == [1, 1]
     # No position was lost.
@@ -204,7 +204,7 @@ async def test_a_command_refused_after_moving_one_stream_gives_its_versions_and_
     """In one batch: a command moves stream a, then finds stream b at another version than it
     expects. The next command's event on a takes a's next version and the next position, and
     the heads the database keeps are the log's (SQLite moves them in memory until commit,
-    ``store/log_heads.py``; PostgreSQL at its batch's end)."""
+    ``store/sqlite/log_heads.py``; PostgreSQL at its batch's end)."""
     await store.transact(write("session:a"))
     await store.transact(write("session:b"))
     answers = await asyncio.gather(
@@ -303,7 +303,7 @@ async def test_a_log_written_on_the_writer_s_own_connection_is_read_again(store:
 async def test_the_heads_a_writer_keeps_between_batches_are_bounded(
     store: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from eventcoord.store import log_heads
+    from eventcoord.store.sqlite import log_heads
 
     monkeypatch.setattr(log_heads, "KNOWN_MAX", 3)
     for i in range(8):

@@ -19,7 +19,7 @@ import httpx
 from tests.helpers import Api, ServerProcess, advance_clock
 
 from eventcoord.codec import parse_time
-from eventcoord.store.pg_writer import CHAIN_FRESH_S
+from eventcoord.store.postgres.writer import CHAIN_FRESH_S
 
 CWD = "/home/dev/proj"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventcoord.store.deferred_writes import DeferredWrites
+from eventcoord.store.postgres.deferred_writes import DeferredWrites
 
 
 @dataclass(frozen=True)

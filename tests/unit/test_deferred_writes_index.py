@@ -16,8 +16,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventcoord.store.deferred_writes import DeferredWrites, Entry, rows_meet
 from eventcoord.store.key_spans import KeySpans
+from eventcoord.store.postgres.deferred_writes import DeferredWrites, Entry, rows_meet
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""A PostgreSQL writer's wait for its next batch (store/gathering.py) and the CPU pressure
-that lengthens it (store/cpu_pressure.py)."""
+"""A PostgreSQL writer's wait for its next batch (store/postgres/gathering.py) and the CPU pressure
+that lengthens it (store/postgres/cpu_pressure.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from eventcoord.store import cpu_pressure, gathering
-from eventcoord.store.cpu_pressure import CpuPressure
-from eventcoord.store.gathering import GATHER_MAX, GROUP_COMMIT_WINDOW, Gathering
+from eventcoord.store.postgres import cpu_pressure, gathering
+from eventcoord.store.postgres.cpu_pressure import CpuPressure
+from eventcoord.store.postgres.gathering import GATHER_MAX, GROUP_COMMIT_WINDOW, Gathering
 
 
 def test_a_writer_with_cpu_to_spare_waits_the_short_window_whatever_its_last_batch_took() -> None:

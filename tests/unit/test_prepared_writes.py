@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from eventcoord.store.pg_writer import end_statement
+from eventcoord.store.postgres.writer import end_statement
 from eventcoord.store.prepared import writes_sql
 
 
@@ -70,7 +70,7 @@ def test_a_deferred_write_goes_with_a_statement_only_where_their_rows_differ() -
     from eventcoord.handlers.issues import _RELEASE_PEEK
     from eventcoord.projections.leases import _RELEASE_COUNTED
     from eventcoord.projections.sessions import _SIGN_OF_LIFE
-    from eventcoord.store.deferred_writes import DeferredWrites
+    from eventcoord.store.postgres.deferred_writes import DeferredWrites
 
     release, sign, peek = _RELEASE_COUNTED._asyncpg(), _SIGN_OF_LIFE._asyncpg(), _RELEASE_PEEK._asyncpg()
     released = (release, [], release.keys({"ws": "w", "issue": "P-1", "at": 1, "reason": "released"}))
@@ -92,7 +92,7 @@ def test_a_claim_s_reads_take_the_last_claim_s_writes_and_signs_of_life_of_other
     from eventcoord.projections.leases import _COUNT_UNRELEASED, _INSERT_LEASE, _UPSERT_ISSUE
     from eventcoord.projections.sessions import _END, _HEARTBEAT, _SIGN_OF_LIFE
     from eventcoord.projections.waits import _LEAVE_LINE
-    from eventcoord.store.deferred_writes import DeferredWrites
+    from eventcoord.store.postgres.deferred_writes import DeferredWrites
 
     reads = _SESSION_AND_CLAIM_READS._asyncpg()
     mine = reads.keys({"ws": "w", "project": "B", "issue": "B-1", "sid": "s2"})

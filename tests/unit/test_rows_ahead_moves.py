@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from eventcoord.store.batch import Batch
-from eventcoord.store.held_locks import guard
+from eventcoord.store.postgres.batch import Batch
+from eventcoord.store.postgres.held_locks import guard
+from eventcoord.store.postgres.rows_ahead import RowsAhead
 from eventcoord.store.prepared import Prepared
-from eventcoord.store.rows_ahead import RowsAhead
 
 _READ = Prepared(lambda d: text("SELECT 1"))
 _ADDED = {"project_leases": ("unreleased", 1)}

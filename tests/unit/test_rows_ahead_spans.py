@@ -15,10 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from eventcoord.store.batch import Batch
 from eventcoord.store.key_spans import KeySpans, SpansIndex
+from eventcoord.store.postgres.batch import Batch
+from eventcoord.store.postgres.rows_ahead import RowsAhead
 from eventcoord.store.prepared import Prepared
-from eventcoord.store.rows_ahead import RowsAhead
 
 _READ = Prepared(lambda d: text("SELECT 1"))
 _WRITES = frozenset({"file_claims"})

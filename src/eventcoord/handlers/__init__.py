@@ -55,14 +55,14 @@ HANDLERS: dict[type[c.Command], Handler] = {
 }
 
 #: Commands whose first read is their own session's row, locked: a PostgreSQL batch may
-#: read those of all its commands in one statement (``store/session_rows.py``).
+#: read those of all its commands in one statement (``store/postgres/session_rows.py``).
 READS_OWN_SESSION_FIRST = (c.HeartbeatAgent, c.EndAgent)
 
 
 def read_ahead(workspace: str, cmd: c.Command) -> ReadsAhead | None:
     """What ``cmd``'s handler reads or locks first, which a PostgreSQL batch may read or
-    lock for all its commands in one statement (``store/session_rows.py``,
-    ``store/held_locks.py``); None: nothing of the kind."""
+    lock for all its commands in one statement (``store/postgres/session_rows.py``,
+    ``store/postgres/held_locks.py``); None: nothing of the kind."""
     if isinstance(cmd, READS_OWN_SESSION_FIRST):
         return session_read_ahead(workspace, cmd.session_id)
     if isinstance(cmd, c.ClaimIssue):  # its project's guard, then what the guard protects

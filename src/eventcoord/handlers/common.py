@@ -17,12 +17,12 @@ from eventcoord.auth import authorize_session
 from eventcoord.context import Context
 from eventcoord.domain.sessions import SessionState
 from eventcoord.projections.tables import sessions
-from eventcoord.store import held_locks, session_rows
-from eventcoord.store.held_locks import GuardLock
+from eventcoord.store.postgres import held_locks, session_rows
+from eventcoord.store.postgres.held_locks import GuardLock
+from eventcoord.store.postgres.rows_ahead import RowsAhead
+from eventcoord.store.postgres.session_rows import SessionRead
 from eventcoord.store.prepared import Prepared, unindexed
-from eventcoord.store.rows_ahead import RowsAhead
 from eventcoord.store.schema import guards
-from eventcoord.store.session_rows import SessionRead
 
 #: The workspace parameter, named the same way by every prepared statement of the handlers.
 WS: BindParameter[str] = bindparam("ws")
@@ -57,7 +57,7 @@ _SESSION = _session_by_id(lock=False)
 _SESSION_FOR_UPDATE = _session_by_id(lock=True)
 #: The rows ``_SESSION_FOR_UPDATE`` reads, of many sessions at once (``ws`` and ``sid`` in
 #: pairs), each after its workspace, locked, skipping any another transaction holds:
-#: PostgreSQL's read ahead for a batch (``store/session_rows.py``).
+#: PostgreSQL's read ahead for a batch (``store/postgres/session_rows.py``).
 _SESSIONS_AHEAD = Prepared(
     lambda d: text(
         f"SELECT workspace, {', '.join(c.name for c in SESSION_COLUMNS)} FROM sessions"

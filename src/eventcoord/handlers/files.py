@@ -38,9 +38,9 @@ from eventcoord.reads.files import (
     pg_probes,
     probe_ranges,
 )
-from eventcoord.store import rows_ahead
+from eventcoord.store.postgres import rows_ahead
+from eventcoord.store.postgres.rows_ahead import RowsAhead
 from eventcoord.store.prepared import Prepared
-from eventcoord.store.rows_ahead import RowsAhead
 
 _SESSION_ALONE = (
     " FROM (SELECT 1) AS one LEFT JOIN sessions AS s"
@@ -87,7 +87,7 @@ _CLAIMS_AHEAD = Prepared(
 def claim_rows_ahead(workspace: str, cmd: ClaimFiles) -> RowsAhead | None:
     """What a claim reads once its workspace's lock is held (its session and the claims its
     paths may overlap), which a PostgreSQL batch may read ahead for all its claims
-    (``store/rows_ahead.py``); None: it reads every live claim, or its paths are refused."""
+    (``store/postgres/rows_ahead.py``); None: it reads every live claim, or its paths are refused."""
     try:
         paths = domain.normalise_paths(cmd.paths)
     except DomainError:

@@ -48,10 +48,10 @@ from eventcoord.handlers.waits import join_line, load_line
 from eventcoord.liveness import live_clause
 from eventcoord.projections.sessions import PG_DECLARING_KEY, declaring_key
 from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions, waits
-from eventcoord.store import held_locks, rows_ahead
-from eventcoord.store.held_locks import GuardLock
+from eventcoord.store.postgres import held_locks, rows_ahead
+from eventcoord.store.postgres.held_locks import GuardLock
+from eventcoord.store.postgres.rows_ahead import RowsAhead
 from eventcoord.store.prepared import Prepared, indexed_by, pending_signs_of_life, unindexed
-from eventcoord.store.rows_ahead import RowsAhead
 
 _RULE_COLUMNS = (projects.c.wip_limit, projects.c.lock_delay_seconds, projects.c.agent_wip_limit)
 _OF_PROJECT = (projects.c.workspace == WS) & (projects.c.project == bindparam("project"))
@@ -325,7 +325,7 @@ _AHEAD_CALLER = (
 )
 #: PostgreSQL: what ``_RELEASE_LOCKED_READS`` reads, for many releases at once (every
 #: parameter a list, one entry per release; rows by ``n``, the entry's ordinal), once the
-#: batch holds the guards of their leases' projects (``store/rows_ahead.py``): whether
+#: batch holds the guards of their leases' projects (``store/postgres/rows_ahead.py``): whether
 #: anyone waits in the issue's line, the lease, locked, and the caller's session.
 _RELEASES_AHEAD = Prepared(
     lambda d: text(
@@ -339,7 +339,7 @@ _RELEASES_AHEAD = Prepared(
 
 def release_rows_ahead(workspace: str, cmd: ReleaseIssue) -> RowsAhead:
     """What a release reads once the guard of its lease's project is held, which a
-    PostgreSQL batch may read ahead for all its releases (``store/rows_ahead.py``)."""
+    PostgreSQL batch may read ahead for all its releases (``store/postgres/rows_ahead.py``)."""
     return RowsAhead(
         _RELEASES_AHEAD,
         (("ws", workspace), ("issue", cmd.issue), ("sid", cmd.session_id)),
@@ -373,7 +373,7 @@ _DECLARERS = Prepared(
 _AHEAD_DECLARERS = 8
 #: PostgreSQL: what ``_SESSION_AND_CLAIM_READS`` reads, for many claims at once (every
 #: parameter a list, one entry per claim; rows by ``n``, the entry's ordinal), once the
-#: batch holds their projects' guards (``store/rows_ahead.py``). Instead of whether a live
+#: batch holds their projects' guards (``store/postgres/rows_ahead.py``). Instead of whether a live
 #: session declared working on the issue, every session that declares it (up to one more
 #: than ``_AHEAD_DECLARERS``, in id order) and when each was last seen: a sign of life the
 #: batch writes later makes one live.
@@ -404,7 +404,7 @@ _CLAIMS_AHEAD = Prepared(
 
 def claim_rows_ahead(workspace: str, cmd: ClaimIssue) -> RowsAhead:
     """What a claim reads once its project's guard is held, which a PostgreSQL batch may
-    read ahead for all its claims (``store/rows_ahead.py``)."""
+    read ahead for all its claims (``store/postgres/rows_ahead.py``)."""
     ws, project, issue = workspace, cmd.project, cmd.issue
     return RowsAhead(
         _CLAIMS_AHEAD,

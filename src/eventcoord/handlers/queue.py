@@ -56,10 +56,10 @@ from eventcoord.projections.queue import (
 from eventcoord.projections.sessions import note_worker
 from eventcoord.projections.tables import issues, leases, work_items, working
 from eventcoord.reads.files import overlap_candidates
-from eventcoord.store import held_locks, rows_ahead
-from eventcoord.store.held_locks import GuardLock
+from eventcoord.store.postgres import held_locks, rows_ahead
+from eventcoord.store.postgres.held_locks import GuardLock
+from eventcoord.store.postgres.rows_ahead import RowsAhead
 from eventcoord.store.prepared import Prepared, indexed_by, unindexed
-from eventcoord.store.rows_ahead import RowsAhead
 from eventcoord.store.schema import workspaces
 
 PAGE = 100
@@ -174,7 +174,7 @@ _SESSION_AND_SUSPECTS = Prepared(
 )
 #: PostgreSQL: what a pull reads once its project's guard is held, for many pulls at once
 #: (every parameter a list, one entry per pull; rows by ``n``, the entry's ordinal; the
-#: batch's ``cutoff``), once the batch holds their projects' guards (``store/rows_ahead.py``):
+#: batch's ``cutoff``), once the batch holds their projects' guards (``store/postgres/rows_ahead.py``):
 #: the project's rules, the project's suspects (``_SESSION_AND_SUSPECTS``'s array), the
 #: caller's session, locked, and the first page of ready items in pull order, locked
 #: ``SKIP LOCKED`` (``_FIRST_PAGE``): one row per item, or one of NULLs when there is none.
@@ -628,7 +628,7 @@ def _session_locked(conn: Connection, ctx: Context, session_id: str, reads: Work
 
 def pull_rows_ahead(workspace: str, cmd: ClaimNextWork) -> RowsAhead:
     """What a pull reads once its project's guard is held, which a PostgreSQL batch may
-    read ahead for all its pulls (``store/rows_ahead.py``).
+    read ahead for all its pulls (``store/postgres/rows_ahead.py``).
 
     Its project's items are named as one row of ``work_items`` (by the project), which no
     write of an item (named by its id) names: instead every command that writes a
@@ -715,7 +715,7 @@ def transition_lock_ahead(workspace: str, item_id: str) -> GuardLock:
 
 def transition_rows_ahead(workspace: str, cmd: StartWork | FinishWork) -> RowsAhead:
     """What a transition reads once its item's project's guard is held, which a PostgreSQL
-    batch may read ahead for all its transitions (``store/rows_ahead.py``).
+    batch may read ahead for all its transitions (``store/postgres/rows_ahead.py``).
 
     Its project's rows are named through its item: the item's own writes by its id; its
     project's other items by the guard it was read under (:func:`pull_rows_ahead`'s rule;

@@ -21,8 +21,8 @@ from eventcoord.context import Context
 from eventcoord.domain import files as domain
 from eventcoord.domain.paths import literal_prefix
 from eventcoord.projections.files import live_key
-from eventcoord.store import held_locks
 from eventcoord.store.key_spans import KeySpans
+from eventcoord.store.postgres import held_locks
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import workspaces
 

@@ -10,11 +10,11 @@ from eventcoord.store.base import EventStore
 def open_store(url: str) -> EventStore:
     """The store for a SQLAlchemy URL: ``sqlite+aiosqlite:///…`` or ``postgresql+asyncpg://…``."""
     if url.startswith("sqlite"):
-        from eventcoord.store.sqlite import SqliteEventStore
+        from eventcoord.store.sqlite.store import SqliteEventStore
 
         return SqliteEventStore(url)
     if url.startswith("postgresql"):
-        from eventcoord.store.postgres import PostgresEventStore
+        from eventcoord.store.postgres.store import PostgresEventStore
 
         if url.startswith("postgresql://"):
             url = "postgresql+asyncpg://" + url[len("postgresql://") :]

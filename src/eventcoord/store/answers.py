@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, bindparam, select
 
-from eventcoord.store import batch
-from eventcoord.store.batch import Requeue, Resolve, identity
+from eventcoord.store.postgres import batch
+from eventcoord.store.postgres.batch import Requeue, Resolve, identity
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import idempotency
 
@@ -36,7 +36,7 @@ _REMEMBER = Prepared(
 def recall(conn: Connection, workspace: str, command_id: str) -> tuple[str, int, str] | None:
     """The stored answer of a command id: (body hash, HTTP status, answer JSON), or None.
 
-    Raises :class:`~eventcoord.store.batch.Requeue` when an earlier command of the same
+    Raises :class:`~eventcoord.store.postgres.batch.Requeue` when an earlier command of the same
     batch recorded it and its answer is only written at commit.
     """
     row = _RECALL.first(conn, {"ws": workspace, "cid": command_id})

@@ -18,14 +18,14 @@ from sqlalchemy import Connection
 from eventcoord.codec import EventMetadata, WireEvent
 from eventcoord.events import Event
 from eventcoord.store import dbclock, log
-from eventcoord.store.held_locks import GuardLock
 from eventcoord.store.log import Expected, NewEvent, Pending, RecordedEvent
-from eventcoord.store.rows_ahead import RowsAhead
-from eventcoord.store.session_rows import SessionRead
+from eventcoord.store.postgres.held_locks import GuardLock
+from eventcoord.store.postgres.rows_ahead import RowsAhead
+from eventcoord.store.postgres.session_rows import SessionRead
 
 T = TypeVar("T")
 #: What a command says it reads or locks first, which a PostgreSQL batch may do for all its
-#: commands in one statement (``store/session_rows.py``, ``store/held_locks.py``).
+#: commands in one statement (``store/postgres/session_rows.py``, ``store/postgres/held_locks.py``).
 ReadAhead = SessionRead | GuardLock | RowsAhead
 #: One of them, or several in the order the command needs them.
 ReadsAhead = ReadAhead | tuple[ReadAhead, ...]
@@ -81,8 +81,8 @@ class EventStore(ABC):
 
         ``read_ahead``: what ``fn`` reads or locks first (its sessions row, locked; the guard
         it locks; what it reads once the guard is held); a PostgreSQL batch may read or
-        lock those of all its commands in one statement each (``store/session_rows.py``,
-        ``store/held_locks.py``, ``store/rows_ahead.py``).
+        lock those of all its commands in one statement each (``store/postgres/session_rows.py``,
+        ``store/postgres/held_locks.py``, ``store/postgres/rows_ahead.py``).
         """
         return await self._write(fn, retry, read_ahead)
 

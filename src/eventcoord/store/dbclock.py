@@ -14,7 +14,7 @@ import time
 
 from sqlalchemy import Connection, delete, insert, select
 
-from eventcoord.store import batch
+from eventcoord.store.postgres import batch
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import settings
 

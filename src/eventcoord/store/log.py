@@ -2,7 +2,7 @@
 
 Plain SQLAlchemy Core on a synchronous ``Connection``: the SQLite writer calls it directly
 on the event loop, PostgreSQL inside the writer's greenlet; one implementation, two
-backends. On PostgreSQL a command runs inside a group-commit batch (``store/batch.py``): ``append`` hands out
+backends. On PostgreSQL a command runs inside a group-commit batch (``store/postgres/batch.py``): ``append`` hands out
 provisional positions and stages the events, and whatever a transaction returns that
 mentions positions is a :class:`Pending` result, finished once the real ones are known.
 """
@@ -31,10 +31,11 @@ from eventcoord.codec import (
 )
 from eventcoord.errors import ConcurrencyError
 from eventcoord.events import Event
-from eventcoord.store import batch, log_heads
-from eventcoord.store.batch import Requeue
+from eventcoord.store.postgres import batch
+from eventcoord.store.postgres.batch import Requeue
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import events, store_head, stream_heads
+from eventcoord.store.sqlite import log_heads
 
 T = TypeVar("T")
 #: Maps a position a transaction saw to the one it committed with (see :class:`Pending`).
@@ -44,7 +45,7 @@ Resolve = batch.Resolve
 class Pending(Generic[T]):
     """A transaction's result that mentions positions: finished once they are final.
 
-    ``finish`` gets a :data:`~eventcoord.store.batch.Resolve` that maps every position the
+    ``finish`` gets a :data:`~eventcoord.store.postgres.batch.Resolve` that maps every position the
     transaction saw (``append``'s, ``head``'s) to the one it committed with. The store calls
     it after the transaction's positions are fixed; ``transact`` returns what it returns.
     """

@@ -25,8 +25,8 @@ from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.util import find_tables
 from sqlalchemy.util import await_
 
-from eventcoord.store import batch
-from eventcoord.store.deferred_writes import DeferredWrites, Entry
+from eventcoord.store.postgres import batch
+from eventcoord.store.postgres.deferred_writes import DeferredWrites, Entry
 
 _SQLITE = sqlite.dialect(paramstyle="named")
 _ASYNCPG = pg_asyncpg.dialect()  # type: ignore[no-untyped-call]

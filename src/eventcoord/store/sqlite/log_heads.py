@@ -6,7 +6,7 @@ from memory and writes what it moved just before it commits (:meth:`LogHeads.flu
 batch starts from what the last committed batch left (:class:`KnownHeads`) only while
 ``PRAGMA data_version`` and the counter show nothing else wrote; a failed command is
 rewound with its savepoint. PostgreSQL batches keep their own, provisional, positions
-(``store/batch.py``). Why: docs/architecture.md#sqlite-the-counter-and-stream-heads-in-memory.
+(``store/postgres/batch.py``). Why: docs/architecture.md#sqlite-the-counter-and-stream-heads-in-memory.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ Runs at READ COMMITTED: guards are explicit row locks (``SELECT ... FOR UPDATE``
 project, workspace or session row a decision depends on), and a race lost inside the
 database (deadlock, serialisation failure, a unique key taken concurrently) is decided
 again. Writes go through one writer per replica that commits the commands waiting at a
-moment in one transaction (``store/pg_writer.py`` explains the batch, its positions and
+moment in one transaction (``store/postgres/writer.py`` explains the batch, its positions and
 its failure rules); a command arriving alone is committed at once, and under load a
-writer waits a little for more before its next batch (``store/gathering.py``: longer when
+writer waits a little for more before its next batch (``store/postgres/gathering.py``: longer when
 its thread waits for a CPU). Several replicas share nothing but this database.
 """
 
@@ -21,11 +21,12 @@ from sqlalchemy import Connection, event, exc, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from eventcoord.errors import StoreError, StoreUnavailable
-from eventcoord.store import batch, gathering, pg_writer, stats
 from eventcoord.store.base import EventStore, ReadsAhead, upgrade
-from eventcoord.store.cpu_pressure import CpuPressure
 from eventcoord.store.outage import Outage
-from eventcoord.store.pg_writer import AGAIN, MAX_BATCH, Job, Outcome
+from eventcoord.store.postgres import batch, gathering, stats
+from eventcoord.store.postgres import writer as pg_writer
+from eventcoord.store.postgres.cpu_pressure import CpuPressure
+from eventcoord.store.postgres.writer import AGAIN, MAX_BATCH, Job, Outcome
 from eventcoord.store.prepared import send_carried, send_deferred, writes_sql
 
 T = TypeVar("T")

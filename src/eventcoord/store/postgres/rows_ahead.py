@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from eventcoord import liveness
-from eventcoord.store import batch, stats
-from eventcoord.store.held_locks import Lock
+from eventcoord.store.postgres import batch, stats
+from eventcoord.store.postgres.held_locks import Lock
 from eventcoord.store.prepared import Prepared
 
 

@@ -5,7 +5,7 @@ company and finds fewer commands waiting waits a little for more (:class:`Gather
 until as many wait as the last batch held or its window closes (:func:`window`):
 ``GROUP_COMMIT_WINDOW`` normally; as long as the last batch took, up to ``GATHER_MAX``,
 while the event loop's thread waits for a CPU about as long as it runs
-(``store/cpu_pressure.py``). Why: docs/architecture.md#gathering-a-batch.
+(``store/postgres/cpu_pressure.py``). Why: docs/architecture.md#gathering-a-batch.
 """
 
 from __future__ import annotations

@@ -25,11 +25,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.store import log_heads, stats
 from eventcoord.store.base import EventStore, ReadsAhead, upgrade
-from eventcoord.store.batch import identity
 from eventcoord.store.log import Pending
+from eventcoord.store.postgres import stats
+from eventcoord.store.postgres.batch import identity
 from eventcoord.store.prepared import writer_connection
+from eventcoord.store.sqlite import log_heads
 
 T = TypeVar("T")
 #: Commands committed together at most (more wait for the next batch).

@@ -3,7 +3,7 @@
 Linux counts, for every thread, the time it ran and the time it was ready to run but
 waited for a CPU (``/proc/thread-self/schedstat``: run time, run delay, time slices, in
 nanoseconds). A PostgreSQL writer uses it to decide whether to gather fuller batches
-(``store/gathering.py``, docs/architecture.md#gathering-a-batch). Where the file does not
+(``store/postgres/gathering.py``, docs/architecture.md#gathering-a-batch). Where the file does not
 exist (another system, a kernel without scheduler statistics), the pressure stays 0.
 """
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from eventcoord.store import batch
+from eventcoord.store.postgres import batch
 from eventcoord.store.prepared import Prepared
 
 #: A row lock: its table, then the values of its key.

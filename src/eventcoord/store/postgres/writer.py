@@ -25,14 +25,15 @@ from sqlalchemy.exc import InterfaceError as SAInterfaceError
 from sqlalchemy.util import await_
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.store import batch, dbclock, held_locks, rows_ahead, session_rows, stats
+from eventcoord.store import dbclock
 from eventcoord.store.base import ReadsAhead
-from eventcoord.store.batch import Batch, Requeue, Resolve, identity
-from eventcoord.store.held_locks import GuardLock
 from eventcoord.store.log import Pending
+from eventcoord.store.postgres import batch, held_locks, rows_ahead, session_rows, stats
+from eventcoord.store.postgres.batch import Batch, Requeue, Resolve, identity
+from eventcoord.store.postgres.held_locks import GuardLock
+from eventcoord.store.postgres.rows_ahead import RowsAhead
+from eventcoord.store.postgres.session_rows import SessionRead
 from eventcoord.store.prepared import send_carried, send_deferred, shifted
-from eventcoord.store.rows_ahead import RowsAhead
-from eventcoord.store.session_rows import SessionRead
 
 #: Commands decided in one transaction at most (more wait for the next batch). Each one
 #: with a savepoint takes a subtransaction id; beyond 64 PostgreSQL's per-backend cache of

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from eventcoord.store import batch
+from eventcoord.store.postgres import batch
 from eventcoord.store.prepared import Prepared
 
 

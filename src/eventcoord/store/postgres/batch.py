@@ -1,6 +1,6 @@
 """The state of one PostgreSQL group-commit transaction, kept on its connection.
 
-The position counter is advanced once, at the batch's end (``store/pg_writer.py``); until
+The position counter is advanced once, at the batch's end (``store/postgres/writer.py``); until
 then a command's events get *provisional* positions: far above any real one
 (``PROVISIONAL_BASE``), unique to this database backend (its process id is part of them),
 in append order. Read models written in the batch carry them; the end statement inserts the
@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from eventcoord.store.deferred_writes import DeferredWrites, has_spans, rows_meet
 from eventcoord.store.key_spans import KeySpans, SpansIndex
+from eventcoord.store.postgres.deferred_writes import DeferredWrites, has_spans, rows_meet
 
 #: Provisional positions start here (real positions stay far below 2**62).
 PROVISIONAL_BASE = 1 << 62
@@ -238,7 +238,7 @@ class Batch:
     ) -> None:
         """A statement that may write ``writes_to`` (None: unknown tables), the rows ``keys``
         name there, runs or is deferred: forget the reads ahead it may change
-        (``store/rows_ahead.py``).
+        (``store/postgres/rows_ahead.py``).
 
         ``life``: it only raises one session's ``last_seen_us`` (a sign of life): that
         session counts as live for the declarers read ahead, and the reads whose caller it
