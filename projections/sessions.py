@@ -19,8 +19,8 @@ from eventcoord.events import (
     WorkFinished,
     WorkRequeued,
 )
-from eventcoord.store.log import RecordedEvent
 from eventcoord.store import transaction
+from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared
 
 from .base import Appliers
