@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Connection, create_engine, text
 
 from eventcoord.store import loaders
-from eventcoord.store.loaders import LOADERS, SUBSTITUTES, loader, substitute
+from eventcoord.store.loaders import LOADERS, SUBSTITUTES, install, loader, substitute
 
 
 @loader
@@ -53,7 +53,7 @@ def test_a_loader_runs_its_plain_body_on_a_connection_without_substitutes(conn: 
 
 
 def test_a_connection_carrying_the_table_runs_the_substitute(conn: Connection, registered: None) -> None:
-    conn.info[LOADERS] = SUBSTITUTES
+    install(conn, SUBSTITUTES)
     assert answer(conn, 2, plus=3) == ("substitute", 5)
     assert answer(conn, -2, plus=3) == ("plain", 1)  # its fallback runs the plain body, once
     assert answer.plain(conn, 2) == ("plain", 2)  # the plain body is never replaced
@@ -61,11 +61,16 @@ def test_a_connection_carrying_the_table_runs_the_substitute(conn: Connection, r
 
 def test_a_table_without_the_loader_runs_its_plain_body(conn: Connection) -> None:
     assert answer.plain not in SUBSTITUTES
-    conn.info[LOADERS] = SUBSTITUTES
+    install(conn, SUBSTITUTES)
     assert answer(conn, 4) == ("plain", 4)
-    conn.info[LOADERS] = {answer.plain: lambda c, base, plus=0: ("other", base)}
+    install(conn, {answer.plain: lambda c, base, plus=0: ("other", base)})
+    assert conn.info[LOADERS] is not SUBSTITUTES
     assert answer(conn, 4) == ("other", 4)
 
 
-def test_the_registry_is_the_module_s_one_table() -> None:
+def test_a_connection_no_longer_carrying_the_table_runs_plain_bodies(conn: Connection, registered: None) -> None:
+    install(conn, SUBSTITUTES)
+    assert answer(conn, 1) == ("substitute", 1)
+    install(conn, None)
+    assert LOADERS not in conn.info and answer(conn, 1) == ("plain", 1)
     assert loaders.SUBSTITUTES is SUBSTITUTES

@@ -4,7 +4,7 @@ A loader (``@loader``) reads the state a decision needs: ``f(conn, ctx, ...)`` r
 typed state. Called, it runs the substitute the running transaction installed for it on
 its connection (``conn.info[LOADERS]``, plain body -> substitute), else its plain body
 (``f.plain``). A backend registers its versions with ``@substitute(f)`` in ``SUBSTITUTES``
-and installs that table on the connections it batches on: PostgreSQL builds the same
+and installs that table on the connections it batches on (:func:`install`): PostgreSQL builds the same
 state from the rows its batch read ahead; SQLite installs nothing.
 """
 
@@ -23,6 +23,20 @@ R = TypeVar("R")
 LOADERS = "eventcoord.loaders"
 #: A backend's substitutes, by the plain body they replace (``@substitute``).
 SUBSTITUTES: dict[Callable[..., Any], Callable[..., Any]] = {}
+#: Whether any connection of this process carries substitutes: until one does, a loader
+#: runs its plain body without looking (``conn.info`` costs a microsecond, SQLite's
+#: commands some tens).
+_installed = False
+
+
+def install(conn: Connection, table: dict[Callable[..., Any], Callable[..., Any]] | None) -> None:
+    """Make ``conn``'s loaders run the substitutes of ``table`` (None: their plain bodies)."""
+    global _installed
+    if table is None:
+        conn.info.pop(LOADERS, None)
+        return
+    conn.info[LOADERS] = table
+    _installed = True
 
 
 class Loader(Generic[P, R]):
@@ -34,7 +48,7 @@ class Loader(Generic[P, R]):
         functools.update_wrapper(self, plain)
 
     def __call__(self, conn: Connection, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        table: dict[Callable[..., Any], Callable[..., Any]] | None = conn.info.get(LOADERS)
+        table: dict[Callable[..., Any], Callable[..., Any]] | None = conn.info.get(LOADERS) if _installed else None
         if table:
             replacement = table.get(self.plain)
             if replacement is not None:

@@ -25,8 +25,8 @@ from sqlalchemy.exc import InterfaceError as SAInterfaceError
 from sqlalchemy.util import await_
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.store import dbclock
-from eventcoord.store.loaders import LOADERS, SUBSTITUTES
+from eventcoord.store import dbclock, loaders
+from eventcoord.store.loaders import SUBSTITUTES
 from eventcoord.store.log import Pending
 from eventcoord.store.postgres import batch, held_locks, rows_ahead, session_rows, stats
 from eventcoord.store.postgres.ahead import RUNNING, ReadsAhead
@@ -280,7 +280,7 @@ def run_batch(
         b.usual_lock_timeout = str(await_(raw.fetchval("SHOW lock_timeout")))
     batch.attach(conn, b)
     # The loaders read what the batch read ahead, where a substitute is registered.
-    conn.info[LOADERS] = SUBSTITUTES
+    loaders.install(conn, SUBSTITUTES)
     try:
         result = _attempt(conn, b, jobs, savepoints, waiting)
         if not isinstance(result, _Abort):
