@@ -143,6 +143,17 @@ def test_projections_and_the_shared_store_import_no_backend() -> None:
     assert wrong == []
 
 
+def test_neither_backend_imports_the_other() -> None:
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for mine, other in (("sqlite", "postgres"), ("postgres", "sqlite"))
+        for path in (PACKAGE / "store" / mine).rglob("*.py")
+        for name in imports_of(path)
+        if name.startswith(f"eventcoord.store.{other}")
+    ]
+    assert wrong == []
+
+
 def test_a_backend_import_in_a_shared_module_is_found(tmp_path: Path) -> None:
     lazy = tmp_path / "lazy.py"
     lazy.write_text("def f():\n    from eventcoord.store.postgres import batch\n    return batch\n")

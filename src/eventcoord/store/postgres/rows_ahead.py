@@ -17,7 +17,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from eventcoord import liveness
-from eventcoord.store.postgres import batch, stats
+from eventcoord.store import stats
+from eventcoord.store.postgres import batch
 from eventcoord.store.postgres.held_locks import Lock
 from eventcoord.store.prepared import Prepared
 

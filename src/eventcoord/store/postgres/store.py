@@ -22,9 +22,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from eventcoord.commands import Command
 from eventcoord.errors import StoreError, StoreUnavailable
+from eventcoord.store import stats
 from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.outage import Outage
-from eventcoord.store.postgres import batch, gathering, stats
+from eventcoord.store.postgres import batch, gathering
 from eventcoord.store.postgres import writer as pg_writer
 from eventcoord.store.postgres.ahead.table import reads_ahead
 from eventcoord.store.postgres.cpu_pressure import CpuPressure

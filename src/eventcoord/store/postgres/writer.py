@@ -25,10 +25,10 @@ from sqlalchemy.exc import InterfaceError as SAInterfaceError
 from sqlalchemy.util import await_
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.store import dbclock, loaders
+from eventcoord.store import dbclock, loaders, stats
 from eventcoord.store.loaders import SUBSTITUTES
 from eventcoord.store.log import Pending
-from eventcoord.store.postgres import batch, held_locks, rows_ahead, session_rows, stats
+from eventcoord.store.postgres import batch, held_locks, rows_ahead, session_rows
 from eventcoord.store.postgres.ahead import RUNNING, ReadsAhead
 from eventcoord.store.postgres.batch import Batch
 from eventcoord.store.postgres.held_locks import GuardLock

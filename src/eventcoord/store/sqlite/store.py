@@ -26,9 +26,9 @@ from sqlalchemy.pool import NullPool
 
 from eventcoord.commands import Command
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
+from eventcoord.store import stats
 from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.log import Pending
-from eventcoord.store.postgres import stats
 from eventcoord.store.prepared import writer_connection
 from eventcoord.store.sqlite import log_heads
 from eventcoord.store.transaction import identity
