@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
+import types
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
@@ -43,7 +45,17 @@ PINNED_US = 1_900_000_000_000_000
 
 
 def _plain(value: Any) -> Any:
-    """A loader's state as plain data, to compare and to show."""
+    """A loader's state as plain data, to compare and to show.
+
+    A reader that loads more when the decision asks (it keeps the connection) is compared by
+    its type only: what it read shows in the events.
+    """
+    if value is None or isinstance(value, (str, int, float, bool, bytes)):
+        return value
+    if isinstance(value, Connection):
+        return "<connection>"
+    if isinstance(value, (types.FunctionType, types.MethodType, functools.partial)):
+        return f"<{getattr(value, '__qualname__', type(value).__qualname__)}>"
     if isinstance(value, msgspec.Struct):
         return {f: _plain(getattr(value, f)) for f in value.__struct_fields__}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -53,7 +65,11 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)) or type(value).__name__ == "Record":
         items = [_plain(v) for v in value]
         return sorted(items, key=repr) if isinstance(value, (set, frozenset)) else items
-    return value
+    if isinstance(getattr(value, "conn", None), Connection):
+        return {"reader": type(value).__qualname__}
+    slots = [n for k in type(value).__mro__ for n in getattr(k, "__slots__", ())]
+    fields = {n: getattr(value, n) for n in slots if hasattr(value, n)} or dict(getattr(value, "__dict__", {}))
+    return {"type": type(value).__qualname__, **{n: _plain(v) for n, v in fields.items()}}
 
 
 class Run:
