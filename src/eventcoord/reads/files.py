@@ -20,6 +20,7 @@ from sqlalchemy.sql.elements import BindParameter
 from eventcoord.context import Context
 from eventcoord.domain import files as domain
 from eventcoord.domain.paths import literal_prefix
+from eventcoord.projections import keys
 from eventcoord.projections.files import live_key
 from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.postgres import held_locks
@@ -143,7 +144,7 @@ _ALL_LIVE = Prepared(lambda d: text(_SQLITE_LIVE if d == "sqlite" else f"{CLAIM_
 # table without statistics; with ``released_us IS NULL`` a cached generic plan full-scanned
 # it, a partial index of unreleased claims like the probe's own: every live claim per probe.
 # ``OFFSET 0`` keeps it from flattening the probes into one join over every live claim.
-PG_LIVE_KEY = "((CASE WHEN released_us IS NULL THEN workspace || E'\\x01' || literal_prefix END) COLLATE \"C\")"
+PG_LIVE_KEY = keys.CLAIM_PREFIX_IN_ORDER
 CLAIM_COLUMNS = "c.position, c.idx, c.issue, c.session_id, c.actor_key, c.path, c.exclusive"
 PROBED = (
     "unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) AS r(lo, hi) CROSS JOIN LATERAL ("
