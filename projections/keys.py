@@ -11,7 +11,7 @@ Constants are inline (never bound): a parameter in the expression would not matc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,9 +155,7 @@ def _work_live(c: Any) -> ColumnElement[str]:
     )
 
 
-def _work_live_twin(
-    status: str, waiting_on: int, held_by: str | None, workspace: str, project: str
-) -> str | None:
+def _work_live_twin(status: str, waiting_on: int, held_by: str | None, workspace: str, project: str) -> str | None:
     ready = status == "queued" and waiting_on == 0
     if ready:
         return f"{workspace}{SEP}{project}{SEP}" + ("queued" if held_by is None else f"held{SEP}{held_by}")
@@ -200,7 +198,9 @@ WORK_QUEUED_ISSUE = LiveKey(
 
 
 def _work_on_issue(c: Any) -> ColumnElement[str]:
-    return case((and_(_is(c.status, "=", Const("queued")), c.issue.isnot(None)), _concat(c.workspace, Const(SEP), c.issue)))
+    return case(
+        (and_(_is(c.status, "=", Const("queued")), c.issue.isnot(None)), _concat(c.workspace, Const(SEP), c.issue))
+    )
 
 
 def _work_on_issue_twin(status: str, issue: str | None, workspace: str) -> str | None:
@@ -261,7 +261,6 @@ WORKER = LiveKey(
 )
 
 
-
 def claim_prefix_in_order(at: FromClause) -> ColumnElement[str]:
     """``CLAIM_PREFIX`` under the C collation (code point order, as the probes' bounds are
     built): what ``ix_file_claims_live_key`` holds and claim_files' probes compare."""
@@ -270,9 +269,7 @@ def claim_prefix_in_order(at: FromClause) -> ColumnElement[str]:
 
 #: ``claim_prefix_in_order`` as PostgreSQL text, over ``file_claims``.
 CLAIM_PREFIX_IN_ORDER = str(
-    claim_prefix_in_order(table("file_claims", *(column(c) for c in CLAIM_PREFIX.columns))).compile(
-        dialect=_PG
-    )
+    claim_prefix_in_order(table("file_claims", *(column(c) for c in CLAIM_PREFIX.columns))).compile(dialect=_PG)
 )
 
 KEYS = (CLAIM_PREFIX, CLAIM_ISSUE, WORK_LIVE, WORK_QUEUED_ISSUE, WORK_ON_ISSUE, DECLARING, WORKER)
@@ -319,4 +316,3 @@ def declaring_key(workspace: str, issue: str) -> str:
 def _live(key: str | None) -> str:
     assert key is not None, "a live row's key"
     return key
-

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, literal_column, null, select, text, update
+from sqlalchemy import Connection, bindparam, delete, null, select, text, update
 from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.selectable import ScalarSelect
 
@@ -266,9 +266,7 @@ def _mark_held(d: str) -> Any:
             f" WHERE workspace = :ws AND issue = :issue AND {QUEUED_ON_ISSUE}"
         )
     return (
-        update(work_items)
-        .where(keys.WORK_ON_ISSUE.of(work_items) == bindparam("key"))
-        .values(held_by=bindparam("sid"))
+        update(work_items).where(keys.WORK_ON_ISSUE.of(work_items) == bindparam("key")).values(held_by=bindparam("sid"))
     )
 
 
