@@ -113,7 +113,11 @@ class ServerProcess:
             self.proc = fork_server.PARENT.spawn(args[3:], env, self.log_path)
         else:
             self.proc = subprocess.Popen(args, env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BaseException:  # nobody else can stop it: no test holds it yet
+            self.stop()
+            raise
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
