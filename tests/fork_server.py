@@ -39,6 +39,20 @@ PRELOAD = (
     "aiosqlite",
     "asyncpg",
     "alembic.command",
+    "alembic.config",
+    # what building the app and its first requests import on demand (a third of the rest)
+    "litestar.plugins.pydantic",
+    "litestar.plugins.attrs",
+    "litestar._kwargs.kwargs_model",
+    "litestar.logging.standard",
+    "litestar.exceptions.responses",
+    "litestar.middleware._internal.exceptions.middleware",
+    "litestar.middleware.allowed_hosts",
+    "litestar.middleware.csrf",
+    "litestar.middleware.response_cache",
+    "anyio.streams.memory",
+    "anyio.streams.stapled",
+    "importlib.resources.readers",
 )
 
 
