@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import sqlite3
 import sys
 import tempfile
 import uuid
@@ -136,11 +138,45 @@ def db_url(backend: str, tmp_path: Path) -> Iterator[str]:
         asyncio.run(_pg_exec(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head, made once per test worker (as PostgreSQL's template)."""
+    from eventcoord.store import open_store
+
+    path = tmp_path_factory.mktemp("sqlite-template") / "eventcoord.db"
+
+    async def make() -> None:
+        store = open_store(f"sqlite+aiosqlite:///{path}")
+        await store.start()
+        try:
+            await store.migrate()
+        finally:
+            await store.close()
+
+    asyncio.run(make())
+    with sqlite3.connect(path) as conn:  # everything in the one file that is copied
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path
+
+
+def from_template(db_url: str, template: Path) -> None:
+    """Give a SQLite ``db_url`` that does not exist yet a copy of the migrated template.
+
+    Migrating a new file runs every revision (a fifth of a second of CPU, in each server);
+    the copy is what that migration makes. ``db_url`` itself starts empty, so a test that
+    migrates or serves a new file (``eventcoord migrate``, the wheel's server) still does.
+    """
+    prefix = "sqlite+aiosqlite:///"
+    if db_url.startswith(prefix) and not os.path.exists(db_url[len(prefix) :]):
+        shutil.copyfile(template, db_url[len(prefix) :])
+
+
 @pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Any]:
+async def store(db_url: str, sqlite_template: Path) -> AsyncIterator[Any]:
     """A started, migrated event store on the backend under test."""
     from eventcoord.store import open_store
 
+    from_template(db_url, sqlite_template)
     s = open_store(db_url)
     await s.start()
     await s.migrate()
@@ -151,11 +187,13 @@ async def store(db_url: str) -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-def start_server(db_url: str, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
-    """Start real server processes on the test's database; all are stopped afterwards."""
+def start_server(db_url: str, tmp_path: Path, sqlite_template: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """Start real server processes on the test's database (a new SQLite file: a copy of the
+    migrated template); all are stopped afterwards."""
     started: list[ServerProcess] = []
 
     def start(**kwargs: Any) -> ServerProcess:
+        from_template(db_url, sqlite_template)
         s = ServerProcess(db_url, tmp_path / f"data{len(started)}", **kwargs)
         started.append(s)
         return s

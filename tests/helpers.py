@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests import fork_server
+from tests.fork_server import ForkedProcess
 
 PG_URL = os.environ.get("EVENTCOORD_TEST_PG_URL", "")
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -106,8 +108,16 @@ class ServerProcess:
         self.log_path = data_dir / f"server-{self.port}.log"
         data_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(args, env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        self._wait_ready()
+        self.proc: subprocess.Popen[bytes] | ForkedProcess
+        if argv is None and fork_server.enabled():
+            self.proc = fork_server.PARENT.spawn(args[3:], env, self.log_path)
+        else:
+            self.proc = subprocess.Popen(args, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        try:
+            self._wait_ready()
+        except BaseException:  # nobody else can stop it: no test holds it yet
+            self.stop()
+            raise
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -119,7 +129,7 @@ class ServerProcess:
                     return
             except httpx.HTTPError:
                 pass
-            time.sleep(0.1)
+            time.sleep(0.02)
         raise RuntimeError(f"server not ready:\n{self.log_path.read_text()}")
 
     def stop(self) -> None:

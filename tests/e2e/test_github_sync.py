@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.fake_gh import FakeGitHub
-from tests.helpers import BOOTSTRAP, ROOT, Api, ServerProcess, run_cli, wait_until
+from tests.helpers import BOOTSTRAP, ROOT, Api, ServerProcess, advance_clock, run_cli, wait_until
 
 REPO = "acme/widgets"
 WIP, QUEUED = "WIP", "ai-dev-queued"
@@ -165,9 +165,9 @@ async def test_takeovers_get_one_comment_each_across_runs_and_restarts(
 
 
 async def test_an_expired_lease_taken_over_gets_its_comment(
-    tmp_path: Path, start_server: Callable[..., ServerProcess]
+    tmp_path: Path, db_url: str, start_server: Callable[..., ServerProcess]
 ) -> None:
-    server = start_server(ttl_seconds=1)
+    server = start_server(ttl_seconds=1, test_clock=True)
     api = Api(server.base_url)
     m = Mirror(tmp_path, server)
     try:
@@ -182,6 +182,9 @@ async def test_an_expired_lease_taken_over_gets_its_comment(
             state = await api.get("/v1/issues/P-5/state", **{"as": bob})
             return bool(state["state"] == "reclaimable")
 
+        for _ in range(2):  # past alice's TTL; bob beats between steps, each under it
+            await api.ok({"type": "heartbeat_agent", "session_id": bob})
+            await advance_clock(db_url, 0.6)
         deadline = time.monotonic() + 15
         while not await stale():
             assert time.monotonic() < deadline, "alice's lease never went stale"

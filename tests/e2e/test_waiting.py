@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.helpers import Api, ServerProcess, run_cli
+from tests.helpers import Api, ServerProcess, advance_clock, run_cli
 
 ROUND_BOUND_S = 60.0  # a bound on a whole hand-off chain, never a timed assertion
 
@@ -83,8 +83,8 @@ async def test_fifo_hand_off_across_two_server_processes(start_server: Callable[
         await b.close()
 
 
-async def test_wait_cancel_and_stale_waiter_dropped(start_server: Callable[..., ServerProcess]) -> None:
-    api = Api(start_server(ttl_seconds=1).base_url)
+async def test_wait_cancel_and_stale_waiter_dropped(db_url: str, start_server: Callable[..., ServerProcess]) -> None:
+    api = Api(start_server(ttl_seconds=1, test_clock=True).base_url)
     try:
         h = await api.register(actor="h")
         w1, w2 = await api.register(actor="w1"), await api.register(actor="w2")
@@ -103,7 +103,12 @@ async def test_wait_cancel_and_stale_waiter_dropped(start_server: Callable[..., 
         await api.ok({"type": "cancel_wait", "session_id": w2, "issue": "I"})
         await api.error({"type": "cancel_wait", "session_id": w2, "issue": "I"}, 409, "NOT_HOLDER")
         assert [w["session_id"] for w in (await api.get("/v1/waits"))["waits"]] == [w1]
-        # w1 goes stale while h stays live; h's release drops w1 instead of granting it
+        # w1 goes stale while h stays live (h beats between two steps of the clock, each
+        # under the TTL); h's release drops w1 instead of granting it
+        for _ in range(2):
+            await api.ok({"type": "heartbeat_agent", "session_id": h})
+            await advance_clock(db_url, 0.6)
+        await api.ok({"type": "heartbeat_agent", "session_id": h})
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and (await api.agents(live="true")).get(w1):
             await api.ok({"type": "heartbeat_agent", "session_id": h})

@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from eventcoord.errors import StoreUnavailable
 from eventcoord.history import chain
 from eventcoord.history.chainer import POLL_SECONDS, STEP
-from eventcoord.history.snapshot_process import end_child
+from eventcoord.history.child_process import end_child
 from eventcoord.store.base import EventStore
 
 _log = logging.getLogger(__name__)

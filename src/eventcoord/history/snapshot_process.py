@@ -21,14 +21,12 @@ import signal
 import sys
 
 from eventcoord import errors
+from eventcoord.history.child_process import end_child
 from eventcoord.history.worker import POLL_SECONDS, SnapshotWorker, snapshot_due
 from eventcoord.store import open_store
 from eventcoord.store.base import EventStore
 
 _log = logging.getLogger(__name__)
-
-#: Seconds to wait for the child to stop after SIGTERM before killing it.
-STOP_SECONDS = 5.0
 
 
 class SnapshotProcess:
@@ -74,7 +72,7 @@ class SnapshotProcess:
             self._task = asyncio.create_task(self._supervise(), name="eventcoord-snapshot-process")
 
     async def stop(self) -> None:
-        """Stop supervising and stop the child (SIGTERM, then SIGKILL after ``STOP_SECONDS``)."""
+        """Stop supervising and stop the child (:func:`end_child`: SIGTERM, then SIGKILL)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -82,19 +80,6 @@ class SnapshotProcess:
             self._task = None
         child, self._child = self._child, None
         await end_child(child)
-
-
-async def end_child(child: asyncio.subprocess.Process | None) -> None:
-    """Stop a supervised child: SIGTERM, then SIGKILL after ``STOP_SECONDS``; None or gone: nothing."""
-    if child is not None and child.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            child.terminate()
-        try:
-            await asyncio.wait_for(child.wait(), STOP_SECONDS)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                child.kill()
-            await child.wait()
 
 
 async def _run_child(database_url: str, every: int, parent: int, poll_seconds: float) -> None:
