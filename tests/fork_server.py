@@ -160,8 +160,10 @@ def _child(args: list[str], env: dict[str, str], cwd: str, log: str) -> None:
     """In the forked child: become ``eventcoord <args>`` writing to ``log``; never returns."""
     code = 1
     try:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
+        # As a new interpreter has them (SIGPIPE stays ignored, as Python sets it at start-up).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         null = os.open(os.devnull, os.O_RDONLY)
         out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(null, 0)
