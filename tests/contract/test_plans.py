@@ -861,7 +861,8 @@ async def test_a_batch_s_reads_ahead_probe_each_row_by_its_own_index(store: Any,
     them: the releases' read ahead once read every lease and guard, 86 releases a second)."""
     if backend != "postgresql":
         pytest.skip("only PostgreSQL's batch reads ahead")
-    from eventcoord.reads import common
+    from eventcoord.store.postgres.ahead import common as common_ahead
+    from eventcoord.store.postgres.ahead import issues as issues_ahead
 
     n = 4
     claims = {
@@ -872,9 +873,9 @@ async def test_a_batch_s_reads_ahead_probe_each_row_by_its_own_index(store: Any,
         "declaring": [declaring_key(WS, f"LOAD-{i}") for i in range(n)],
     }
     statements = [
-        (issues_reads._CLAIMS_AHEAD, claims),
-        (common._GUARDS_AHEAD, {"ws": [WS] * n, "key": [f"project:M{i}" for i in range(n)]}),
-        (issues_reads._LEASE_GUARDS_AHEAD, {"ws": [WS] * n, "key": [f"LOAD-{i}" for i in range(n)]}),
+        (issues_ahead._CLAIMS_AHEAD, claims),
+        (common_ahead._GUARDS_AHEAD, {"ws": [WS] * n, "key": [f"project:M{i}" for i in range(n)]}),
+        (issues_ahead._LEASE_GUARDS_AHEAD, {"ws": [WS] * n, "key": [f"LOAD-{i}" for i in range(n)]}),
     ]
     expected = [
         [

@@ -19,9 +19,10 @@ from eventcoord.handlers import (
     tokens,
     waits,
 )
-from eventcoord.handlers.common import guard_lock_ahead, session_read_ahead
 from eventcoord.reads.files import workspace_lock_ahead
 from eventcoord.store.base import ReadsAhead
+from eventcoord.store.postgres.ahead import issues as issues_ahead
+from eventcoord.store.postgres.ahead.common import guard_lock_ahead, session_read_ahead
 
 HANDLERS: dict[type[c.Command], Handler] = {
     # sessions
@@ -66,9 +67,9 @@ def read_ahead(workspace: str, cmd: c.Command) -> ReadsAhead | None:
     if isinstance(cmd, READS_OWN_SESSION_FIRST):
         return session_read_ahead(workspace, cmd.session_id)
     if isinstance(cmd, c.ClaimIssue):  # its project's guard, then what the guard protects
-        return guard_lock_ahead(workspace, streams.project(cmd.project)), issues.claim_rows_ahead(workspace, cmd)
+        return guard_lock_ahead(workspace, streams.project(cmd.project)), issues_ahead.claim_rows_ahead(workspace, cmd)
     if isinstance(cmd, c.ReleaseIssue):  # its lease's project's guard, then its session, lease and line
-        return issues.release_lock_ahead(workspace, cmd.issue), issues.release_rows_ahead(workspace, cmd)
+        return issues_ahead.release_lock_ahead(workspace, cmd.issue), issues_ahead.release_rows_ahead(workspace, cmd)
     if isinstance(cmd, c.ClaimFiles):  # its workspace's lock, then its session and probes
         claim = files.claim_rows_ahead(workspace, cmd)
         lock = workspace_lock_ahead(workspace)

@@ -6,14 +6,12 @@ from eventcoord.context import Context
 from eventcoord.reads.common import (
     SESSION_COLUMNS,
     WS,
-    guard_lock_ahead,
     guard_upsert,
     load_session,
     load_session_and_lock_guard,
     load_sessions,
     lock_guard,
     own_session,
-    session_read_ahead,
 )
 from eventcoord.store.postgres.rows_ahead import RowsAhead
 from eventcoord.store.prepared import Prepared
@@ -23,14 +21,12 @@ __all__ = [
     "SESSION_COLUMNS",
     "WS",
     "declared_ahead",
-    "guard_lock_ahead",
     "guard_upsert",
     "load_session",
     "load_session_and_lock_guard",
     "load_sessions",
     "lock_guard",
     "own_session",
-    "session_read_ahead",
 ]
 
 

@@ -13,7 +13,6 @@ from eventcoord.domain import issues as domain
 from eventcoord.handlers.waits import join_line
 from eventcoord.reads.common import load_session
 from eventcoord.reads.issues import (
-    claim_rows_ahead,
     issue_line,
     live_lease_count,
     load_claim,
@@ -23,14 +22,10 @@ from eventcoord.reads.issues import (
     lock_project,
     lock_project_rules,
     project_rules,
-    release_lock_ahead,
-    release_rows_ahead,
 )
 
-# Until their callers import them from ``reads.issues`` (the queue's handlers, the store's
-# reads ahead).
+# Until the queue's handlers import them from ``reads.issues``.
 __all__ = [
-    "claim_rows_ahead",
     "issue_line",
     "live_lease_count",
     "load_issue_view",
@@ -38,8 +33,6 @@ __all__ = [
     "lock_project",
     "lock_project_rules",
     "project_rules",
-    "release_lock_ahead",
-    "release_rows_ahead",
 ]
 
 

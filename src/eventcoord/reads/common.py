@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, false, select, text
+from sqlalchemy import Connection, bindparam, false, select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import BindParameter
 
@@ -18,9 +18,7 @@ from eventcoord.auth import authorize_session
 from eventcoord.context import Context
 from eventcoord.domain.sessions import SessionState
 from eventcoord.projections.tables import sessions
-from eventcoord.store.postgres import held_locks, session_rows
-from eventcoord.store.postgres.held_locks import GuardLock
-from eventcoord.store.postgres.session_rows import SessionRead
+from eventcoord.store.loaders import loader
 from eventcoord.store.prepared import Prepared, unindexed
 from eventcoord.store.schema import guards
 
@@ -55,24 +53,9 @@ def _session_by_id(lock: bool) -> Prepared:
 
 _SESSION = _session_by_id(lock=False)
 _SESSION_FOR_UPDATE = _session_by_id(lock=True)
-#: The rows ``_SESSION_FOR_UPDATE`` reads, of many sessions at once (``ws`` and ``sid`` in
-#: pairs), each after its workspace, locked, skipping any another transaction holds:
-#: PostgreSQL's read ahead for a batch (``store/postgres/session_rows.py``).
-_SESSIONS_AHEAD = Prepared(
-    lambda d: text(
-        f"SELECT workspace, {', '.join(c.name for c in SESSION_COLUMNS)} FROM sessions"
-        " WHERE (workspace, session_id) IN (SELECT * FROM unnest(CAST(:ws AS text[]), CAST(:sid AS text[])))"
-        " ORDER BY session_id FOR UPDATE SKIP LOCKED"
-    )
-)
 
 
-def session_read_ahead(workspace: str, session_id: str) -> SessionRead:
-    """What a command that first loads its session locked (``load_session(lock=True)``) can
-    have read ahead by a PostgreSQL batch."""
-    return SessionRead(_SESSIONS_AHEAD, workspace, session_id)
-
-
+@loader
 def load_session(
     conn: Connection, ctx: Context, session_id: str, *, lock: bool = False, own: bool = True
 ) -> SessionState | None:
@@ -82,9 +65,7 @@ def load_session(
     registered under another token is 403 FORBIDDEN unless the caller is an admin;
     ``own=False`` loads someone else's session (a holder, a message's target, a worker).
     """
-    row = session_rows.read(conn, _SESSIONS_AHEAD, ctx.workspace, session_id) if lock else None
-    if row is None:
-        row = (_SESSION_FOR_UPDATE if lock else _SESSION).first(conn, {"sid": session_id, "ws": ctx.workspace})
+    row = (_SESSION_FOR_UPDATE if lock else _SESSION).first(conn, {"sid": session_id, "ws": ctx.workspace})
     if row is None:
         return None
     return own_session(ctx, row) if own else SessionState(*row)
@@ -108,6 +89,7 @@ _SESSION_LOCKING_GUARD = Prepared(
 )
 
 
+@loader
 def load_session_and_lock_guard(conn: Connection, ctx: Context, session_id: str, key: str) -> SessionState | None:
     """The caller's session (as :func:`load_session`), and the guard ``key`` locked until commit.
 
@@ -117,13 +99,9 @@ def load_session_and_lock_guard(conn: Connection, ctx: Context, session_id: str,
     of the batch, so a refusal after it keeps that row (harmless: a lock row, in no read
     model) rather than rolling the batch back.
     """
-    lock = held_locks.guard(ctx.workspace, key)
-    if conn.dialect.name != "postgresql" or held_locks.held(conn, lock):
-        session = load_session(conn, ctx, session_id)
-        lock_guard(conn, ctx.workspace, key)
-        return session
+    if conn.dialect.name == "sqlite":  # no guard to lock (see lock_guard)
+        return load_session(conn, ctx, session_id)
     row = _SESSION_LOCKING_GUARD.first(conn, {"sid": session_id, "ws": ctx.workspace, "key": key})
-    held_locks.hold(conn, lock)
     return None if row is None else own_session(ctx, row)
 
 
@@ -151,42 +129,14 @@ def guard_upsert() -> postgresql.Insert:
 _LOCK_GUARD = Prepared(lambda d: guard_upsert())
 
 
+@loader
 def lock_guard(conn: Connection, workspace: str, key: str) -> None:
     """Lock (creating it if missing) the guard row ``key`` of a workspace until commit.
 
-    A PostgreSQL batch's fast pass that holds it already sends nothing (``held_locks``).
+    A PostgreSQL batch's fast pass that holds it already sends nothing (its substitute).
     """
     if conn.dialect.name == "sqlite":
         # SQLite's one writer (BEGIN IMMEDIATE, in every process on the file) serialises
         # every decision already: a guard row would lock nothing more, so none is written.
         return
-    lock = held_locks.guard(workspace, key)
-    if held_locks.held(conn, lock):
-        return
     _LOCK_GUARD.run(conn, {"ws": workspace, "key": key})
-    held_locks.hold(conn, lock)
-
-
-#: PostgreSQL: many guard rows (``ws`` and ``key`` in pairs) locked at once for a batch, in
-#: key order: the missing ones inserted (ours until commit), the existing ones locked,
-#: skipping any another transaction holds. Its rows are the guards it holds afterwards
-#: (the main query does not see the rows its CTE inserts: one snapshot).
-_GUARDS_AHEAD = Prepared(
-    lambda d: text(
-        "WITH wanted AS (SELECT * FROM unnest(CAST(:ws AS text[]), CAST(:key AS text[])) AS w(workspace, key)),"
-        " inserted AS (INSERT INTO guards (workspace, key) SELECT workspace, key FROM wanted"
-        " ORDER BY workspace, key ON CONFLICT DO NOTHING RETURNING workspace, key)"
-        " SELECT workspace, key FROM inserted UNION ALL SELECT g.workspace, g.key FROM wanted AS w"
-        # each guard by its key (a lateral probe the planner may not turn into a join that
-        # reads every guard), in key order
-        " CROSS JOIN LATERAL (SELECT workspace, key FROM guards"
-        " WHERE guards.workspace = w.workspace AND guards.key = w.key OFFSET 0 FOR UPDATE SKIP LOCKED) AS g"
-    ),
-    writes="guards",
-)
-
-
-def guard_lock_ahead(workspace: str, key: str) -> GuardLock:
-    """What a command that first locks a guard (``load_session_and_lock_guard``) can have
-    locked ahead by a PostgreSQL batch."""
-    return GuardLock(_GUARDS_AHEAD, workspace, key)

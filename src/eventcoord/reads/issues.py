@@ -23,7 +23,6 @@ from sqlalchemy import (
     func,
     literal_column,
     select,
-    text,
     true,
 )
 from sqlalchemy.sql.elements import Label
@@ -49,10 +48,8 @@ from eventcoord.reads.common import (
     own_session,
 )
 from eventcoord.reads.waits import load_line
-from eventcoord.store.postgres import held_locks, rows_ahead
-from eventcoord.store.postgres.held_locks import GuardLock
-from eventcoord.store.postgres.rows_ahead import RowsAhead
-from eventcoord.store.prepared import Prepared, indexed_by, pending_signs_of_life, unindexed
+from eventcoord.store.loaders import loader
+from eventcoord.store.prepared import Prepared, indexed_by, unindexed
 
 _RULE_COLUMNS = (projects.c.wip_limit, projects.c.lock_delay_seconds, projects.c.agent_wip_limit)
 _OF_PROJECT = (projects.c.workspace == WS) & (projects.c.project == bindparam("project"))
@@ -285,76 +282,6 @@ _RELEASE_LOCKED_READS = Prepared(
     session_row="sid",
     rows={"leases": ("ws", "issue"), "waits": ("ws", "issue")},
 )
-#: PostgreSQL: the guards of the projects of many issues' unreleased leases (``ws`` and
-#: ``key``, the issues, in pairs) locked at once for a batch's releases, in key order,
-#: skipping any another transaction holds (a lease's guard exists: its claim made it).
-#: Rows: workspace, guard key, issue (``held_locks.lease_guard``). The key is
-#: ``streams.project``'s, built in SQL from its prefix.
-_LEASE_GUARDS_AHEAD = Prepared(
-    lambda d: text(
-        "SELECT g.workspace, g.key, w.issue"
-        " FROM unnest(CAST(:ws AS text[]), CAST(:key AS text[])) AS w(workspace, issue)"
-        # each a lateral probe by its key (never a join that reads every lease or guard)
-        " CROSS JOIN LATERAL (SELECT project FROM leases WHERE leases.workspace = w.workspace"
-        " AND leases.issue = w.issue AND leases.released_us IS NULL OFFSET 0) AS l"
-        " CROSS JOIN LATERAL (SELECT workspace, key FROM guards WHERE guards.workspace = w.workspace"
-        f" AND guards.key = '{streams.project('')}' || l.project OFFSET 0 FOR UPDATE SKIP LOCKED) AS g"
-    ),
-    writes="guards",
-)
-
-
-#: The caller's sessions row in a read ahead (``c``): its columns, as ``SESSION_COLUMNS``.
-_SESSION_NAMES = ", ".join(f"c.{c.name}" for c in SESSION_COLUMNS)
-#: The reads ahead of claims and releases, for each entry ``a`` (its ``ws`` and ``issue``):
-#: whether anyone waits in the issue's line (``w``) and its unreleased lease, locked (``l``).
-#: Each a lateral probe by its key (``OFFSET 0`` where a subquery could be flattened into a
-#: join that a generic plan would answer by reading a whole table).
-_AHEAD_LINE_AND_LEASE = (
-    " LEFT JOIN LATERAL (SELECT true AS waiting FROM waits WHERE waits.workspace = a.ws AND waits.kind = 'issue'"
-    " AND waits.key = a.issue LIMIT 1) AS w ON true"
-    " LEFT JOIN LATERAL (SELECT issue, project, session_id, actor_key, fencing_token FROM leases"
-    " WHERE leases.workspace = a.ws AND leases.issue = a.issue AND leases.released_us IS NULL FOR UPDATE) AS l"
-    " ON true"
-)
-#: ... and the caller's session (``c``), by its id alone (the primary key), as
-#: ``_RELEASE_PEEK`` and ``_RELEASE_LOCKED_READS`` read it; the rows in entry order.
-_AHEAD_CALLER = (
-    " LEFT JOIN LATERAL (SELECT * FROM sessions AS c WHERE c.session_id = a.sid AND (c.workspace || '') = a.ws"
-    " OFFSET 0) AS c ON true"
-    " ORDER BY a.n"
-)
-#: PostgreSQL: what ``_RELEASE_LOCKED_READS`` reads, for many releases at once (every
-#: parameter a list, one entry per release; rows by ``n``, the entry's ordinal), once the
-#: batch holds the guards of their leases' projects (``store/postgres/rows_ahead.py``): whether
-#: anyone waits in the issue's line, the lease, locked, and the caller's session.
-_RELEASES_AHEAD = Prepared(
-    lambda d: text(
-        "SELECT a.n, w.waiting IS NOT NULL, l.issue, l.project, l.session_id, l.actor_key, l.fencing_token,"
-        f" {_SESSION_NAMES}"
-        " FROM unnest(CAST(:ws AS text[]), CAST(:issue AS text[]), CAST(:sid AS text[]))"
-        " WITH ORDINALITY AS a(ws, issue, sid, n)" + _AHEAD_LINE_AND_LEASE + _AHEAD_CALLER
-    )
-)
-
-
-def release_rows_ahead(workspace: str, cmd: ReleaseIssue) -> RowsAhead:
-    """What a release reads once the guard of its lease's project is held, which a
-    PostgreSQL batch may read ahead for all its releases (``store/postgres/rows_ahead.py``)."""
-    return RowsAhead(
-        _RELEASES_AHEAD,
-        (("ws", workspace), ("issue", cmd.issue), ("sid", cmd.session_id)),
-        (("leases", (workspace, cmd.issue)), ("waits", (workspace, cmd.issue)), ("sessions", (cmd.session_id,))),
-        held_locks.lease_guard(workspace, cmd.issue),
-    )
-
-
-def release_lock_ahead(workspace: str, issue: str) -> GuardLock:
-    """What a release locks first, its lease's project's guard, which a PostgreSQL batch
-    can lock ahead for all its releases."""
-    return GuardLock(_LEASE_GUARDS_AHEAD, workspace, issue)
-
-
 #: Where ``_CLAIM_READS``'s columns are: rules, unreleased count, issue row, waiting, declared, lease.
 _AT_RULES = slice(0, len(_RULE_COLUMNS))
 _AT_UNRELEASED = _AT_RULES.stop
@@ -362,6 +289,10 @@ _AT_ISSUE = slice(_AT_UNRELEASED + 1, _AT_UNRELEASED + 1 + len(_ISSUE_COLUMNS))
 _AT_WAITING = _AT_ISSUE.stop
 _AT_DECLARED = _AT_WAITING + 1
 _AT_LEASE = slice(_AT_DECLARED + 1, None)
+#: Where a claim's reads ahead put the unreleased count and the declarers (``_CLAIM_READS``'s
+#: layout, the declared flag's place holding them).
+CLAIM_UNRELEASED_AT = _AT_UNRELEASED
+CLAIM_DECLARED_AT = _AT_DECLARED
 _ISSUE = Prepared(
     lambda d: select(*_ISSUE_COLUMNS).where((issues.c.workspace == WS) & (issues.c.issue == bindparam("issue")))
 )
@@ -370,93 +301,22 @@ _DECLARERS = Prepared(
 )
 
 
-#: Declarers a claim read ahead reads at most (one more: it reads for itself).
-_AHEAD_DECLARERS = 8
-#: PostgreSQL: what ``_SESSION_AND_CLAIM_READS`` reads, for many claims at once (every
-#: parameter a list, one entry per claim; rows by ``n``, the entry's ordinal), once the
-#: batch holds their projects' guards (``store/postgres/rows_ahead.py``). Instead of whether a live
-#: session declared working on the issue, every session that declares it (up to one more
-#: than ``_AHEAD_DECLARERS``, in id order) and when each was last seen: a sign of life the
-#: batch writes later makes one live.
-_CLAIMS_AHEAD = Prepared(
-    lambda d: text(
-        "SELECT a.n, p.wip_limit, p.lock_delay_seconds, p.agent_wip_limit, pl.unreleased,"
-        " i.issue, i.project, i.last_fencing_token, i.handoff_note, i.handoff_session_id, i.delay_from_us,"
-        " i.delay_session_id,"
-        " w.waiting IS NOT NULL,"
-        f" ARRAY(SELECT sessions.session_id FROM sessions WHERE {PG_DECLARING_KEY} = a.declaring"
-        f" ORDER BY sessions.session_id LIMIT {_AHEAD_DECLARERS + 1}),"
-        f" ARRAY(SELECT sessions.last_seen_us FROM sessions WHERE {PG_DECLARING_KEY} = a.declaring"
-        f" ORDER BY sessions.session_id LIMIT {_AHEAD_DECLARERS + 1}),"
-        f" l.issue, l.project, l.session_id, l.actor_key, l.fencing_token, {_SESSION_NAMES}"
-        " FROM unnest(CAST(:ws AS text[]), CAST(:project AS text[]), CAST(:issue AS text[]), CAST(:sid AS text[]),"
-        " CAST(:declaring AS text[])) WITH ORDINALITY AS a(ws, project, issue, sid, declaring, n)"
-        # Each row a lateral probe by its key (``OFFSET 0``: never flattened into a join that
-        # a generic plan could answer by reading a whole table).
-        " LEFT JOIN LATERAL (SELECT * FROM projects WHERE projects.workspace = a.ws"
-        " AND projects.project = a.project OFFSET 0) AS p ON true"
-        " LEFT JOIN LATERAL (SELECT * FROM project_leases WHERE project_leases.workspace = a.ws"
-        " AND project_leases.project = a.project OFFSET 0) AS pl ON true"
-        " LEFT JOIN LATERAL (SELECT * FROM issues WHERE issues.workspace = a.ws AND issues.issue = a.issue OFFSET 0)"
-        " AS i ON true" + _AHEAD_LINE_AND_LEASE + _AHEAD_CALLER
-    )
-)
-
-
-def claim_rows_ahead(workspace: str, cmd: ClaimIssue) -> RowsAhead:
-    """What a claim reads once its project's guard is held, which a PostgreSQL batch may
-    read ahead for all its claims (``store/postgres/rows_ahead.py``)."""
-    ws, project, issue = workspace, cmd.project, cmd.issue
-    return RowsAhead(
-        _CLAIMS_AHEAD,
-        (
-            ("ws", ws),
-            ("project", project),
-            ("issue", issue),
-            ("sid", cmd.session_id),
-            ("declaring", declaring_key(ws, issue)),
-        ),
-        (
-            ("projects", (ws, project)),
-            ("project_leases", (ws, project)),
-            ("issues", (ws, issue)),
-            ("leases", (ws, issue)),
-            ("waits", (ws, issue)),
-            ("sessions", (cmd.session_id,)),
-        ),
-        held_locks.guard(ws, streams.project(project)),
-        (("project_leases", "unreleased", _AT_UNRELEASED),),  # moved by the batch's grants
-    )
-
-
-def _claim_row_ahead(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Sequence[Any] | None:
-    """The claim's row read ahead, as ``_SESSION_AND_CLAIM_READS`` reads it (None: none
-    holds, or too many declare the issue to tell from it)."""
-    ahead = rows_ahead.read(conn, claim_rows_ahead(ctx.workspace, cmd))
-    if ahead is None:
-        return None
-    at = _AT_WAITING + 1  # the declarers and when each was seen, where the flag is
-    declarers, seen = ahead[at], ahead[at + 1]
-    if len(declarers) > _AHEAD_DECLARERS:
-        return None
-    revived = rows_ahead.revived(conn)
-    declared = any(t > ctx.cutoff_us or sid in revived for sid, t in zip(declarers, seen, strict=True))
-    return (*ahead[:at], declared, *ahead[at + 2 :])
-
-
 def lock_project(conn: Connection, ctx: Context, project: str) -> int:
     """Serialise decisions on a project's cap; returns its wip_limit (default 3)."""
     return lock_project_rules(conn, ctx, project).wip_limit
 
 
+@loader
 def lock_project_rules(conn: Connection, ctx: Context, project: str) -> ProjectRules:
     """Serialise decisions on a project's cap; returns its configuration (defaults if none)."""
-    key = streams.project(project)
-    if conn.dialect.name == "postgresql" and not held_locks.held(conn, held_locks.guard(ctx.workspace, key)):
-        row = _LOCKED_RULES.first(conn, {"ws": ctx.workspace, "key": key, "project": project})  # one round trip
-        held_locks.hold(conn, held_locks.guard(ctx.workspace, key))
-        return project_rules(row)
-    lock_guard(conn, ctx.workspace, key)
+    if conn.dialect.name == "sqlite":  # no guard to lock (see lock_guard)
+        return project_rules_after_lock(conn, ctx, project)
+    params = {"ws": ctx.workspace, "key": streams.project(project), "project": project}
+    return project_rules(_LOCKED_RULES.first(conn, params))  # the guard and the rules: one round trip
+
+
+def project_rules_after_lock(conn: Connection, ctx: Context, project: str) -> ProjectRules:
+    """A project's rules, read once its guard is held."""
     return project_rules(_RULES.first(conn, {"ws": ctx.workspace, "project": project}))
 
 
@@ -595,7 +455,7 @@ def _line_after_lock(conn: Connection, ctx: Context, issue: str, project: str) -
     line = load_line(conn, ctx, "issue", issue)
     if not line:
         return None
-    rules = project_rules(_RULES.first(conn, {"ws": ctx.workspace, "project": project}))
+    rules = project_rules_after_lock(conn, ctx, project)
     view = load_issue_view(conn, ctx, issue)
     reg = view.registry
     delay = (
@@ -618,33 +478,41 @@ def _line_after_lock(conn: Connection, ctx: Context, issue: str, project: str) -
     )
 
 
+@loader
 def load_claim(conn: Connection, ctx: Context, cmd: ClaimIssue) -> domain.ClaimState:
     """What claim_issue decides on, read once the project's guard is locked (PostgreSQL)."""
-    key = streams.project(cmd.project)
-    params = {
+    if conn.dialect.name == "sqlite":  # no guard to lock: the session with the rest, in one statement
+        return claim_after_lock(conn, ctx, cmd, ())
+    caller = load_session_and_lock_guard(conn, ctx, cmd.session_id, streams.project(cmd.project))
+    row = _CLAIM_READS.first(conn, _claim_params(ctx, cmd))
+    assert row is not None  # the one-row base
+    return claim_state(conn, ctx, cmd, caller, row)
+
+
+def _claim_params(ctx: Context, cmd: ClaimIssue) -> dict[str, Any]:
+    return {
         "ws": ctx.workspace,
         "project": cmd.project,
         "issue": cmd.issue,
         "cutoff": ctx.cutoff_us,
         "declaring": declaring_key(ctx.workspace, cmd.issue),
     }
-    row: Sequence[Any] | None
-    on_sqlite = conn.dialect.name == "sqlite"
-    # Nothing to lock first: SQLite takes no guard (its one writer serialises every decision),
-    # or the PostgreSQL batch locked it ahead, or an earlier claim did. The caller's session
-    # is then read with the rest, in one statement.
-    if on_sqlite or held_locks.held(conn, held_locks.guard(ctx.workspace, key)):
-        row = None if on_sqlite else _claim_row_ahead(conn, ctx, cmd)  # read ahead with the batch's claims
-        if row is None:
-            revived = pending_signs_of_life(conn)  # live once written: the declarers count them
-            row = _SESSION_AND_CLAIM_READS.first(conn, {**params, "sid": cmd.session_id, "revived": revived})
-        assert row is not None  # the one-row base
-        session, row = row[-len(SESSION_COLUMNS) :], row[: -len(SESSION_COLUMNS)]
-        caller = None if session[0] is None else own_session(ctx, session)
-    else:
-        caller = load_session_and_lock_guard(conn, ctx, cmd.session_id, key)
-        row = _CLAIM_READS.first(conn, params)
-        assert row is not None  # the one-row base
+
+
+def claim_after_lock(conn: Connection, ctx: Context, cmd: ClaimIssue, revived: Sequence[str]) -> domain.ClaimState:
+    """:func:`load_claim` once the project's guard is held (or on SQLite, which takes none):
+    the caller's session read with the rest, in one statement. ``revived``: sessions whose
+    sign of life is pending, which count as live declarers (a PostgreSQL batch's)."""
+    params = {**_claim_params(ctx, cmd), "sid": cmd.session_id, "revived": list(revived)}
+    row = _SESSION_AND_CLAIM_READS.first(conn, params)
+    assert row is not None  # the one-row base
+    return claim_with_session(conn, ctx, cmd, row)
+
+
+def claim_with_session(conn: Connection, ctx: Context, cmd: ClaimIssue, row: Sequence[Any]) -> domain.ClaimState:
+    """A claim's state from a row of ``_SESSION_AND_CLAIM_READS`` (the caller's session last)."""
+    session, row = row[-len(SESSION_COLUMNS) :], row[: -len(SESSION_COLUMNS)]
+    caller = None if session[0] is None else own_session(ctx, session)
     return claim_state(conn, ctx, cmd, caller, row)
 
 
@@ -667,56 +535,62 @@ def claim_state(
     return domain.ClaimState(caller, view, rules.wip_limit, live, rules=rules, agent_held=held, line=line)
 
 
+@loader
 def load_release(conn: Connection, ctx: Context, cmd: ReleaseIssue) -> domain.ReleaseState:
     """What release_issue decides on: the caller, the lease (locked) and the line it frees.
 
     A release by its holder locks the guard of the lease's project first, always: a claim
     that joins the line holds it too, so no waiter can join between this read and the
-    commit (as in :func:`issue_line`).
+    commit (as in :func:`issue_line`). SQLite takes no guard: one statement reads it all.
     """
-    params = {"ws": ctx.workspace, "sid": cmd.session_id, "issue": cmd.issue}
-    if conn.dialect.name == "sqlite" or held_locks.held(conn, held_locks.lease_guard(ctx.workspace, cmd.issue)):
-        return _release_guarded(conn, ctx, cmd, params)
+    params = _release_params(ctx, cmd)
+    if conn.dialect.name == "sqlite":
+        return release_state(conn, ctx, cmd, *release_after_lock(conn, ctx, cmd))
     row = _RELEASE_PEEK.first(conn, params)
     assert row is not None  # the one-row base
     n = len(SESSION_COLUMNS)
     caller = None if row[0] is None else own_session(ctx, row[:n])
     peek = None if row[n] is None else domain.LeaseState(*row[n:])
-    free: IssueLine | None = None
-    if peek is not None and peek.session_id == cmd.session_id:
-        lock_guard(conn, ctx.workspace, streams.project(peek.project))
-        reads = _RELEASE_READS.first(conn, params)
-        assert reads is not None  # the one-row base
-        lease = None if reads[1] is None else domain.LeaseState(*reads[1:])
-        free = _line_after_lock(conn, ctx, cmd.issue, peek.project) if reads[0] else None
-    else:
-        lease = load_lease(conn, ctx, cmd.issue, lock=True)
-    return domain.ReleaseState(caller, lease, free)
+    if peek is None or peek.session_id != cmd.session_id:
+        return domain.ReleaseState(caller, load_lease(conn, ctx, cmd.issue, lock=True))
+    lock_guard(conn, ctx.workspace, streams.project(peek.project))
+    return release_state(conn, ctx, cmd, caller, *release_reads(conn, ctx, cmd))
 
 
-def _release_guarded(conn: Connection, ctx: Context, cmd: ReleaseIssue, params: dict[str, Any]) -> domain.ReleaseState:
-    """:func:`load_release` once its batch locked the guard of the issue's lease's project
-    ahead (PostgreSQL), or on SQLite, which takes no guard: one statement reads what the
-    peek and the locked reads read."""
-    row: Sequence[Any] | None = None
-    if conn.dialect.name != "sqlite" and cmd.session_id not in rows_ahead.revived(conn):
-        row = rows_ahead.read(conn, release_rows_ahead(ctx.workspace, cmd))  # read with the batch's releases
-    if row is None:
-        row = _RELEASE_LOCKED_READS.first(conn, params)
+def _release_params(ctx: Context, cmd: ReleaseIssue) -> dict[str, Any]:
+    return {"ws": ctx.workspace, "sid": cmd.session_id, "issue": cmd.issue}
+
+
+Lease = domain.LeaseState | None
+
+
+def release_reads(conn: Connection, ctx: Context, cmd: ReleaseIssue) -> tuple[bool, Lease]:
+    """Once the guard of the lease's project is held: whether anyone waits, and the lease, locked."""
+    row = _RELEASE_READS.first(conn, _release_params(ctx, cmd))
     assert row is not None  # the one-row base
+    return bool(row[0]), None if row[1] is None else domain.LeaseState(*row[1:])
+
+
+def release_after_lock(conn: Connection, ctx: Context, cmd: ReleaseIssue) -> tuple[SessionState | None, bool, Lease]:
+    """:func:`release_reads` and the caller's session, in one statement."""
+    row = _RELEASE_LOCKED_READS.first(conn, _release_params(ctx, cmd))
+    assert row is not None  # the one-row base
+    return release_with_session(ctx, row)
+
+
+def release_with_session(ctx: Context, row: Sequence[Any]) -> tuple[SessionState | None, bool, Lease]:
+    """A row of ``_RELEASE_LOCKED_READS``: the caller's session, whether anyone waits, the lease."""
     n = len(SESSION_COLUMNS)
-    session, waiting, lease_row = row[-n:], row[0], row[1:-n]
+    session, waiting, lease = row[-n:], row[0], row[1:-n]
     caller = None if session[0] is None else own_session(ctx, session)
-    lease = None if lease_row[0] is None else domain.LeaseState(*lease_row)
-    free: IssueLine | None = None
-    if lease is not None and lease.session_id == cmd.session_id:
-        key = streams.project(lease.project)
-        if conn.dialect.name != "sqlite" and not held_locks.held(conn, held_locks.guard(ctx.workspace, key)):
-            # Not the lease whose guard was locked ahead (one granted since, in the batch):
-            # its guard first, then read again what it guards.
-            lock_guard(conn, ctx.workspace, key)
-            reads = _RELEASE_READS.first(conn, params)
-            assert reads is not None  # the one-row base
-            waiting, lease = reads[0], None if reads[1] is None else domain.LeaseState(*reads[1:])
-        free = _line_after_lock(conn, ctx, cmd.issue, lease.project) if waiting and lease is not None else None
+    return caller, bool(waiting), None if lease[0] is None else domain.LeaseState(*lease)
+
+
+def release_state(
+    conn: Connection, ctx: Context, cmd: ReleaseIssue, caller: SessionState | None, waiting: bool, lease: Lease
+) -> domain.ReleaseState:
+    """A release's state once what its lease's guard protects was read: the line it frees,
+    read only when anyone waits and the caller holds the lease."""
+    mine = lease is not None and lease.session_id == cmd.session_id
+    free = _line_after_lock(conn, ctx, cmd.issue, lease.project) if mine and waiting and lease else None
     return domain.ReleaseState(caller, lease, free)
