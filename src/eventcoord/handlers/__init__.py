@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from eventcoord import commands as c
 from eventcoord.context import Handler
-from eventcoord.domain import streams
 from eventcoord.handlers import (
     files,
     issues,
@@ -19,10 +18,6 @@ from eventcoord.handlers import (
     tokens,
     waits,
 )
-from eventcoord.reads.files import workspace_lock_ahead
-from eventcoord.store.base import ReadsAhead
-from eventcoord.store.postgres.ahead import issues as issues_ahead
-from eventcoord.store.postgres.ahead.common import guard_lock_ahead, session_read_ahead
 
 HANDLERS: dict[type[c.Command], Handler] = {
     # sessions
@@ -54,30 +49,3 @@ HANDLERS: dict[type[c.Command], Handler] = {
     c.IssueToken: tokens.issue_token,
     c.RevokeToken: tokens.revoke_token,
 }
-
-#: Commands whose first read is their own session's row, locked: a PostgreSQL batch may
-#: read those of all its commands in one statement (``store/postgres/session_rows.py``).
-READS_OWN_SESSION_FIRST = (c.HeartbeatAgent, c.EndAgent)
-
-
-def read_ahead(workspace: str, cmd: c.Command) -> ReadsAhead | None:
-    """What ``cmd``'s handler reads or locks first, which a PostgreSQL batch may read or
-    lock for all its commands in one statement (``store/postgres/session_rows.py``,
-    ``store/postgres/held_locks.py``); None: nothing of the kind."""
-    if isinstance(cmd, READS_OWN_SESSION_FIRST):
-        return session_read_ahead(workspace, cmd.session_id)
-    if isinstance(cmd, c.ClaimIssue):  # its project's guard, then what the guard protects
-        return guard_lock_ahead(workspace, streams.project(cmd.project)), issues_ahead.claim_rows_ahead(workspace, cmd)
-    if isinstance(cmd, c.ReleaseIssue):  # its lease's project's guard, then its session, lease and line
-        return issues_ahead.release_lock_ahead(workspace, cmd.issue), issues_ahead.release_rows_ahead(workspace, cmd)
-    if isinstance(cmd, c.ClaimFiles):  # its workspace's lock, then its session and probes
-        claim = files.claim_rows_ahead(workspace, cmd)
-        lock = workspace_lock_ahead(workspace)
-        return lock if claim is None else (lock, claim)
-    if isinstance(cmd, c.ClaimNextWork):  # its project's guard, then its rules, session and first page
-        return guard_lock_ahead(workspace, streams.project(cmd.project)), queue.pull_rows_ahead(workspace, cmd)
-    if isinstance(cmd, (c.StartWork, c.FinishWork)):  # its item's project's guard, then the item, rules, session
-        return queue.transition_lock_ahead(workspace, cmd.item_id), queue.transition_rows_ahead(workspace, cmd)
-    if isinstance(cmd, c.ReleaseFiles):  # likewise: its session, the line, its claims
-        return workspace_lock_ahead(workspace), files.release_rows_ahead(workspace, cmd)
-    return None

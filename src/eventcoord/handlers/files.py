@@ -18,7 +18,6 @@ from eventcoord.domain.sessions import Claimant, SessionState, claimant
 from eventcoord.errors import DomainError
 from eventcoord.handlers.common import (
     SESSION_COLUMNS,
-    declared_ahead,
     load_session,
     load_sessions,
     own_session,
@@ -40,6 +39,7 @@ from eventcoord.reads.files import (
 )
 from eventcoord.reads.waits import load_files_line
 from eventcoord.store.postgres import rows_ahead
+from eventcoord.store.postgres.ahead import declared_ahead
 from eventcoord.store.postgres.rows_ahead import RowsAhead
 from eventcoord.store.prepared import Prepared
 
@@ -139,7 +139,7 @@ def _read_ahead(
     conn: Connection, ctx: Context, cmd: ClaimFiles
 ) -> tuple[SessionState | None, list[domain.ClaimRow]] | None:
     """The claim's session and candidates as the batch read them ahead, if they still hold."""
-    wanted = declared_ahead(ctx, _CLAIMS_AHEAD)
+    wanted = declared_ahead(conn, _CLAIMS_AHEAD)
     if wanted is None or cmd.session_id in rows_ahead.revived(conn):
         return None  # a sign of life since: its session's row is not what it read
     rows = rows_ahead.read(conn, wanted)
@@ -245,7 +245,7 @@ def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision
     }
     anyone_waits: bool | None = None  # not known: the line is read
     if lock_held(conn, ctx):  # the batch took the lock: read ahead for it, or one round trip
-        wanted = declared_ahead(ctx, _RELEASES_AHEAD)
+        wanted = declared_ahead(conn, _RELEASES_AHEAD)
         ahead = None
         if wanted is not None and cmd.session_id not in rows_ahead.revived(conn):
             ahead = rows_ahead.read(conn, wanted)

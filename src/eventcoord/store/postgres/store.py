@@ -20,11 +20,13 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, event, exc, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from eventcoord.commands import Command
 from eventcoord.errors import StoreError, StoreUnavailable
-from eventcoord.store.base import EventStore, ReadsAhead, upgrade
+from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.outage import Outage
 from eventcoord.store.postgres import batch, gathering, stats
 from eventcoord.store.postgres import writer as pg_writer
+from eventcoord.store.postgres.ahead.table import reads_ahead
 from eventcoord.store.postgres.cpu_pressure import CpuPressure
 from eventcoord.store.postgres.writer import AGAIN, MAX_BATCH, Job, Outcome
 from eventcoord.store.prepared import send_carried, send_deferred, writes_sql
@@ -180,11 +182,11 @@ class PostgresEventStore(EventStore):
         if self._engine is None:
             await engine.dispose()
 
-    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: ReadsAhead | None) -> Any:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool, command: tuple[str, Command] | None) -> Any:
         if not self._lanes or self._closing:
             raise StoreError("postgresql: the store is not started or already closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending.append(Job(fn, future, retry, read_ahead))
+        self._pending.append(Job(fn, future, retry, reads_ahead(command)))
         self._gathering.arrived(len(self._pending))
         self._wake.set()
         return await future
