@@ -13,7 +13,7 @@ from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context, Decision
 from eventcoord.domain import files as domain
 from eventcoord.domain.handoff import hand_off_files
-from eventcoord.domain.paths import DECISION_STEPS, Work, literal_prefix
+from eventcoord.domain.paths import DECISION_STEPS, Work
 from eventcoord.domain.sessions import Claimant, SessionState, claimant
 from eventcoord.errors import DomainError
 from eventcoord.handlers.common import (
@@ -27,15 +27,14 @@ from eventcoord.projections.files import PG_ISSUE_KEY, issue_key
 from eventcoord.reads.files import (
     CLAIM_COLUMNS,
     CLAIM_SELECT,
-    PG_LIVE_KEY,
     PROBED,
     candidates,
     claim_row,
+    live_claims_between,
     lock_held,
     lock_workspace,
     overlap_candidates,
-    pg_probes,
-    probe_ranges,
+    overlap_probes,
 )
 from eventcoord.reads.waits import load_files_line
 from eventcoord.store.postgres import rows_ahead
@@ -77,7 +76,7 @@ _CLAIMS_AHEAD = Prepared(
         # the claim's own probes only (``OFFSET 0``: picked out before they are probed)
         f" LEFT JOIN LATERAL (SELECT {CLAIM_COLUMNS} FROM (SELECT r.lo, r.hi FROM unnest(CAST(:rn AS bigint[]),"
         " CAST(:lo AS text[]), CAST(:hi AS text[])) AS r(n, lo, hi) WHERE r.n = q.n OFFSET 0) AS r"
-        f" CROSS JOIN LATERAL ({CLAIM_SELECT} WHERE {PG_LIVE_KEY} >= r.lo AND {PG_LIVE_KEY} < r.hi OFFSET 0) AS c)"
+        f" CROSS JOIN LATERAL ({live_claims_between('r.lo', 'r.hi')}) AS c)"
         " AS c ON true"
         " ORDER BY q.n"
     ),
@@ -93,10 +92,9 @@ def claim_rows_ahead(workspace: str, cmd: ClaimFiles) -> RowsAhead | None:
         paths = domain.normalise_paths(cmd.paths)
     except DomainError:
         return None
-    probes = probe_ranges({literal_prefix(p) for p in paths})
-    if probes is None:
+    ranges = overlap_probes(workspace, paths)
+    if ranges is None:
         return None
-    ranges = pg_probes(workspace, probes)
     return RowsAhead(
         _CLAIMS_AHEAD,
         (("ws", workspace), ("sid", cmd.session_id), ("lo", tuple(ranges["lo"])), ("hi", tuple(ranges["hi"]))),
@@ -119,10 +117,10 @@ def _session_and_candidates(
     """PostgreSQL, once the batch holds the workspace's lock: the caller's session (as
     :func:`load_session` reads it) and :func:`overlap_candidates`, in one round trip (None:
     read them apart, as a '' prefix reads every live claim)."""
-    probes = probe_ranges({literal_prefix(p) for p in paths})
-    if probes is None:
+    ranges = overlap_probes(ctx.workspace, paths)
+    if ranges is None:
         return None
-    params = {"sid": session_id, "ws": ctx.workspace, **pg_probes(ctx.workspace, probes)}
+    params = {"sid": session_id, "ws": ctx.workspace, **ranges}
     return _session_and_claims(ctx, _SESSION_AND_PROBES.rows(conn, params))
 
 

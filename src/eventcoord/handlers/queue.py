@@ -43,6 +43,7 @@ from eventcoord.handlers.issues import (
     lock_project,
     project_rules,
 )
+from eventcoord.projections import keys
 from eventcoord.projections.queue import (
     ONE_ITEM,
     PG_LIVE_KEY,
@@ -128,7 +129,7 @@ _ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update(), rows=ONE_I
 #: A session's worker key on PostgreSQL, of the sessions aliased ``s``: its workspace while it
 #: is not human and works on an item, NULL otherwise; ``ix_sessions_stale_workers`` is on it
 #: (and partial on ``working()``, which its readers state too, as its planner needs).
-PG_WORKER_KEY = f"(CASE WHEN {working('s')} THEN s.workspace END)"
+PG_WORKER_KEY = keys.WORKER.sql("s")
 _IN_WORK_OF = (
     "SELECT 1 FROM work_items AS w WHERE w.session_id = s.session_id AND w.status = '{status}'"
     " AND (w.project || '') = {{project}} AND (w.workspace || '') = s.workspace"

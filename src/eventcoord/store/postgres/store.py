@@ -28,8 +28,9 @@ from eventcoord.store.postgres import batch, gathering, stats
 from eventcoord.store.postgres import writer as pg_writer
 from eventcoord.store.postgres.ahead.table import reads_ahead
 from eventcoord.store.postgres.cpu_pressure import CpuPressure
+from eventcoord.store.postgres.statements import send_carried, send_deferred
 from eventcoord.store.postgres.writer import AGAIN, MAX_BATCH, Job, Outcome
-from eventcoord.store.prepared import send_carried, send_deferred, writes_sql
+from eventcoord.store.prepared import writes_sql
 
 T = TypeVar("T")
 RETRIES = pg_writer.RETRIES
@@ -133,7 +134,7 @@ class PostgresEventStore(EventStore):
         event.listen(self._engine.sync_engine.pool, "checkout", _discard_closed)
         # Writers issue BEGIN/COMMIT themselves on the driver connection; SQLAlchemy must
         # not open transactions of its own on theirs.
-        # A command's deferred writes go with the next statement (prepared.py): each pair
+        # A command's deferred writes go with the next statement (statements.py): each pair
         # of texts is a statement of its own, more than asyncpg's 100 kept by default.
         # Their plans are generic from the first run: each statement is built to be read by
         # its own indexes whatever its parameters and statistics (tests/contract/test_plans.py

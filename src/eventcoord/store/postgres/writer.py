@@ -30,11 +30,12 @@ from eventcoord.store.loaders import LOADERS, SUBSTITUTES
 from eventcoord.store.log import Pending
 from eventcoord.store.postgres import batch, held_locks, rows_ahead, session_rows, stats
 from eventcoord.store.postgres.ahead import RUNNING, ReadsAhead
-from eventcoord.store.postgres.batch import Batch, Requeue, Resolve, identity
+from eventcoord.store.postgres.batch import Batch
 from eventcoord.store.postgres.held_locks import GuardLock
 from eventcoord.store.postgres.rows_ahead import RowsAhead
 from eventcoord.store.postgres.session_rows import SessionRead
-from eventcoord.store.prepared import send_carried, send_deferred, shifted
+from eventcoord.store.postgres.statements import send_carried, send_deferred, shifted
+from eventcoord.store.transaction import Requeue, Resolve, identity
 
 #: Commands decided in one transaction at most (more wait for the next batch). Each one
 #: with a savepoint takes a subtransaction id; beyond 64 PostgreSQL's per-backend cache of
@@ -390,7 +391,7 @@ def _attempt(
                 result = job.fn(conn)
                 if savepoints:  # its read-model writes, in one round trip, inside its savepoint
                     send_deferred(conn)
-                # (a fast pass carries them: they go with the next statement, prepared.py)
+                # (a fast pass carries them: they go with the next statement, statements.py)
                 outcomes[i] = ("ok", result)
             except Exception as e:
                 b.drop_own()  # never sent: they go with the command

@@ -29,9 +29,9 @@ from eventcoord.errors import ConcurrencyError, DomainError, StoreError
 from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.log import Pending
 from eventcoord.store.postgres import stats
-from eventcoord.store.postgres.batch import identity
 from eventcoord.store.prepared import writer_connection
 from eventcoord.store.sqlite import log_heads
+from eventcoord.store.transaction import identity
 
 T = TypeVar("T")
 #: Commands committed together at most (more wait for the next batch).
