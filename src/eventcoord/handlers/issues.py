@@ -20,7 +20,6 @@ from eventcoord.reads.issues import (
     load_lease,
     load_release,
     lock_project,
-    lock_project_rules,
     project_rules,
 )
 
@@ -31,7 +30,6 @@ __all__ = [
     "load_issue_view",
     "load_lease",
     "lock_project",
-    "lock_project_rules",
     "project_rules",
 ]
 
