@@ -22,7 +22,7 @@ from eventcoord.handlers.common import (
     load_sessions,
     own_session,
 )
-from eventcoord.handlers.waits import join_line, load_files_line
+from eventcoord.handlers.waits import join_line
 from eventcoord.projections.files import PG_ISSUE_KEY, issue_key
 from eventcoord.reads.files import (
     CLAIM_COLUMNS,
@@ -36,6 +36,7 @@ from eventcoord.reads.files import (
     overlap_candidates,
     overlap_probes,
 )
+from eventcoord.reads.waits import load_files_line
 from eventcoord.store.postgres import rows_ahead
 from eventcoord.store.postgres.ahead import declared_ahead
 from eventcoord.store.postgres.rows_ahead import RowsAhead

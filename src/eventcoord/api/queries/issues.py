@@ -11,9 +11,9 @@ from eventcoord.codec import format_time
 from eventcoord.context import Caller, Context
 from eventcoord.domain import streams
 from eventcoord.domain.issues import effective_state
-from eventcoord.handlers.issues import load_issue_view
 from eventcoord.liveness import is_live
 from eventcoord.projections.tables import issues, leases, sessions
+from eventcoord.reads.issues import load_issue_view
 
 #: The read-model tables :func:`issue_state` reads (a point-in-time read loads only these).
 ISSUE_STATE_TABLES = (issues, leases, sessions)

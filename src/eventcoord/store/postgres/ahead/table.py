@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 from eventcoord import commands as c
 from eventcoord.domain import streams
-from eventcoord.handlers import files, issues, queue
-from eventcoord.handlers.common import guard_lock_ahead, session_read_ahead
+from eventcoord.handlers import files, queue
 from eventcoord.reads.files import workspace_lock_ahead
-from eventcoord.store.postgres.ahead import ReadsAhead
+from eventcoord.store.postgres.ahead import ReadsAhead, issues
+from eventcoord.store.postgres.ahead.common import guard_lock_ahead, session_read_ahead
 
 
 def _own_session(workspace: str, cmd: c.Command) -> ReadsAhead | None:
