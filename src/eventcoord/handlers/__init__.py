@@ -20,7 +20,6 @@ from eventcoord.handlers import (
     waits,
 )
 from eventcoord.handlers.common import guard_lock_ahead, session_read_ahead
-from eventcoord.reads.files import workspace_lock_ahead
 from eventcoord.store.base import ReadsAhead
 
 HANDLERS: dict[type[c.Command], Handler] = {
@@ -63,6 +62,9 @@ def read_ahead(workspace: str, cmd: c.Command) -> ReadsAhead | None:
     """What ``cmd``'s handler reads or locks first, which a PostgreSQL batch may read or
     lock for all its commands in one statement (``store/postgres/session_rows.py``,
     ``store/postgres/held_locks.py``); None: nothing of the kind."""
+    from eventcoord.store.postgres.ahead import files as files_ahead
+    from eventcoord.store.postgres.ahead import queue as queue_ahead
+
     if isinstance(cmd, READS_OWN_SESSION_FIRST):
         return session_read_ahead(workspace, cmd.session_id)
     if isinstance(cmd, c.ClaimIssue):  # its project's guard, then what the guard protects
@@ -70,13 +72,14 @@ def read_ahead(workspace: str, cmd: c.Command) -> ReadsAhead | None:
     if isinstance(cmd, c.ReleaseIssue):  # its lease's project's guard, then its session, lease and line
         return issues.release_lock_ahead(workspace, cmd.issue), issues.release_rows_ahead(workspace, cmd)
     if isinstance(cmd, c.ClaimFiles):  # its workspace's lock, then its session and probes
-        claim = files.claim_rows_ahead(workspace, cmd)
-        lock = workspace_lock_ahead(workspace)
+        claim = files_ahead.claim_rows_ahead(workspace, cmd)
+        lock = files_ahead.workspace_lock_ahead(workspace)
         return lock if claim is None else (lock, claim)
     if isinstance(cmd, c.ClaimNextWork):  # its project's guard, then its rules, session and first page
-        return guard_lock_ahead(workspace, streams.project(cmd.project)), queue.pull_rows_ahead(workspace, cmd)
+        return guard_lock_ahead(workspace, streams.project(cmd.project)), queue_ahead.pull_rows_ahead(workspace, cmd)
     if isinstance(cmd, (c.StartWork, c.FinishWork)):  # its item's project's guard, then the item, rules, session
-        return queue.transition_lock_ahead(workspace, cmd.item_id), queue.transition_rows_ahead(workspace, cmd)
+        lock = queue_ahead.transition_lock_ahead(workspace, cmd.item_id)
+        return lock, queue_ahead.transition_rows_ahead(workspace, cmd)
     if isinstance(cmd, c.ReleaseFiles):  # likewise: its session, the line, its claims
-        return workspace_lock_ahead(workspace), files.release_rows_ahead(workspace, cmd)
+        return files_ahead.workspace_lock_ahead(workspace), files_ahead.release_rows_ahead(workspace, cmd)
     return None

@@ -44,10 +44,11 @@ from eventcoord.handlers.common import (
     lock_guard,
     own_session,
 )
-from eventcoord.handlers.waits import join_line, load_line
+from eventcoord.handlers.waits import join_line
 from eventcoord.liveness import live_clause
 from eventcoord.projections.sessions import PG_DECLARING_KEY, declaring_key
 from eventcoord.projections.tables import issues, leases, project_leases, projects, sessions, waits
+from eventcoord.reads.waits import load_line
 from eventcoord.store.postgres import held_locks, rows_ahead
 from eventcoord.store.postgres.held_locks import GuardLock
 from eventcoord.store.postgres.rows_ahead import RowsAhead

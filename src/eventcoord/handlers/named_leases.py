@@ -10,8 +10,9 @@ from eventcoord.domain import named_leases as domain
 from eventcoord.domain import streams
 from eventcoord.domain.handoff import LeaseLine
 from eventcoord.handlers.common import WS, load_session, lock_guard
-from eventcoord.handlers.waits import join_line, load_line
+from eventcoord.handlers.waits import join_line
 from eventcoord.projections.tables import named_lease_slots, named_leases
+from eventcoord.reads.waits import load_line
 from eventcoord.store.prepared import Prepared
 
 _NAME = (named_leases.c.workspace == WS) & (named_leases.c.name == bindparam("name"))

@@ -14,9 +14,9 @@ from eventcoord.domain.paths import DECISION_STEPS, Work
 from eventcoord.handlers.common import load_session, load_sessions
 from eventcoord.handlers.issues import issue_line
 from eventcoord.handlers.named_leases import lease_line
-from eventcoord.handlers.waits import load_files_line, load_wait_of
 from eventcoord.projections.tables import file_claims, leases, named_lease_slots, work_items
 from eventcoord.reads.files import lock_workspace, overlap_candidates
+from eventcoord.reads.waits import load_files_line, load_wait_of
 
 
 def register_agent(conn: Connection, ctx: Context, cmd: RegisterAgent) -> Decision:

@@ -10,6 +10,7 @@ both grant overlapping exclusive claims. On SQLite the single writer already ser
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, bindparam, select, text
@@ -17,12 +18,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
 
+from eventcoord.commands import ReleaseFiles
 from eventcoord.context import Context
 from eventcoord.domain import files as domain
-from eventcoord.domain.paths import literal_prefix
-from eventcoord.projections.files import live_key
+from eventcoord.domain.paths import Work, literal_prefix
+from eventcoord.domain.sessions import SessionState, claimant
+from eventcoord.projections.files import PG_ISSUE_KEY, issue_key, live_key
 from eventcoord.store.key_spans import KeySpans
-from eventcoord.store.postgres import held_locks
+from eventcoord.store.loaders import loader
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import workspaces
 
@@ -41,47 +44,19 @@ _INSERT_WORKSPACE = Prepared(_insert_workspace)
 _LOCK_WORKSPACE = Prepared(lambda d: select(workspaces.c.name).where(workspaces.c.name == _WS).with_for_update())
 
 
-def _workspace_lock(ctx: Context) -> held_locks.Lock:
-    return ("workspaces", ctx.workspace)
-
-
-#: PostgreSQL: the rows of many workspaces locked at once for a batch (``ws``; ``key`` is
-#: unused), in name order, skipping any another transaction holds (its claims then lock it
-#: themselves, and wait as they always did). A workspace without a row is left to its
-#: commands, which insert it. Its rows are the workspaces it holds afterwards.
-_WORKSPACES_AHEAD = Prepared(
-    lambda d: text(
-        "SELECT name FROM workspaces WHERE name = ANY(CAST(:ws AS text[])) ORDER BY name FOR UPDATE SKIP LOCKED"
-    ),
-    reads=("workspaces",),
-)
-
-
-def workspace_lock_ahead(workspace: str) -> held_locks.GuardLock:
-    """What a command that first locks its workspace's row (``lock_workspace``) can have
-    locked ahead by a PostgreSQL batch."""
-    return held_locks.GuardLock(_WORKSPACES_AHEAD, workspace, "", table="workspaces")
-
-
-def lock_held(conn: Connection, ctx: Context) -> bool:
-    """Whether the running PostgreSQL fast pass holds the workspace's lock already."""
-    return held_locks.held(conn, _workspace_lock(ctx))
-
-
+@loader
 def lock_workspace(conn: Connection, ctx: Context) -> None:
     """Serialise every claim_files of the workspace until commit (PostgreSQL row lock).
 
-    A PostgreSQL batch's fast pass that holds it already sends nothing (``held_locks``).
     SQLite's one writer (``BEGIN IMMEDIATE``, in every process on the file) serialises every
     decision already: nothing is locked there, as for the guards (``lock_guard``).
     """
-    if conn.dialect.name == "sqlite" or lock_held(conn, ctx):
+    if conn.dialect.name == "sqlite":
         return
     params = {"ws": ctx.workspace}
     if _LOCK_WORKSPACE.first(conn, params) is None:  # created on first use (the lock row of workspace-wide guards)
         _INSERT_WORKSPACE.run(conn, {"ws": ctx.workspace, "at": ctx.now_us})
         _LOCK_WORKSPACE.first(conn, params)
-    held_locks.hold(conn, _workspace_lock(ctx))
 
 
 def ancestors(prefix: str) -> set[str]:
@@ -217,3 +192,80 @@ def candidates(rows: Iterable[Sequence[Any]]) -> list[domain.ClaimRow]:
     """Claims read by overlapping probes, each once, in claim order."""
     unique = {(r[0], r[1]): r for r in rows}
     return [claim_row(unique[k]) for k in sorted(unique)]
+
+
+# Unreleased claims of one issue and holder, through the index of an issue's unreleased
+# claims only (history of the issue never read). ``IS`` matches a null holder too. On
+# PostgreSQL by the issue's live key, the only column named besides the holder, and sorted
+# here rather than by the database: with ``workspace = $1 … ORDER BY position, idx`` a
+# planner without statistics walked ``ix_file_claims_live_order``, every live claim of the
+# workspace, to save sorting a few rows.
+OF_ISSUE_PG = f"{CLAIM_SELECT} WHERE {PG_ISSUE_KEY} = :key AND session_id IS NOT DISTINCT FROM CAST(:sid AS text)"
+_OF_ISSUE = Prepared(
+    lambda d: (
+        text(
+            f"{CLAIM_SELECT} INDEXED BY ix_file_claims_issue_live WHERE workspace = :ws AND issue = :issue"
+            " AND session_id IS :sid AND released_us IS NULL"
+        )
+        if d == "sqlite"
+        else text(OF_ISSUE_PG)
+    ),
+    rows={"file_claims": ("key",)},
+    reads=("file_claims",),
+)
+
+
+@loader
+def claim_state(
+    conn: Connection, ctx: Context, session_id: str | None, paths: Sequence[str], work: Work
+) -> domain.ClaimFilesState:
+    """What claim_files decides on: the caller's session (SESSION_NOT_LIVE before the lock is
+    taken), then, the workspace locked, the live claims that could overlap ``paths`` and
+    their holders."""
+    from eventcoord.handlers.common import load_session
+
+    session = load_session(conn, ctx, session_id) if session_id else None
+    claimant(session_id, session, ctx)
+    lock_workspace(conn, ctx)
+    return claim_state_with(conn, ctx, session, overlap_candidates(conn, ctx, paths), work)
+
+
+def claim_state_with(
+    conn: Connection, ctx: Context, session: SessionState | None, held: list[domain.ClaimRow], work: Work
+) -> domain.ClaimFilesState:
+    """A claim's state from its session and candidates: their holders read."""
+    from eventcoord.handlers.common import load_sessions
+
+    holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
+    return domain.ClaimFilesState(session, held, holders, work)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseRead:
+    """What release_files loads: the decision's state, and whether anyone may wait for
+    files in the workspace (None: not known, the line is read to find out)."""
+
+    state: domain.ReleaseFilesState
+    anyone_waits: bool | None = None
+
+
+def issue_params(ctx: Context, cmd: ReleaseFiles) -> dict[str, Any]:
+    """The parameters of the reads of a release's claims."""
+    return {"ws": ctx.workspace, "issue": cmd.issue, "key": issue_key(ctx.workspace, cmd.issue), "sid": cmd.session_id}
+
+
+def release_read(ctx: Context, session: SessionState | None, rows: Iterable[Sequence[Any]]) -> domain.ReleaseFilesState:
+    """A release's state from its session and its claims' rows, in claim order."""
+    claims = sorted(rows, key=lambda r: (r[0], r[1]))  # position, idx
+    return domain.ReleaseFilesState(session, [claim_row(r) for r in claims])
+
+
+@loader
+def release_state(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> ReleaseRead:
+    """What release_files decides on: the caller's session, then, the workspace locked (a
+    waiter joins under this lock: none can slip past the hand-off), its claims of the issue."""
+    from eventcoord.handlers.common import load_session
+
+    session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
+    lock_workspace(conn, ctx)
+    return ReleaseRead(release_read(ctx, session, _OF_ISSUE.rows(conn, issue_params(ctx, cmd))))

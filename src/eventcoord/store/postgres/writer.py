@@ -25,10 +25,10 @@ from sqlalchemy.exc import InterfaceError as SAInterfaceError
 from sqlalchemy.util import await_
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.store import dbclock
+from eventcoord.store import dbclock, loaders
 from eventcoord.store.base import ReadsAhead
 from eventcoord.store.log import Pending
-from eventcoord.store.postgres import batch, held_locks, rows_ahead, session_rows, stats
+from eventcoord.store.postgres import ahead, batch, held_locks, rows_ahead, session_rows, stats
 from eventcoord.store.postgres.batch import Batch, Requeue, Resolve, identity
 from eventcoord.store.postgres.held_locks import GuardLock
 from eventcoord.store.postgres.rows_ahead import RowsAhead
@@ -277,6 +277,7 @@ def run_batch(
         b = conn.info["eventcoord.batch.state"] = Batch(raw, raw.get_server_pid())
         b.usual_lock_timeout = str(await_(raw.fetchval("SHOW lock_timeout")))
     batch.attach(conn, b)
+    conn.info[loaders.INFO_KEY] = ahead.SUBSTITUTES  # the loaders read what the batch read ahead
     try:
         result = _attempt(conn, b, jobs, savepoints, waiting)
         if not isinstance(result, _Abort):
