@@ -1,6 +1,7 @@
 """The file claims a decision reads: the live claims that could overlap some paths, read
-through the partial index of unreleased claims, and the workspace's lock that serialises
-every claim_files (and every join of a line) of a workspace.
+through the partial index of unreleased claims; the workspace's lock that serialises
+every claim_files (and every join of a line) of a workspace; the states claim_files and
+release_files decide on.
 
 On PostgreSQL the workspace row is locked FOR UPDATE before the claims are read, so two
 claim_files of one workspace (on any replica) are decided one after the other and never
