@@ -13,9 +13,8 @@ from typing import Any
 from sqlalchemy import Connection, Table, delete
 
 from eventcoord.events import AgentEnded, AgentHeartbeat, AgentRegistered
-from eventcoord.store import log
+from eventcoord.store import log, transaction
 from eventcoord.store.log import RecordedEvent
-from eventcoord.store.postgres import batch
 from eventcoord.store.schema import store_head
 
 from . import files, leases, messages, named_leases, queue, sessions, tables, waits
@@ -50,11 +49,11 @@ def _run(
     before anything else touches that session's row, and at the end. In a PostgreSQL
     batch's fast pass a heartbeat is instead carried on the batch (and so is every later
     sign of life of its session), to be written with the others' before anything reads
-    that row and before the batch ends (``prepared.send_carried``): a heartbeat then costs
+    that row and before the batch ends (``store/postgres/statements.py``): a heartbeat then costs
     one round trip, its read. A session's liveness is pending in one fold at a time, so
     the two folds never reorder its writes.
     """
-    b = batch.current(conn) if life else None
+    b = transaction.current(conn) if life else None
     carry = b is not None and b.carry
     folded = sessions.Liveness()
     for r in recorded:
@@ -84,12 +83,12 @@ def _run(
         folded.flush(conn)
 
 
-def _carried(b: batch.Batch) -> sessions.Liveness:
+def _carried(b: transaction.Transaction) -> sessions.Liveness:
     """The batch's carried liveness (begun if none is carried); carrying counts as a write:
     a refusal after it must roll the pass back."""
     if b.liveness is None:
         b.liveness = sessions.Liveness()
-    b.writes += 1
+    b.wrote()
     live: sessions.Liveness = b.liveness
     return live
 

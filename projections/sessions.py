@@ -19,8 +19,8 @@ from eventcoord.events import (
     WorkFinished,
     WorkRequeued,
 )
+from eventcoord.store import transaction
 from eventcoord.store.log import RecordedEvent
-from eventcoord.store.postgres import batch
 from eventcoord.store.prepared import Prepared
 
 from .base import Appliers
@@ -394,14 +394,14 @@ class WorkCounts:
 def _carried_counts(conn: Connection, write: bool = True) -> WorkCounts | None:
     """The running PostgreSQL batch's carried counts (begun if none), in a fast pass;
     carrying counts as a write (a refusal after it rolls the pass back). None: write now."""
-    b = batch.current(conn)
+    b = transaction.current(conn)
     if b is None or not b.carry:
         return None
     counts: WorkCounts | None = b.work_counts
     if counts is None:
         counts = b.work_counts = WorkCounts()
     if write:
-        b.writes += 1
+        b.wrote()
     return counts
 
 

@@ -45,10 +45,6 @@ class Context:
     command_id: str | None = None
     correlation_id: str | None = None
     make_id: Callable[[str], str] = new_id
-    #: What the command said a PostgreSQL batch may read or lock ahead for it
-    #: (``handlers.read_ahead``; None: nothing): the handler finds its read there rather
-    #: than building it again.
-    ahead: Any = None
 
     @property
     def workspace(self) -> str:

@@ -23,7 +23,7 @@ from eventcoord.codec import EventMetadata, encode, event_type
 from eventcoord.commands import AnyCommand
 from eventcoord.context import Caller, Context, Decision
 from eventcoord.errors import DomainError, ErrorCode
-from eventcoord.handlers import HANDLERS, read_ahead
+from eventcoord.handlers import HANDLERS
 from eventcoord.store import answers, dbclock, log
 from eventcoord.store.base import EventStore
 from eventcoord.store.log import NewEvent
@@ -103,16 +103,12 @@ class Service:
     def __init__(self, store: EventStore, on_commit: Callable[[], None] | None = None) -> None:
         self.store = store
         self._on_commit = on_commit
-        self._reads_ahead = store.dialect == "postgresql"  # SQLite's batch reads nothing ahead
 
     async def execute(self, caller: Caller, cmd: AnyCommand, correlation_id: str | None = None) -> Outcome:
         """Decide and commit one command; DomainErrors that write nothing are raised."""
         authorize(caller, cmd)
         handler = HANDLERS[type(cmd)]
         digest = command_digest(cmd) if cmd.command_id else ""
-        # A heartbeat's one read is its session's row, a claim's first lock its project's
-        # guard: a batch may read or lock those of all at once.
-        ahead = read_ahead(caller.workspace, cmd) if self._reads_ahead else None
 
         def run(conn: Connection) -> log.Pending[Outcome]:
             if cmd.command_id:
@@ -129,14 +125,16 @@ class Service:
                     replayed = _replay(stored)
                     return log.Pending(lambda real: replayed)
             now_us, ttl = dbclock.read(conn)
-            ctx = Context(caller, now_us, ttl, cmd.command_id, correlation_id, ahead=ahead)
+            ctx = Context(caller, now_us, ttl, cmd.command_id, correlation_id)
             decision = handler(conn, ctx, cmd)
             return _commit(conn, ctx, cmd, decision, digest)
 
         kind = str(cmd.__struct_config__.tag)
         started = time.perf_counter()
         try:
-            outcome = await self.store.transact(run, read_ahead=ahead)
+            # The store may prepare for the command: a PostgreSQL batch reads or locks ahead
+            # what its commands read first (a heartbeat's session row, a claim's guard).
+            outcome = await self.store.transact(run, command=(caller.workspace, cmd))
         except DomainError as e:
             metrics.COMMANDS.labels(kind, e.code).inc()
             raise

@@ -36,7 +36,7 @@ def test_the_end_statement_renumbers_the_tables_it_is_given() -> None:
 
 
 def test_a_statement_s_own_ctes_are_lifted_in_front_of_it() -> None:
-    from eventcoord.store.prepared import _split_with
+    from eventcoord.store.postgres.statements import _split_with
 
     ctes, body = _split_with("WITH x AS (SELECT '(' || E'\\x01)' || 'it''s)' FROM t), y AS (SELECT 1) SELECT * FROM x")
     assert ctes == [("x", "x AS (SELECT '(' || E'\\x01)' || 'it''s)' FROM t)"), ("y", "y AS (SELECT 1)")]
@@ -53,7 +53,8 @@ def test_writes_with_ctes_of_their_own_combine_unless_the_names_clash() -> None:
 
     from eventcoord.projections.leases import _RELEASE_COUNTED
     from eventcoord.projections.tables import sessions
-    from eventcoord.store.prepared import Prepared, _combined
+    from eventcoord.store.postgres.statements import _combined
+    from eventcoord.store.prepared import Prepared
 
     release = _RELEASE_COUNTED._asyncpg()
     read = Prepared(lambda d: select(sessions.c.session_id).where(sessions.c.session_id == "x"))._asyncpg()

@@ -19,7 +19,6 @@ from eventcoord.domain.sessions import SessionState
 from eventcoord.projections.tables import sessions
 from eventcoord.store.postgres import held_locks, session_rows
 from eventcoord.store.postgres.held_locks import GuardLock
-from eventcoord.store.postgres.rows_ahead import RowsAhead
 from eventcoord.store.postgres.session_rows import SessionRead
 from eventcoord.store.prepared import Prepared, unindexed
 from eventcoord.store.schema import guards
@@ -71,15 +70,6 @@ def session_read_ahead(workspace: str, session_id: str) -> SessionRead:
     """What a command that first loads its session locked (``load_session(lock=True)``) can
     have read ahead by a PostgreSQL batch."""
     return SessionRead(_SESSIONS_AHEAD, workspace, session_id)
-
-
-def declared_ahead(ctx: Context, statement: Prepared) -> RowsAhead | None:
-    """The read ahead the command declared (``handlers.read_ahead``) of ``statement``."""
-    ahead = ctx.ahead if isinstance(ctx.ahead, tuple) else (ctx.ahead,)
-    for r in ahead:
-        if isinstance(r, RowsAhead) and r.statement is statement:
-            return r
-    return None
 
 
 def load_session(

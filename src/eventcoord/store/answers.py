@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, bindparam, select
 
-from eventcoord.store.postgres import batch
-from eventcoord.store.postgres.batch import Requeue, Resolve, identity
+from eventcoord.store import transaction
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import idempotency
+from eventcoord.store.transaction import Requeue, Resolve, identity
 
 _RECALL = Prepared(
     lambda d: select(idempotency.c.body_hash, idempotency.c.status, idempotency.c.answer).where(
@@ -36,7 +36,7 @@ _REMEMBER = Prepared(
 def recall(conn: Connection, workspace: str, command_id: str) -> tuple[str, int, str] | None:
     """The stored answer of a command id: (body hash, HTTP status, answer JSON), or None.
 
-    Raises :class:`~eventcoord.store.postgres.batch.Requeue` when an earlier command of the same
+    Raises :class:`~eventcoord.store.transaction.Requeue` when an earlier command of the same
     batch recorded it and its answer is only written at commit.
     """
     row = _RECALL.first(conn, {"ws": workspace, "cid": command_id})
@@ -61,8 +61,10 @@ def remember(
     The row is inserted now (a concurrent duplicate loses its race here, not at commit);
     inside a PostgreSQL batch its answer is written when the batch's positions are fixed.
     """
-    b = batch.current(conn)
+    running = transaction.current(conn)
+    later = running is not None and running.answers_at_commit
     params = {"ws": workspace, "cid": command_id, "hash": body_hash, "status": status, "now": now_us}
-    _REMEMBER.run(conn, {**params, "answer": answer(identity) if b is None else ""})
-    if b is not None:
-        b.answers.append((workspace, command_id, answer))
+    _REMEMBER.run(conn, {**params, "answer": "" if later else answer(identity)})
+    if later:
+        assert running is not None
+        running.answer_at_commit(workspace, command_id, answer)

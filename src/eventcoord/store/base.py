@@ -16,19 +16,12 @@ import msgspec
 from sqlalchemy import Connection
 
 from eventcoord.codec import EventMetadata, WireEvent
+from eventcoord.commands import Command
 from eventcoord.events import Event
 from eventcoord.store import dbclock, log
 from eventcoord.store.log import Expected, NewEvent, Pending, RecordedEvent
-from eventcoord.store.postgres.held_locks import GuardLock
-from eventcoord.store.postgres.rows_ahead import RowsAhead
-from eventcoord.store.postgres.session_rows import SessionRead
 
 T = TypeVar("T")
-#: What a command says it reads or locks first, which a PostgreSQL batch may do for all its
-#: commands in one statement (``store/postgres/session_rows.py``, ``store/postgres/held_locks.py``).
-ReadAhead = SessionRead | GuardLock | RowsAhead
-#: One of them, or several in the order the command needs them.
-ReadsAhead = ReadAhead | tuple[ReadAhead, ...]
 
 
 class EventStore(ABC):
@@ -54,16 +47,16 @@ class EventStore(ABC):
 
     @overload
     async def transact(
-        self, fn: Callable[[Connection], Pending[T]], *, retry: bool = True, read_ahead: ReadsAhead | None = None
+        self, fn: Callable[[Connection], Pending[T]], *, retry: bool = True, command: tuple[str, Command] | None = None
     ) -> T: ...
 
     @overload
     async def transact(
-        self, fn: Callable[[Connection], T], *, retry: bool = True, read_ahead: ReadsAhead | None = None
+        self, fn: Callable[[Connection], T], *, retry: bool = True, command: tuple[str, Command] | None = None
     ) -> T: ...
 
     async def transact(
-        self, fn: Callable[[Connection], Any], *, retry: bool = True, read_ahead: ReadsAhead | None = None
+        self, fn: Callable[[Connection], Any], *, retry: bool = True, command: tuple[str, Command] | None = None
     ) -> Any:
         """Run ``fn`` inside one write transaction and commit it.
 
@@ -79,15 +72,14 @@ class EventStore(ABC):
         :class:`~eventcoord.store.log.Pending`, whose ``finish`` the store calls with the
         final positions; ``transact`` returns what ``finish`` returns.
 
-        ``read_ahead``: what ``fn`` reads or locks first (its sessions row, locked; the guard
-        it locks; what it reads once the guard is held); a PostgreSQL batch may read or
-        lock those of all its commands in one statement each (``store/postgres/session_rows.py``,
-        ``store/postgres/held_locks.py``, ``store/postgres/rows_ahead.py``).
+        ``command``: the (workspace, command) ``fn`` decides, if any. A backend may prepare
+        for it: a PostgreSQL batch reads or locks ahead what the commands of a batch read
+        first, in one statement each (``store/postgres/ahead/``).
         """
-        return await self._write(fn, retry, read_ahead)
+        return await self._write(fn, retry, command)
 
     @abstractmethod
-    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: ReadsAhead | None) -> Any:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool, command: tuple[str, Command] | None) -> Any:
         """The backend's ``transact``: run ``fn`` in a write transaction, finish a Pending."""
 
     @abstractmethod

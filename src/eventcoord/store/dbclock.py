@@ -14,7 +14,7 @@ import time
 
 from sqlalchemy import Connection, delete, insert, select
 
-from eventcoord.store.postgres import batch
+from eventcoord.store import transaction
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import settings
 
@@ -41,9 +41,10 @@ _PG_NOW = "SELECT (extract(epoch from clock_timestamp()) * 1000000)::bigint"
 
 def read(conn: Connection) -> tuple[int, int]:
     """The database's clock in microseconds and the liveness TTL in seconds."""
-    b = batch.current(conn)
-    if b is not None:  # read once per batch, with the TTL, in the batch's first statement
-        return b.now_us, b.ttl
+    running = transaction.current(conn)
+    kept = None if running is None else running.clock()
+    if kept is not None:  # a PostgreSQL batch reads them once, in its first statement
+        return kept
     if conn.dialect.name == "postgresql":
         now_us = int(conn.exec_driver_sql(_PG_NOW).scalar_one())
     else:

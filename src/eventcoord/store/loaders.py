@@ -1,59 +1,64 @@
-"""Read-layer loaders a backend may substitute: the plain body, or its own version of it.
+"""Loaders: the read layer's functions, which a backend may replace for one transaction.
 
-A ``@loader`` function runs the substitute the running transaction installed for it
-(``conn.info["eventcoord.loaders"]``), else its plain body (``f.plain``). A backend
-registers its versions with ``@substitute(plain)`` in ``SUBSTITUTES``.
+A loader (``@loader``) reads the state a decision needs: ``f(conn, ctx, ...)`` returns a
+typed state. Called, it runs the substitute the running transaction installed for it on
+its connection (``conn.info[LOADERS]``, plain body -> substitute), else its plain body
+(``f.plain``). A backend registers its versions with ``@substitute(f)`` in ``SUBSTITUTES``
+and installs that table on the connections it batches on: PostgreSQL builds the same
+state from the rows its batch read ahead; SQLite installs nothing.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, ParamSpec, Protocol, TypeVar, cast
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from sqlalchemy import Connection
 
 P = ParamSpec("P")
-T = TypeVar("T")
-T_co = TypeVar("T_co", covariant=True)
+R = TypeVar("R")
 
-#: Where a transaction keeps the substitutes it runs (plain loader -> its substitute).
-INFO_KEY = "eventcoord.loaders"
-
-
-class Loader(Protocol[P, T_co]):
-    """A read-layer function with its plain body at hand."""
-
-    @property
-    def plain(self) -> Callable[P, T_co]:
-        """The plain body."""
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> T_co: ...
-
-
-#: Every registered substitute, by the loader it stands in for.
+#: Where a transaction installs its substitutes on its connection.
+LOADERS = "eventcoord.loaders"
+#: A backend's substitutes, by the plain body they replace (``@substitute``).
 SUBSTITUTES: dict[Callable[..., Any], Callable[..., Any]] = {}
 
 
-def loader(f: Callable[P, T]) -> Loader[P, T]:
-    """``f(conn, …)`` as a loader: the running transaction's substitute for it, else ``f``."""
+class Loader(Generic[P, R]):
+    """A read-layer function: its plain body, or the substitute its connection carries."""
 
-    @functools.wraps(f)
-    def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        conn = cast(Connection, args[0])
-        table = conn.info.get(INFO_KEY)
-        chosen = table.get(run) if table else None
-        return cast(T, (chosen or f)(*args, **kwargs))
+    def __init__(self, plain: Callable[Concatenate[Connection, P], R]) -> None:
+        #: The plain body: plain SQL, which every backend can run.
+        self.plain = plain
+        functools.update_wrapper(self, plain)
 
-    run.plain = f  # type: ignore[attr-defined]
-    return cast(Loader[P, T], run)
+    def __call__(self, conn: Connection, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        table: dict[Callable[..., Any], Callable[..., Any]] | None = conn.info.get(LOADERS)
+        if table:
+            replacement = table.get(self.plain)
+            if replacement is not None:
+                result: R = replacement(conn, *args, **kwargs)
+                return result
+        return self.plain(conn, *args, **kwargs)
 
 
-def substitute(plain: Callable[..., Any]) -> Callable[[Callable[P, T]], Callable[P, T]]:
-    """Register the decorated function as a backend's version of the loader ``plain``."""
+def loader(plain: Callable[Concatenate[Connection, P], R]) -> Loader[P, R]:
+    """Make ``plain`` a loader (see the module's docstring)."""
+    return Loader(plain)
 
-    def register(f: Callable[P, T]) -> Callable[P, T]:
-        SUBSTITUTES[plain] = f
-        return f
+
+def substitute(
+    of: Loader[P, R],
+) -> Callable[[Callable[Concatenate[Connection, P], R]], Callable[Concatenate[Connection, P], R]]:
+    """Register the decorated function as the backend's version of loader ``of``.
+
+    It takes the same arguments and must return the same state the plain body would; where
+    it has nothing better, it calls ``of.plain`` (not ``of``, which would call it again).
+    """
+
+    def register(fn: Callable[Concatenate[Connection, P], R]) -> Callable[Concatenate[Connection, P], R]:
+        SUBSTITUTES[of.plain] = fn
+        return fn
 
     return register

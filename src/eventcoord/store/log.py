@@ -2,8 +2,9 @@
 
 Plain SQLAlchemy Core on a synchronous ``Connection``: the SQLite writer calls it directly
 on the event loop, PostgreSQL inside the writer's greenlet; one implementation, two
-backends. On PostgreSQL a command runs inside a group-commit batch (``store/postgres/batch.py``): ``append`` hands out
-provisional positions and stages the events, and whatever a transaction returns that
+backends. Where the backend's write transaction keeps the counter, the stream heads or
+the events itself (``store/transaction.py``: a PostgreSQL batch hands out provisional
+positions and stages the events), ``append`` asks it; whatever a transaction returns that
 mentions positions is a :class:`Pending` result, finished once the real ones are known.
 """
 
@@ -18,7 +19,6 @@ from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import Executable
-from sqlalchemy.util import await_
 
 from eventcoord.codec import (
     EventMetadata,
@@ -31,21 +31,19 @@ from eventcoord.codec import (
 )
 from eventcoord.errors import ConcurrencyError
 from eventcoord.events import Event
-from eventcoord.store.postgres import batch
-from eventcoord.store.postgres.batch import Requeue
+from eventcoord.store import transaction
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import events, store_head, stream_heads
-from eventcoord.store.sqlite import log_heads
+from eventcoord.store.transaction import Expected, Resolve
 
 T = TypeVar("T")
-#: Maps a position a transaction saw to the one it committed with (see :class:`Pending`).
-Resolve = batch.Resolve
+__all__ = ["Expected", "NewEvent", "Pending", "RecordedEvent", "Resolve"]
 
 
 class Pending(Generic[T]):
     """A transaction's result that mentions positions: finished once they are final.
 
-    ``finish`` gets a :data:`~eventcoord.store.postgres.batch.Resolve` that maps every position the
+    ``finish`` gets a :class:`~eventcoord.store.transaction.Resolve` that maps every position the
     transaction saw (``append``'s, ``head``'s) to the one it committed with. The store calls
     it after the transaction's positions are fixed; ``transact`` returns what it returns.
     """
@@ -78,6 +76,13 @@ _ADVANCE_HEAD = Prepared(
     )
 )
 _INSERT_EVENT = Prepared(lambda d: events.insert())
+#: The position counter, and a stream's head (binds ``ws``, ``stream``), as the database holds them.
+READ_HEAD = Prepared(lambda d: select(store_head.c.position).where(store_head.c.id == 1))
+READ_STREAM = Prepared(
+    lambda d: select(stream_heads.c.version).where(
+        (stream_heads.c.workspace == bindparam("ws")) & (stream_heads.c.stream == bindparam("stream"))
+    )
+)
 
 
 class NewEvent(msgspec.Struct, frozen=True):
@@ -109,11 +114,6 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
         return event_type(self.event)
 
 
-#: Expected stream version: ``None`` appends at whatever the head is (the caller holds the
-#: guard that serialises it), an int demands exactly that version (optimistic concurrency).
-Expected = int | None
-
-
 def append(
     conn: Connection,
     new: Sequence[NewEvent],
@@ -135,19 +135,14 @@ def append(
     counts: dict[str, int] = {}
     for item in new:
         counts[item.stream] = counts.get(item.stream, 0) + 1
-    b = batch.current(conn)
+    running = transaction.current(conn)
     next_version: dict[str, int | None]
-    heads = log_heads.current(conn) if b is None else None
-    if heads is not None:  # SQLite's writer: the counter and the heads move in memory until commit
-        next_version = {s: heads.advance(conn, workspace, s, counts[s], expected.get(s)) for s in counts}
-        position = heads.take(conn, len(new))
-    elif b is None:
-        # Sorted, so concurrent appenders lock stream heads in one order (no deadlocks).
-        next_version = {s: _advance_stream(conn, workspace, s, counts[s], expected.get(s)) for s in sorted(counts)}
-        position = int(_ADVANCE_HEAD.scalar(conn, {"n": len(new)})) - len(new) + 1
+    if running is not None:  # the backend's transaction moves them (in memory, or at commit)
+        next_version, position = running.positions(conn, workspace, counts, expected)
     else:
-        next_version = _advance_pinned_streams(conn, b, workspace, counts, expected)
-        position = b.take(len(new))
+        # Sorted, so concurrent appenders lock stream heads in one order (no deadlocks).
+        next_version = {s: advance_stream(conn, workspace, s, counts[s], expected.get(s)) for s in sorted(counts)}
+        position = int(_ADVANCE_HEAD.scalar(conn, {"n": len(new)})) - len(new) + 1
     rows: list[dict[str, Any]] = []
     recorded: list[RecordedEvent] = []
     encoded_meta: dict[int, str] = {}  # a command's events share one metadata object
@@ -168,10 +163,7 @@ def append(
             "metadata": meta,
             "recorded_us": now_us,
         }
-        if b is not None:
-            _stage(b, row)
-        else:
-            rows.append(row)
+        rows.append(row)
         recorded.append(
             RecordedEvent(
                 position=position,
@@ -183,8 +175,7 @@ def append(
             )
         )
         position += 1
-    if b is not None:
-        b.writes += 1
+    if running is not None and running.stage(rows):
         return recorded
     try:
         _INSERT_EVENT.many(conn, rows)
@@ -193,45 +184,7 @@ def append(
     return recorded
 
 
-def _stage(b: batch.Batch, row: dict[str, Any]) -> None:
-    ws, stream, version, kind, data, meta, rec = b.events
-    ws.append(row["workspace"])
-    stream.append(row["stream"])
-    version.append(row["version"])
-    kind.append(row["type"])
-    data.append(row["data"])
-    meta.append(row["metadata"])
-    rec.append(row["recorded_us"])
-
-
-_LOCK_COUNTER = "SELECT position FROM store_head WHERE id = 1 FOR UPDATE"
-
-
-def _advance_pinned_streams(
-    conn: Connection, b: batch.Batch, workspace: str, counts: dict[str, int], expected: dict[str, Expected]
-) -> dict[str, int | None]:
-    """Inside a batch: move now only the heads of streams with an expected version.
-
-    The others move in the batch's end statement, under the position counter's lock, and
-    their events get their versions there (``None`` here). A stream with an expected
-    version is checked now, so its command alone fails; the batch takes the counter's lock
-    first (once), so that no end statement of another replica can move that head between
-    this check and our commit. If the batch already staged events of that stream whose
-    versions come at commit, the check would miss them: the command runs in the next batch.
-    """
-    pinned = sorted(s for s in counts if expected.get(s) is not None)
-    if not pinned:
-        return {}
-    ws, streams, versions = b.events[0], b.events[1], b.events[2]
-    if any(v is None and w == workspace and st in pinned for w, st, v in zip(ws, streams, versions, strict=True)):
-        raise Requeue("a stream with an expected version has events of this batch without one")
-    if not b.pinned:
-        await_(b.raw.fetchval(_LOCK_COUNTER))
-        b.pinned = True
-    return {s: _advance_stream(conn, workspace, s, counts[s], expected[s]) for s in pinned}
-
-
-def _advance_stream(conn: Connection, workspace: str, stream: str, count: int, expected: Expected) -> int:
+def advance_stream(conn: Connection, workspace: str, stream: str, count: int, expected: Expected) -> int:
     """Move a stream's head forward by ``count``; return the first new version."""
     if expected is None:
         new_head = _UPSERT_STREAM_HEAD.scalar(conn, {"ws": workspace, "stream": stream, "n": count, "n2": count})
@@ -254,34 +207,30 @@ def _advance_stream(conn: Connection, workspace: str, stream: str, count: int, e
 
 def stream_version(conn: Connection, workspace: str, stream: str) -> int:
     """The current version of a stream (0 when it has no events)."""
-    heads = log_heads.current(conn)
-    if heads is not None:
-        return heads.version(conn, workspace, stream)
-    return int(log_heads.READ_STREAM.scalar(conn, {"ws": workspace, "stream": stream}) or 0)
+    running = transaction.current(conn)
+    kept = None if running is None else running.stream_version(conn, workspace, stream)
+    if kept is not None:
+        return kept
+    return int(READ_STREAM.scalar(conn, {"ws": workspace, "stream": stream}) or 0)
 
 
 def head(conn: Connection) -> int:
     """The position of the newest event this transaction sees (0 for an empty store).
 
     Inside a PostgreSQL batch that has appended, that is the batch's newest provisional
-    position: resolve it with the batch's :data:`Resolve` (see :class:`Pending`).
+    position: resolve it with the batch's :class:`Resolve` (see :class:`Pending`).
     """
-    b = batch.current(conn)
-    if b is not None:
-        last = b.last()
-        if last is not None:
-            return last
-    heads = log_heads.current(conn)
-    if heads is not None and (handed := heads.head()) is not None:
-        return handed
-    return int(log_heads.READ_HEAD.scalar(conn, {}))
+    running = transaction.current(conn)
+    if running is not None and (last := running.last_position()) is not None:
+        return last
+    return int(READ_HEAD.scalar(conn, {}))
 
 
 def _log_visible(conn: Connection) -> None:
-    """A transaction that reads the log must see all of it: not so behind a batch's staged events."""
-    b = batch.current(conn)
-    if b is not None and b.appended:
-        raise Requeue("reads the log after this batch appended: runs first in the next batch")
+    """A transaction that reads the log must see all of it (``Transaction.reads_log``)."""
+    running = transaction.current(conn)
+    if running is not None:
+        running.reads_log()
 
 
 WIRE_COLUMNS = (

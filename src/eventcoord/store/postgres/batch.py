@@ -15,9 +15,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
+from sqlalchemy.util import await_
 
+from eventcoord.store import transaction
 from eventcoord.store.key_spans import KeySpans, SpansIndex
+from eventcoord.store.log import advance_stream
 from eventcoord.store.postgres.deferred_writes import DeferredWrites, has_spans, rows_meet
+from eventcoord.store.transaction import Expected, Requeue, Resolve, Transaction
 
 #: Provisional positions start here (real positions stay far below 2**62).
 PROVISIONAL_BASE = 1 << 62
@@ -26,42 +30,7 @@ _PER_BACKEND = 1 << 24
 _KEY = "eventcoord.batch"
 
 
-class Resolve:
-    """Maps a position handed out inside a transaction to the one it committed with.
-
-    Positions outside the batch's provisional range (already committed ones, or any on
-    SQLite) map to themselves. Also knows the stream versions the batch's end statement
-    assigned (see ``log.RecordedEvent``).
-    """
-
-    __slots__ = ("_hi", "_lo", "_shift", "_versions")
-
-    def __init__(self, lo: int = 0, hi: int = 0, shift: int = 0, versions: Sequence[int] = ()) -> None:
-        self._lo, self._hi, self._shift, self._versions = lo, hi, shift, versions
-
-    def __call__(self, position: int) -> int:
-        return position + self._shift if self._lo <= position < self._hi else position
-
-    def version(self, position: int, version: int) -> int:
-        """The stream version of the event at ``position`` (``version`` when it was known then)."""
-        if self._lo <= position < self._hi and self._versions:
-            return self._versions[position - self._lo]
-        return version
-
-
-#: The resolve of a store whose positions are final when handed out (SQLite).
-identity = Resolve()
-
-
-class Requeue(Exception):
-    """Run this job again in the next batch: not a lost race, just not decidable now.
-
-    Raised when a command meets something an earlier command of the same batch has not
-    finished yet (an idempotency record whose answer is written at commit).
-    """
-
-
-class Batch:
+class Batch(Transaction):
     """Provisional positions, staged events and deferred idempotency answers of a batch."""
 
     __slots__ = (
@@ -173,7 +142,7 @@ class Batch:
         self.carry = False
         #: The signs of life carried so far (``projections.sessions.Liveness``), written
         #: before anything reads the rows they change, and before the end statement
-        #: (``prepared.send_carried``). None: nothing carried.
+        #: (``statements.send_carried``). None: nothing carried.
         self.liveness: Any = None
         #: The changes to the sessions' counts of items in work carried so far, and each
         #: item's worker as the batch last saw it (``projections.sessions.WorkCounts``):
@@ -393,6 +362,77 @@ class Batch:
         """Provisional → real, once the counter moved from ``base``; ``versions`` in batch order."""
         return Resolve(self.lo, self.next, base - self.lo + 1, versions)
 
+    # The running transaction, as the shared SQL sees it (``store/transaction.py``).
+
+    answers_at_commit = True
+
+    def positions(
+        self, conn: Connection, workspace: str, counts: dict[str, int], expected: dict[str, Expected]
+    ) -> tuple[dict[str, int | None], int]:
+        """Provisional positions; the streams without an expected version get theirs at
+        commit (:func:`_advance_pinned_streams`)."""
+        versions = _advance_pinned_streams(conn, self, workspace, counts, expected)
+        return versions, self.take(sum(counts.values()))
+
+    def stage(self, rows: list[dict[str, Any]]) -> bool:
+        """The end statement inserts them, with their real positions."""
+        ws, stream, version, kind, data, meta, rec = self.events
+        for row in rows:
+            ws.append(row["workspace"])
+            stream.append(row["stream"])
+            version.append(row["version"])
+            kind.append(row["type"])
+            data.append(row["data"])
+            meta.append(row["metadata"])
+            rec.append(row["recorded_us"])
+        self.writes += 1
+        return True
+
+    def last_position(self) -> int | None:
+        return self.last()
+
+    def reads_log(self) -> None:
+        """The log read must see all of it: not so behind the batch's staged events."""
+        if self.appended:
+            raise Requeue("reads the log after this batch appended: runs first in the next batch")
+
+    def clock(self) -> tuple[int, int] | None:
+        """Read once per batch, with the TTL, in the batch's first statement."""
+        return self.now_us, self.ttl
+
+    def answer_at_commit(self, workspace: str, command_id: str, answer: Callable[[Resolve], str]) -> None:
+        self.answers.append((workspace, command_id, answer))
+
+    def wrote(self) -> None:
+        self.writes += 1
+
+
+_LOCK_COUNTER = "SELECT position FROM store_head WHERE id = 1 FOR UPDATE"
+
+
+def _advance_pinned_streams(
+    conn: Connection, b: Batch, workspace: str, counts: dict[str, int], expected: dict[str, Expected]
+) -> dict[str, int | None]:
+    """Inside a batch: move now only the heads of streams with an expected version.
+
+    The others move in the batch's end statement, under the position counter's lock, and
+    their events get their versions there (``None`` here). A stream with an expected
+    version is checked now, so its command alone fails; the batch takes the counter's lock
+    first (once), so that no end statement of another replica can move that head between
+    this check and our commit. If the batch already staged events of that stream whose
+    versions come at commit, the check would miss them: the command runs in the next batch.
+    """
+    pinned = sorted(s for s in counts if expected.get(s) is not None)
+    if not pinned:
+        return {}
+    ws, streams, versions = b.events[0], b.events[1], b.events[2]
+    if any(v is None and w == workspace and st in pinned for w, st, v in zip(ws, streams, versions, strict=True)):
+        raise Requeue("a stream with an expected version has events of this batch without one")
+    if not b.pinned:
+        await_(b.raw.fetchval(_LOCK_COUNTER))
+        b.pinned = True
+    return {s: advance_stream(conn, workspace, s, counts[s], expected[s]) for s in pinned}
+
 
 def current(conn: Connection) -> Batch | None:
     """The batch running on ``conn``, if any (PostgreSQL writer only)."""
@@ -403,8 +443,9 @@ def current(conn: Connection) -> Batch | None:
 
 
 def attach(conn: Connection, batch: Batch | None) -> None:
-    """Make ``batch`` the one running on ``conn`` (None detaches)."""
+    """Make ``batch`` the one running on ``conn`` (None detaches), for the shared SQL too."""
     if batch is None:
         conn.info.pop(_KEY, None)
     else:
         conn.info[_KEY] = batch
+    transaction.attach(conn, batch)

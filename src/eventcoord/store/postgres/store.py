@@ -20,14 +20,17 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, event, exc, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from eventcoord.commands import Command
 from eventcoord.errors import StoreError, StoreUnavailable
-from eventcoord.store.base import EventStore, ReadsAhead, upgrade
+from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.outage import Outage
 from eventcoord.store.postgres import batch, gathering, stats
 from eventcoord.store.postgres import writer as pg_writer
+from eventcoord.store.postgres.ahead.table import reads_ahead
 from eventcoord.store.postgres.cpu_pressure import CpuPressure
+from eventcoord.store.postgres.statements import send_carried, send_deferred
 from eventcoord.store.postgres.writer import AGAIN, MAX_BATCH, Job, Outcome
-from eventcoord.store.prepared import send_carried, send_deferred, writes_sql
+from eventcoord.store.prepared import writes_sql
 
 T = TypeVar("T")
 RETRIES = pg_writer.RETRIES
@@ -131,7 +134,7 @@ class PostgresEventStore(EventStore):
         event.listen(self._engine.sync_engine.pool, "checkout", _discard_closed)
         # Writers issue BEGIN/COMMIT themselves on the driver connection; SQLAlchemy must
         # not open transactions of its own on theirs.
-        # A command's deferred writes go with the next statement (prepared.py): each pair
+        # A command's deferred writes go with the next statement (statements.py): each pair
         # of texts is a statement of its own, more than asyncpg's 100 kept by default.
         # Their plans are generic from the first run: each statement is built to be read by
         # its own indexes whatever its parameters and statistics (tests/contract/test_plans.py
@@ -180,11 +183,11 @@ class PostgresEventStore(EventStore):
         if self._engine is None:
             await engine.dispose()
 
-    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: ReadsAhead | None) -> Any:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool, command: tuple[str, Command] | None) -> Any:
         if not self._lanes or self._closing:
             raise StoreError("postgresql: the store is not started or already closed")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending.append(Job(fn, future, retry, read_ahead))
+        self._pending.append(Job(fn, future, retry, reads_ahead(command)))
         self._gathering.arrived(len(self._pending))
         self._wake.set()
         return await future

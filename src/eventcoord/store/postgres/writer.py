@@ -25,15 +25,17 @@ from sqlalchemy.exc import InterfaceError as SAInterfaceError
 from sqlalchemy.util import await_
 
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.store import dbclock, loaders
-from eventcoord.store.base import ReadsAhead
+from eventcoord.store import dbclock
+from eventcoord.store.loaders import LOADERS, SUBSTITUTES
 from eventcoord.store.log import Pending
-from eventcoord.store.postgres import ahead, batch, held_locks, rows_ahead, session_rows, stats
-from eventcoord.store.postgres.batch import Batch, Requeue, Resolve, identity
+from eventcoord.store.postgres import batch, held_locks, rows_ahead, session_rows, stats
+from eventcoord.store.postgres.ahead import RUNNING, ReadsAhead
+from eventcoord.store.postgres.batch import Batch
 from eventcoord.store.postgres.held_locks import GuardLock
 from eventcoord.store.postgres.rows_ahead import RowsAhead
 from eventcoord.store.postgres.session_rows import SessionRead
-from eventcoord.store.prepared import send_carried, send_deferred, shifted
+from eventcoord.store.postgres.statements import send_carried, send_deferred, shifted
+from eventcoord.store.transaction import Requeue, Resolve, identity
 
 #: Commands decided in one transaction at most (more wait for the next batch). Each one
 #: with a savepoint takes a subtransaction id; beyond 64 PostgreSQL's per-backend cache of
@@ -88,7 +90,7 @@ class Job:
     future: asyncio.Future[Any]
     retry: bool
     #: What it reads or locks first (the sessions row, its guard, then what the guard
-    #: protects), which a fast pass may read or lock ahead with the others'.
+    #: protects), which a fast pass may read or lock ahead with the others' (``ahead/``).
     read_ahead: ReadsAhead | None = None
     #: Races lost so far.
     attempts: int = 0
@@ -277,7 +279,8 @@ def run_batch(
         b = conn.info["eventcoord.batch.state"] = Batch(raw, raw.get_server_pid())
         b.usual_lock_timeout = str(await_(raw.fetchval("SHOW lock_timeout")))
     batch.attach(conn, b)
-    conn.info[loaders.INFO_KEY] = ahead.SUBSTITUTES  # the loaders read what the batch read ahead
+    # The loaders read what the batch read ahead, where a substitute is registered.
+    conn.info[LOADERS] = SUBSTITUTES
     try:
         result = _attempt(conn, b, jobs, savepoints, waiting)
         if not isinstance(result, _Abort):
@@ -300,6 +303,7 @@ def run_batch(
         return outcomes, True
     finally:
         batch.attach(conn, None)
+        conn.info.pop(RUNNING, None)
         b.reset()
 
 
@@ -382,11 +386,12 @@ def _attempt(
             if savepoints:
                 await_(raw.execute("SAVEPOINT c"))
             mark = b.begin_command()
+            conn.info[RUNNING] = job.read_ahead  # for declared_ahead
             try:
                 result = job.fn(conn)
                 if savepoints:  # its read-model writes, in one round trip, inside its savepoint
                     send_deferred(conn)
-                # (a fast pass carries them: they go with the next statement, prepared.py)
+                # (a fast pass carries them: they go with the next statement, statements.py)
                 outcomes[i] = ("ok", result)
             except Exception as e:
                 b.drop_own()  # never sent: they go with the command

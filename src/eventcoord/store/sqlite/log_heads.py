@@ -15,22 +15,17 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import Connection, bindparam
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.sql import Executable
 
 from eventcoord.errors import ConcurrencyError
+from eventcoord.store import transaction
+from eventcoord.store.log import READ_HEAD, READ_STREAM
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import store_head, stream_heads
+from eventcoord.store.transaction import Expected, Transaction
 
-#: The position counter, and a stream's head (binds ``ws``, ``stream``), as the database
-#: holds them (``log.head`` and ``log.stream_version`` read them too).
-READ_HEAD = Prepared(lambda d: select(store_head.c.position).where(store_head.c.id == 1))
-READ_STREAM = Prepared(
-    lambda d: select(stream_heads.c.version).where(
-        (stream_heads.c.workspace == bindparam("ws")) & (stream_heads.c.stream == bindparam("stream"))
-    )
-)
 _WRITE_HEAD = Prepared(lambda d: store_head.update().where(store_head.c.id == 1).values(position=bindparam("p")))
 
 
@@ -93,7 +88,7 @@ class KnownHeads:
         self.versions.update(seen)
 
 
-class LogHeads:
+class LogHeads(Transaction):
     """The counter and the stream heads as this transaction has read and moved them."""
 
     __slots__ = ("_base", "_head", "_known", "_moved", "_undo", "_versions")
@@ -176,6 +171,23 @@ class LogHeads:
         self._moved.add(key)
         return current + 1
 
+    # The running transaction, as the shared SQL sees it (``store/transaction.py``).
+
+    def positions(
+        self, conn: Connection, workspace: str, counts: dict[str, int], expected: dict[str, Expected]
+    ) -> tuple[dict[str, int | None], int]:
+        """From memory: the streams' heads move now, the counter hands out the positions."""
+        versions: dict[str, int | None] = {
+            s: self.advance(conn, workspace, s, counts[s], expected.get(s)) for s in counts
+        }
+        return versions, self.take(conn, sum(counts.values()))
+
+    def stream_version(self, conn: Connection, workspace: str, stream: str) -> int | None:
+        return self.version(conn, workspace, stream)
+
+    def last_position(self) -> int | None:
+        return self._head
+
     def mark(self) -> Mark:
         """Where the transaction stands before a command (see :meth:`rewind`)."""
         return self._head, len(self._undo)
@@ -201,29 +213,13 @@ class LogHeads:
         self._undo.clear()
 
 
-_running: tuple[Connection, LogHeads] | None = None
-
-
-def current(conn: Connection) -> LogHeads | None:
-    """The heads of the SQLite write transaction running on ``conn``, if any."""
-    running = _running
-    return running[1] if running is not None and running[0] is conn else None
-
-
 @contextlib.contextmanager
 def running(conn: Connection, known: KnownHeads | None = None) -> Iterator[LogHeads]:
     """Keep the log's heads in memory for the transaction running on ``conn`` meanwhile,
     starting from the heads ``known`` where they still hold (:meth:`KnownHeads.check` ran).
 
     The caller calls :meth:`LogHeads.flush` before it commits, and :meth:`KnownHeads.learn`
-    once it committed. One slot for the process serves: SQLite's writer runs one batch at a
-    time, on the event loop, and a batch's statements run on its connection only.
+    once it committed.
     """
-    global _running
-    before = _running
-    heads = LogHeads(known)
-    _running = (conn, heads)
-    try:
+    with transaction.running(conn, LogHeads(known)) as heads:
         yield heads
-    finally:
-        _running = before

@@ -24,13 +24,14 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from eventcoord.commands import Command
 from eventcoord.errors import ConcurrencyError, DomainError, StoreError
-from eventcoord.store.base import EventStore, ReadsAhead, upgrade
+from eventcoord.store.base import EventStore, upgrade
 from eventcoord.store.log import Pending
 from eventcoord.store.postgres import stats
-from eventcoord.store.postgres.batch import identity
 from eventcoord.store.prepared import writer_connection
 from eventcoord.store.sqlite import log_heads
+from eventcoord.store.transaction import identity
 
 T = TypeVar("T")
 #: Commands committed together at most (more wait for the next batch).
@@ -180,7 +181,7 @@ class SqliteEventStore(EventStore):
         if self._writer is None:
             engine.dispose()
 
-    async def _write(self, fn: Callable[[Connection], Any], retry: bool, read_ahead: ReadsAhead | None) -> Any:
+    async def _write(self, fn: Callable[[Connection], Any], retry: bool, command: tuple[str, Command] | None) -> Any:
         assert self._writer is not None, "store not started"
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()

@@ -19,7 +19,7 @@ from eventcoord.domain import files as domain
 from eventcoord.domain.paths import Work, literal_prefix
 from eventcoord.domain.sessions import SessionState, claimant
 from eventcoord.errors import DomainError
-from eventcoord.handlers.common import SESSION_COLUMNS, declared_ahead, own_session
+from eventcoord.handlers.common import SESSION_COLUMNS, own_session
 from eventcoord.projections.files import PG_ISSUE_KEY, issue_key
 from eventcoord.reads import files as reads
 from eventcoord.reads.files import (
@@ -34,6 +34,7 @@ from eventcoord.reads.files import (
 )
 from eventcoord.store.loaders import substitute
 from eventcoord.store.postgres import held_locks, rows_ahead
+from eventcoord.store.postgres.ahead import declared_ahead
 from eventcoord.store.postgres.rows_ahead import RowsAhead
 from eventcoord.store.prepared import Prepared
 
@@ -169,7 +170,7 @@ def _read_ahead(
     conn: Connection, ctx: Context, session_id: str | None
 ) -> tuple[SessionState | None, list[domain.ClaimRow]] | None:
     """The claim's session and candidates as the batch read them ahead, if they still hold."""
-    wanted = declared_ahead(ctx, _CLAIMS_AHEAD)
+    wanted = declared_ahead(conn, _CLAIMS_AHEAD)
     if wanted is None or session_id in rows_ahead.revived(conn):
         return None  # a sign of life since: its session's row is not what it read
     rows = rows_ahead.read(conn, wanted)
@@ -251,7 +252,7 @@ def release_state(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> reads.Re
     waits for files."""
     if not lock_held(conn, ctx):
         return reads.release_state.plain(conn, ctx, cmd)
-    wanted = declared_ahead(ctx, _RELEASES_AHEAD)
+    wanted = declared_ahead(conn, _RELEASES_AHEAD)
     ahead = None
     if wanted is not None and cmd.session_id not in rows_ahead.revived(conn):
         ahead = rows_ahead.read(conn, wanted)

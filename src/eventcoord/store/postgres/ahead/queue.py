@@ -18,13 +18,14 @@ from eventcoord.context import Context
 from eventcoord.domain import queue as domain
 from eventcoord.domain import streams
 from eventcoord.domain.sessions import SessionState
-from eventcoord.handlers.common import SESSION_COLUMNS, declared_ahead, own_session
+from eventcoord.handlers.common import SESSION_COLUMNS, own_session
 from eventcoord.handlers.issues import project_rules
 from eventcoord.projections.queue import PG_LIVE_KEY, held_key, live_key
 from eventcoord.reads import queue as reads
 from eventcoord.reads.queue import FIRST_PAGES, ITEM_COLUMNS, STALE_SUSPECTS, WorkReads, item_state
 from eventcoord.store.loaders import substitute
 from eventcoord.store.postgres import held_locks, rows_ahead
+from eventcoord.store.postgres.ahead import declared_ahead
 from eventcoord.store.postgres.held_locks import GuardLock
 from eventcoord.store.postgres.rows_ahead import RowsAhead
 from eventcoord.store.prepared import Prepared
@@ -155,7 +156,7 @@ _AT_ITEM = slice(_AT_SESSION.stop, None)
 
 def _pull_read_ahead(conn: Connection, ctx: Context, cmd: ClaimNextWork) -> tuple[Any, ...] | None:
     """The pull's rows as the batch read them ahead, if they still hold."""
-    wanted = declared_ahead(ctx, _PULLS_AHEAD)
+    wanted = declared_ahead(conn, _PULLS_AHEAD)
     if wanted is None or cmd.session_id in rows_ahead.revived(conn):
         return None  # a sign of life since: its session's row is not what it read
     return rows_ahead.read(conn, wanted, others_life_ok=True, own=cmd.session_id)
@@ -221,7 +222,7 @@ _AT_T_SESSION = slice(_AT_T_SUSPECTS + 1, None)
 
 def _transition_read_ahead(conn: Connection, ctx: Context, session_id: str | None) -> domain.TransitionState | None:
     """The transition's state as the batch read it ahead, if it still holds (None: read it)."""
-    wanted = declared_ahead(ctx, _TRANSITIONS_AHEAD)
+    wanted = declared_ahead(conn, _TRANSITIONS_AHEAD)
     if wanted is None or session_id in rows_ahead.revived(conn):
         return None  # a sign of life since: its session's row is not what it read
     row = rows_ahead.read(conn, wanted, others_life_ok=True, own=session_id)
