@@ -24,7 +24,8 @@ from eventcoord.reads.waits import load_files_line
 def claim_files(conn: Connection, ctx: Context, cmd: ClaimFiles) -> Decision:
     paths = domain.normalise_paths(cmd.paths)  # 422 before anything is read or locked
     work = Work(domain.CLAIM_WORK_LIMIT)  # the claim's checks, then its wait's line and graph
-    d = domain.decide_claim_files(reads.claim_state(conn, ctx, cmd.session_id, paths, work), cmd, ctx)
+    read = reads.claim_state(conn, ctx, cmd.session_id, paths)
+    d = domain.decide_claim_files(domain.ClaimFilesState(read.session, read.held, read.holders, work), cmd, ctx)
     return join_line(conn, ctx, d, work)  # with ``wait``, a refused claim joins the files line
 
 
@@ -32,7 +33,7 @@ def release_files(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> Decision
     read = reads.release_state(conn, ctx, cmd)
     d = domain.decide_release_files(read.state, cmd, ctx)
     released = list(d.result["released"])
-    if not released or read.anyone_waits is False:
+    if not released or not read.anyone_waits:
         return d
     return files_hand_off(conn, ctx, d, released, lambda h: h.issue == cmd.issue and h.session_id == cmd.session_id)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, bindparam, select, text
+from sqlalchemy import ColumnElement, Connection, bindparam, exists, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
@@ -22,9 +22,10 @@ from sqlalchemy.sql.elements import BindParameter
 from eventcoord.commands import ReleaseFiles
 from eventcoord.context import Context
 from eventcoord.domain import files as domain
-from eventcoord.domain.paths import Work, literal_prefix
+from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import SessionState, claimant
 from eventcoord.projections.files import PG_ISSUE_KEY, issue_key, live_key
+from eventcoord.projections.tables import waits
 from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.loaders import loader
 from eventcoord.store.prepared import Prepared
@@ -216,10 +217,24 @@ _OF_ISSUE = Prepared(
 )
 
 
+_ANYONE_WAITS = Prepared(
+    lambda d: select(exists().where((waits.c.workspace == _WS) & (waits.c.kind == "files"))),
+    reads=("waits",),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRead:
+    """What claim_files loads: the caller's session, the live claims that could overlap the
+    paths asked for (a superset of those that do), and their holders."""
+
+    session: SessionState | None
+    held: list[domain.ClaimRow]
+    holders: dict[str, SessionState]
+
+
 @loader
-def claim_state(
-    conn: Connection, ctx: Context, session_id: str | None, paths: Sequence[str], work: Work
-) -> domain.ClaimFilesState:
+def claim_state(conn: Connection, ctx: Context, session_id: str | None, paths: Sequence[str]) -> ClaimRead:
     """What claim_files decides on: the caller's session (SESSION_NOT_LIVE before the lock is
     taken), then, the workspace locked, the live claims that could overlap ``paths`` and
     their holders."""
@@ -228,26 +243,23 @@ def claim_state(
     session = load_session(conn, ctx, session_id) if session_id else None
     claimant(session_id, session, ctx)
     lock_workspace(conn, ctx)
-    return claim_state_with(conn, ctx, session, overlap_candidates(conn, ctx, paths), work)
+    return claim_read(conn, ctx, session, overlap_candidates(conn, ctx, paths))
 
 
-def claim_state_with(
-    conn: Connection, ctx: Context, session: SessionState | None, held: list[domain.ClaimRow], work: Work
-) -> domain.ClaimFilesState:
+def claim_read(conn: Connection, ctx: Context, session: SessionState | None, held: list[domain.ClaimRow]) -> ClaimRead:
     """A claim's state from its session and candidates: their holders read."""
     from eventcoord.handlers.common import load_sessions
 
-    holders = load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None})
-    return domain.ClaimFilesState(session, held, holders, work)
+    return ClaimRead(session, held, load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None}))
 
 
 @dataclass(frozen=True, slots=True)
 class ReleaseRead:
-    """What release_files loads: the decision's state, and whether anyone may wait for
-    files in the workspace (None: not known, the line is read to find out)."""
+    """What release_files loads: the decision's state, and whether anyone waits for files
+    in the workspace (if no one does, a release hands nothing off: no line is read)."""
 
     state: domain.ReleaseFilesState
-    anyone_waits: bool | None = None
+    anyone_waits: bool
 
 
 def issue_params(ctx: Context, cmd: ReleaseFiles) -> dict[str, Any]:
@@ -269,4 +281,5 @@ def release_state(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> ReleaseR
 
     session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
     lock_workspace(conn, ctx)
-    return ReleaseRead(release_read(ctx, session, _OF_ISSUE.rows(conn, issue_params(ctx, cmd))))
+    state = release_read(ctx, session, _OF_ISSUE.rows(conn, issue_params(ctx, cmd)))
+    return ReleaseRead(state, bool(_ANYONE_WAITS.scalar(conn, {"ws": ctx.workspace})))

@@ -386,6 +386,10 @@ class QueuedItems:
         yield from heapq.merge(*streams, key=lambda i: i.order)
 
 
+def _set_of(suspects: Collection[str | None] | None) -> frozenset[str | None] | None:
+    return None if suspects is None else frozenset(suspects)
+
+
 class WorkReads:
     """:class:`eventcoord.domain.queue.WorkReads` on a connection, for one (locked) project."""
 
@@ -415,6 +419,17 @@ class WorkReads:
         self._status: dict[str, str] = {}
         self._status_read: set[str] = set()
         self._claims: dict[str, dict[tuple[str, str | None], domain.FileClaimView]] = {}
+
+    def __eq__(self, other: object) -> bool:
+        """Two readers are equal when they read the same project of one workspace, under the
+        same cap, with the same suspects taken (what one read ahead, the first page and the
+        items locked, the other reads on demand, by the same rule)."""
+        if not isinstance(other, WorkReads):
+            return NotImplemented
+        mine = (self.ctx.workspace, self.project, self.wip_limit, _set_of(self.suspects))
+        return mine == (other.ctx.workspace, other.project, other.wip_limit, _set_of(other.suspects))
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable: never a key)
 
     def stale_work(self, caller: str | None) -> domain.StaleWork:
         return load_stale_work(self.conn, self.ctx, self.project, caller, self.suspects)

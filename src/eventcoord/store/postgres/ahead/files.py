@@ -16,7 +16,7 @@ from sqlalchemy import Connection, text
 from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context
 from eventcoord.domain import files as domain
-from eventcoord.domain.paths import Work, literal_prefix
+from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import SessionState, claimant
 from eventcoord.errors import DomainError
 from eventcoord.handlers.common import SESSION_COLUMNS, own_session
@@ -230,19 +230,17 @@ def release_rows_ahead(workspace: str, cmd: ReleaseFiles) -> RowsAhead:
 
 
 @substitute(reads.claim_state)
-def claim_state(
-    conn: Connection, ctx: Context, session_id: str | None, paths: Sequence[str], work: Work
-) -> domain.ClaimFilesState:
+def claim_state(conn: Connection, ctx: Context, session_id: str | None, paths: Sequence[str]) -> reads.ClaimRead:
     """:func:`reads.files.claim_state`; once the batch holds the workspace's lock, from the
     rows it read ahead for the claim, or both read in one round trip."""
     both = None
     if lock_held(conn, ctx):
         both = _read_ahead(conn, ctx, session_id) or _session_and_candidates(conn, ctx, session_id, paths)
     if both is None:
-        return reads.claim_state.plain(conn, ctx, session_id, paths, work)
+        return reads.claim_state.plain(conn, ctx, session_id, paths)
     session, held = both
     claimant(session_id, session, ctx)
-    return reads.claim_state_with(conn, ctx, session, held, work)
+    return reads.claim_read(conn, ctx, session, held)
 
 
 @substitute(reads.release_state)
