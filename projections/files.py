@@ -17,6 +17,7 @@ from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared, text_list
 
+from . import keys
 from .base import Appliers
 from .tables import conflicts, file_claims
 
@@ -56,18 +57,12 @@ _INSERT_CLAIMS_PG = Prepared(
     rows={"file_claims": ("spans",)},
 )
 #: An issue's live key on PostgreSQL (NULL once released): ``ix_file_claims_issue_live_key``
-#: is the only index on it; ``issue_key`` builds the value it is compared with.
-PG_ISSUE_KEY = "(CASE WHEN released_us IS NULL THEN workspace || E'\\x01' || issue END)"
-
-
-def issue_key(workspace: str, issue: str) -> str:
-    """The value of ``PG_ISSUE_KEY`` for an issue's unreleased claims."""
-    return f"{workspace}\x01{issue}"
-
-
-def live_key(workspace: str, prefix: str) -> str:
-    """The value of a live claim's key on PostgreSQL (``handlers.files.PG_LIVE_KEY``)."""
-    return f"{workspace}\x01{prefix}"
+#: is the only index on it; ``issue_key`` builds the value it is compared with
+#: (``keys.CLAIM_ISSUE``).
+PG_ISSUE_KEY = keys.CLAIM_ISSUE.sql()
+issue_key = keys.claim_issue_key
+#: A live claim's prefix key (``keys.CLAIM_PREFIX``): the value its probes compare.
+live_key = keys.claim_prefix_key
 
 
 # The holder's unreleased claims of the issue on these paths (matched as normalised strings).

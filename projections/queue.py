@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, literal_column, null, select, text, update
+from sqlalchemy import Connection, bindparam, delete, null, select, text, update
 from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.selectable import ScalarSelect
 
@@ -29,6 +29,7 @@ from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared, text_list, unindexed
 
+from . import keys
 from .base import Appliers
 from .tables import QUEUED_ON_ISSUE, leases, sessions, work_blockers, work_items, work_ledger
 
@@ -68,51 +69,21 @@ _INSERT_LEDGER_OF_SESSION = Prepared(
 # checked, not searched by (``|| ''``), or a planner without statistics takes any index that
 # leads with the workspace and filters the workspace's every item (0011_one_index_each).
 _ITEM = (work_items.c.item_id == bindparam("item")) & (unindexed(work_items.c.workspace) == bindparam("ws"))
-#: An item's *live key* on PostgreSQL: its workspace, project and ``queued`` while it is
-#: queued, ready (``waiting_on = 0``) and on no issue another holds (``held_by`` NULL),
-#: ``held\x01<session>`` while queued and ready on an issue that session holds, ``active``
-#: while claimed or running, NULL while it waits on a blocker and once finished
-#: (0016_queue_ready, 0017_queue_held). Compared by equality (one probe: a list of keys cost
-#: more than a sequential scan of a small table, and a generic plan made then was kept).
-#: ``ix_work_items_live_key`` (0012_queue_live_key; then ``priority DESC,
+#: An item's *live key* on PostgreSQL (``keys.WORK_LIVE``), compared by equality (one
+#: probe: a list of keys cost more than a sequential scan of a small table, and a generic
+#: plan made then was kept). ``ix_work_items_live_key`` (then ``priority DESC,
 #: enqueued_position``) is the only index on it, so the queue's lookups of live items that
 #: compare it, and name no other column of the item, have exactly one index to use with or
-#: without statistics, and it holds no finished item. ``live_key`` builds the values it is
-#: compared with. (Qualified: the suspects' statement joins sessions.)
-PG_LIVE_KEY = (
-    "(CASE WHEN work_items.status = 'queued' AND work_items.waiting_on = 0 AND work_items.held_by IS NULL"
-    " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01queued'"
-    " WHEN work_items.status = 'queued' AND work_items.waiting_on = 0"
-    " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01held\\x01' || work_items.held_by"
-    " WHEN work_items.status IN ('claimed', 'running')"
-    " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01active' END)"
-)
-
-
-def live_key(workspace: str, project: str, state: str) -> str:
-    """The value of ``PG_LIVE_KEY`` for a project's ``queued`` or ``active`` items."""
-    return f"{workspace}\x01{project}\x01{state}"
-
-
-def held_key(workspace: str, project: str, session_id: str) -> str:
-    """The value of ``PG_LIVE_KEY`` for a project's ready items on issues ``session_id`` holds."""
-    return live_key(workspace, project, f"held\x01{session_id}")
-
-
-#: An item's *queued issue key* on PostgreSQL: its workspace, project and issue ('' for
-#: none) while it is queued and ready, NULL otherwise. ``ix_work_items_queued_issue_key``
-#: (0015_queue_at_cap; then ``priority DESC, enqueued_position``) is the only index on it: a
-#: pull at its project's cap reads the queued items without an issue, or on one issue, by
-#: it, in pull order. ``queued_issue_key`` builds the values it is compared with.
-PG_QUEUED_ISSUE_KEY = (
-    "(CASE WHEN work_items.status = 'queued' AND work_items.waiting_on = 0"
-    " THEN work_items.workspace || E'\\x01' || work_items.project || E'\\x01' || coalesce(work_items.issue, '') END)"
-)
-
-
-def queued_issue_key(workspace: str, project: str, issue: str | None) -> str:
-    """The value of ``PG_QUEUED_ISSUE_KEY`` for a project's queued items on ``issue`` (None: without one)."""
-    return f"{workspace}\x01{project}\x01{issue or ''}"
+#: without statistics, and it holds no finished item. ``live_key`` and ``held_key`` build
+#: the values it is compared with. (Qualified: the suspects' statement joins sessions.)
+PG_LIVE_KEY = keys.WORK_LIVE.sql()
+live_key = keys.work_live_key
+held_key = keys.work_held_key
+#: An item's *queued issue key* on PostgreSQL (``keys.WORK_QUEUED_ISSUE``): a pull at its
+#: project's cap reads the queued items without an issue, or on one issue, by it, in pull
+#: order. ``queued_issue_key`` builds the values it is compared with.
+PG_QUEUED_ISSUE_KEY = keys.WORK_QUEUED_ISSUE.sql()
+queued_issue_key = keys.work_queued_issue_key
 
 
 #: Outcomes no transition leaves (domain/queue/transitions.py).
@@ -283,13 +254,9 @@ _REQUEUED = Prepared(
     rows=ONE_ITEM,
 )
 
-#: A queued item's *on-issue key* on PostgreSQL: its workspace and issue while it is queued
-#: on one, NULL otherwise; ``ix_work_items_queued_on_issue`` (0017_queue_held) is the only
-#: index on it. SQLite names its index of the same name (workspace, issue; partial).
-PG_ON_ISSUE_KEY = (
-    "(CASE WHEN work_items.status = 'queued' AND work_items.issue IS NOT NULL"
-    " THEN work_items.workspace || E'\\x01' || work_items.issue END)"
-)
+#: A queued item's *on-issue key* on PostgreSQL (``keys.WORK_ON_ISSUE``):
+#: ``ix_work_items_queued_on_issue`` (0017_queue_held) is the only index on it. SQLite
+#: names its index of the same name (workspace, issue; partial).
 
 
 def _mark_held(d: str) -> Any:
@@ -299,7 +266,7 @@ def _mark_held(d: str) -> Any:
             f" WHERE workspace = :ws AND issue = :issue AND {QUEUED_ON_ISSUE}"
         )
     return (
-        update(work_items).where(literal_column(PG_ON_ISSUE_KEY) == bindparam("key")).values(held_by=bindparam("sid"))
+        update(work_items).where(keys.WORK_ON_ISSUE.of(work_items) == bindparam("key")).values(held_by=bindparam("sid"))
     )
 
 
@@ -321,7 +288,7 @@ def issue_held(conn: Connection, workspace: str, issue: str, session_id: str | N
     """The issue's queued items are held by ``session_id`` (None: by no one), as its lease's
     grant or release leaves them: a pull's indexes leave out the items others hold
     (0017_queue_held). One probe of the issue's queued items, usually none."""
-    key = f"{workspace}\x01{issue}"
+    key = keys.work_on_issue_key(workspace, issue)
     params = {"sid": session_id, "ws": workspace, "issue": issue, "key": key, "rows": KeySpans.points((key,))}
     _MARK_HELD.write(conn, params)
 

@@ -23,23 +23,17 @@ from eventcoord.store import transaction
 from eventcoord.store.log import RecordedEvent
 from eventcoord.store.prepared import Prepared
 
+from . import keys
 from .base import Appliers
 from .tables import session_work, sessions, work_items
 
 #: The row of ``session_work`` these statements name (``Prepared(rows=…)``).
 _WORK_ROW: dict[str, tuple[str, ...]] = {"session_work": ("item",)}
 
-#: A session's declaring key on PostgreSQL: ``workspace chr(1) working_on`` until it ends,
-#: NULL once ended or while it declares nothing; ``ix_sessions_declaring_key``
-#: (0013_declaring_key) is on exactly this expression.
-PG_DECLARING_KEY = (
-    "(CASE WHEN sessions.ended_us IS NULL THEN sessions.workspace || E'\\x01' || sessions.working_on END)"
-)
-
-
-def declaring_key(workspace: str, issue: str) -> str:
-    """The value of ``PG_DECLARING_KEY`` for the live sessions declaring ``issue``."""
-    return f"{workspace}\x01{issue}"
+#: A session's declaring key on PostgreSQL (``keys.DECLARING``): ``ix_sessions_declaring_key``
+#: (0013_declaring_key) is on exactly this expression; ``declaring_key`` builds its values.
+PG_DECLARING_KEY = keys.DECLARING.sql()
+declaring_key = keys.declaring_key
 
 
 _REGISTER = Prepared(

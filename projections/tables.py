@@ -7,9 +7,13 @@ database sequences, so a rebuild from position 0 reproduces the live tables exac
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Boolean, Column, Index, Integer, String, Table, Text, text
 
 from eventcoord.store.schema import BigInt, metadata
+
+from . import keys
 
 #: Marks a column that holds an event position. Inside a PostgreSQL group commit such a
 #: column first gets a provisional number that the batch moves to the real position just
@@ -47,23 +51,31 @@ sessions = Table(
     # registered (0010_agents_order).
     Index("ix_sessions_registered", "workspace", "registered_us", "session_id"),
 )
-# PostgreSQL only (migration 0013_declaring_key, not declared here: an expression index):
-# ix_sessions_declaring_key ON sessions ((CASE WHEN ended_us IS NULL THEN workspace || E'\x01'
-#   || working_on END), last_seen_us) WHERE (…) IS NOT NULL — an issue's live declarers
-#   (handlers/issues.py): the only index that reads them, holding only sessions that declare.
+
+
+def _live_key_index(key: keys.LiveKey, on: Table, *then: Any) -> Index:
+    """PostgreSQL's index on ``key`` (then ``then``), partial: key not null, which any
+    comparison of the key implies. Each is the only index its statements can use."""
+    expression = key.of(on)
+    return Index(key.index, expression, *then, postgresql_where=expression.isnot(None)).ddl_if(dialect="postgresql")
+
+
+# An issue's live declarers (claim_issue): the only index that reads them, holding only
+# the sessions that declare (0013_declaring_key).
+_live_key_index(keys.DECLARING, sessions, sessions.c.last_seen_us)
 
 
 def working(of: str = "") -> str:
     """The predicate of ``ix_sessions_stale_workers``: a non-human session that works on an
     item (``of``: the table's name or alias the columns are qualified with). Its readers
     state it as the index does, so that the planners may use the partial index."""
-    at = f"{of}." if of else ""
-    return f"{at}active_items > 0 AND {at}kind <> 'human'"
+    at = sessions if not of else sessions.alias(of)
+    return str(keys.working(at.c).compile(compile_kwargs={"include_table": bool(of)}))
 
 
 #: The non-human sessions that work on an item, by last sign of life: the stale ones are a
 #: range of it (handlers/queue.py's suspects). SQLite's statements name it; PostgreSQL's
-#: (0018) is on ``PG_WORKER_KEY`` (handlers/queue.py) and ``last_seen_us``, partial likewise.
+#: (0018) is on ``keys.WORKER`` and ``last_seen_us``, partial likewise.
 WORKING = working()
 Index(
     "ix_sessions_stale_workers",
@@ -71,6 +83,12 @@ Index(
     sessions.c.last_seen_us,
     sqlite_where=text(WORKING),
 ).ddl_if(dialect="sqlite")
+Index(
+    keys.WORKER.index,
+    keys.WORKER.of(sessions),
+    sessions.c.last_seen_us,
+    postgresql_where=keys.working(sessions.c),
+).ddl_if(dialect="postgresql")
 
 #: The items in work (claimed or running), each with its worker: the sessions projection
 #: keeps it from the queue's events, so that a finish, whose event names who finished the
@@ -205,14 +223,15 @@ file_claims = Table(
     ),
 )
 
-# PostgreSQL only (migration 0011_one_index_each, not declared here: expression indexes on
-# the *live keys*, NULL for released claims; each the only index its statements can use):
-# ix_file_claims_live_key ON file_claims (((CASE WHEN released_us IS NULL
-#   THEN workspace || E'\x01' || literal_prefix END) COLLATE "C")) WHERE (…) IS NOT NULL
-#   — claim_files' overlap probes (handlers/files.py);
-# ix_file_claims_issue_live_key ON file_claims ((CASE WHEN released_us IS NULL
-#   THEN workspace || E'\x01' || issue END)) WHERE (…) IS NOT NULL
-#   — an issue's unreleased claims (release_files and its read model).
+# claim_files' overlap probes: ranges of the live prefix key in code point order (the C
+# collation), so that a range of prefixes is a range of the index (0011_one_index_each).
+Index(
+    keys.CLAIM_PREFIX.index,
+    keys.claim_prefix_in_order(file_claims),
+    postgresql_where=keys.CLAIM_PREFIX.of(file_claims).isnot(None),
+).ddl_if(dialect="postgresql")
+# An issue's unreleased claims (release_files and its read model).
+_live_key_index(keys.CLAIM_ISSUE, file_claims)
 
 conflicts = Table(
     "conflicts",
@@ -322,8 +341,7 @@ Index(
     sqlite_where=text(f"{READY} AND held_by IS NOT NULL"),
 ).ddl_if(dialect="sqlite")
 #: An issue's queued items, which its lease's grant and release mark held and free (SQLite;
-#: PostgreSQL has an expression index of the same name, on ``workspace || chr(1) || issue``
-#: while queued: 0017_queue_held).
+#: PostgreSQL has an index of the same name on ``keys.WORK_ON_ISSUE``: 0017_queue_held).
 QUEUED_ON_ISSUE = "status = 'queued' AND issue IS NOT NULL"
 Index(
     "ix_work_items_queued_on_issue",
@@ -331,11 +349,10 @@ Index(
     work_items.c.issue,
     sqlite_where=text(QUEUED_ON_ISSUE),
 ).ddl_if(dialect="sqlite")
+_live_key_index(keys.WORK_ON_ISSUE, work_items)
 # A pull from a project at its cap reads only its ready items without an issue (in pull
 # order) and those on the issues it may still take: SQLite through this index (named by the
-# statements), PostgreSQL through ix_work_items_queued_issue_key, an expression index like
-# the one below: ((CASE WHEN status = 'queued' AND waiting_on = 0 THEN workspace || E'\x01'
-# || project || E'\x01' || coalesce(issue, '') END), priority DESC, enqueued_position)
+# statements), PostgreSQL through the one on ``keys.WORK_QUEUED_ISSUE``, in pull order
 # (0015_queue_at_cap, ready items only since 0016_queue_ready).
 Index(
     "ix_work_items_queued_issue",
@@ -346,15 +363,11 @@ Index(
     work_items.c.enqueued_position,
     sqlite_where=text(READY),
 ).ddl_if(dialect="sqlite")
-# PostgreSQL only (migration 0012_queue_live_key, not declared here: an expression index):
-# ix_work_items_live_key ON work_items ((CASE WHEN status = 'queued' AND waiting_on = 0 AND
-#   held_by IS NULL THEN workspace || E'\x01' || project || E'\x01queued' WHEN status =
-#   'queued' AND waiting_on = 0 THEN … || E'\x01held\x01' || held_by WHEN status IN
-#   ('claimed', 'running') THEN … || E'\x01active' END), priority DESC, enqueued_position)
-#   WHERE (…) IS NOT NULL — the queue's reads of a project's live items (handlers/queue.py:
-#   the stale workers' items, the pages of ready items no one holds and of the puller's
-#   own): the only index they can use, holding no finished item and no item waiting on
-#   others (0016_queue_ready, 0017_queue_held).
+_live_key_index(keys.WORK_QUEUED_ISSUE, work_items, work_items.c.priority.desc(), work_items.c.enqueued_position)
+# The queue's reads of a project's live items (the stale workers' items, the pages of ready
+# items no one holds and of the puller's own), in pull order: no finished item and no item
+# waiting on others (0012_queue_live_key, 0016_queue_ready, 0017_queue_held).
+_live_key_index(keys.WORK_LIVE, work_items, work_items.c.priority.desc(), work_items.c.enqueued_position)
 
 work_blockers = Table(
     "work_blockers",

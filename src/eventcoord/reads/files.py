@@ -24,6 +24,7 @@ from eventcoord.context import Context
 from eventcoord.domain import files as domain
 from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import SessionState, claimant
+from eventcoord.projections import keys
 from eventcoord.projections.files import PG_ISSUE_KEY, issue_key, live_key
 from eventcoord.projections.tables import waits
 from eventcoord.store.key_spans import KeySpans
@@ -120,11 +121,20 @@ _ALL_LIVE = Prepared(lambda d: text(_SQLITE_LIVE if d == "sqlite" else f"{CLAIM_
 # table without statistics; with ``released_us IS NULL`` a cached generic plan full-scanned
 # it, a partial index of unreleased claims like the probe's own: every live claim per probe.
 # ``OFFSET 0`` keeps it from flattening the probes into one join over every live claim.
-PG_LIVE_KEY = "((CASE WHEN released_us IS NULL THEN workspace || E'\\x01' || literal_prefix END) COLLATE \"C\")"
+PG_LIVE_KEY = keys.CLAIM_PREFIX_IN_ORDER
 CLAIM_COLUMNS = "c.position, c.idx, c.issue, c.session_id, c.actor_key, c.path, c.exclusive"
+
+
+def live_claims_between(lo: str, hi: str) -> str:
+    """PostgreSQL: the live claims whose prefix key is in [``lo``, ``hi``) (SQL expressions):
+    one probe of ``ix_file_claims_live_key``, kept a probe (``OFFSET 0``). Every read of the
+    claims that could overlap some paths is built of these."""
+    return f"{CLAIM_SELECT} WHERE {PG_LIVE_KEY} >= {lo} AND {PG_LIVE_KEY} < {hi} OFFSET 0"
+
+
 PROBED = (
     "unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) AS r(lo, hi) CROSS JOIN LATERAL ("
-    f" {CLAIM_SELECT} WHERE {PG_LIVE_KEY} >= r.lo AND {PG_LIVE_KEY} < r.hi OFFSET 0) AS c"
+    f" {live_claims_between('r.lo', 'r.hi')}) AS c"
 )
 #: The probes name their rows by the ranges they read (``spans``): a claim's insert the
 #: batch deferred, at keys outside them, goes with them (``store/key_spans.py``).
@@ -153,6 +163,13 @@ def probe_ranges(prefixes: set[str]) -> tuple[list[str], list[tuple[str, str]]] 
     return above, ranges
 
 
+def overlap_probes(workspace: str, paths: Iterable[str]) -> dict[str, Any] | None:
+    """PostgreSQL: the parameters of the probes of the live claims that could overlap
+    ``paths`` (``pg_probes``); None: they read every live claim of the workspace."""
+    probes = probe_ranges({literal_prefix(p) for p in paths})
+    return None if probes is None else pg_probes(workspace, probes)
+
+
 def claim_row(r: Any) -> domain.ClaimRow:
     return domain.ClaimRow(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]))
 
@@ -166,13 +183,14 @@ def overlap_candidates(conn: Connection, ctx: Context, paths: Iterable[str]) -> 
     unreleased claims, so history never slows a decision down, nor do live claims in paths
     that cannot overlap.
     """
-    probes = probe_ranges({literal_prefix(p) for p in paths})
     ws = ctx.workspace
+    if conn.dialect.name == "postgresql":
+        probed = overlap_probes(ws, paths)
+        return candidates(_ALL_LIVE.rows(conn, {"ws": ws}) if probed is None else _PG_PROBES.rows(conn, probed))
+    probes = probe_ranges({literal_prefix(p) for p in paths})
     rows: list[Any] = []
     if probes is None:
         rows = list(_ALL_LIVE.rows(conn, {"ws": ws}))
-    elif conn.dialect.name == "postgresql":
-        rows = list(_PG_PROBES.rows(conn, pg_probes(ws, probes)))
     else:
         above, ranges = probes
         for p in above:

@@ -29,6 +29,7 @@ from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import SessionState
 from eventcoord.handlers.common import SESSION_COLUMNS, WS, load_session, load_sessions, own_session
 from eventcoord.handlers.issues import issue_line, live_lease_count, load_issue_view, load_lease, lock_project
+from eventcoord.projections import keys
 from eventcoord.projections.queue import (
     ONE_ITEM,
     PG_LIVE_KEY,
@@ -109,7 +110,7 @@ _ITEM_FOR_UPDATE = Prepared(lambda d: _ITEM_SELECT.with_for_update(), rows=ONE_I
 #: A session's worker key on PostgreSQL, of the sessions aliased ``s``: its workspace while it
 #: is not human and works on an item, NULL otherwise; ``ix_sessions_stale_workers`` is on it
 #: (and partial on ``working()``, which its readers state too, as its planner needs).
-PG_WORKER_KEY = f"(CASE WHEN {working('s')} THEN s.workspace END)"
+PG_WORKER_KEY = keys.WORKER.sql("s")
 _IN_WORK_OF = (
     "SELECT 1 FROM work_items AS w WHERE w.session_id = s.session_id AND w.status = '{status}'"
     " AND (w.project || '') = {{project}} AND (w.workspace || '') = s.workspace"

@@ -16,7 +16,6 @@ from sqlalchemy import Connection, text
 from eventcoord.commands import ClaimFiles, ReleaseFiles
 from eventcoord.context import Context
 from eventcoord.domain import files as domain
-from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import SessionState, claimant
 from eventcoord.errors import DomainError
 from eventcoord.handlers.common import SESSION_COLUMNS, own_session
@@ -26,11 +25,10 @@ from eventcoord.reads.files import (
     CLAIM_COLUMNS,
     CLAIM_SELECT,
     OF_ISSUE_PG,
-    PG_LIVE_KEY,
     PROBED,
     candidates,
-    pg_probes,
-    probe_ranges,
+    live_claims_between,
+    overlap_probes,
 )
 from eventcoord.store.loaders import substitute
 from eventcoord.store.postgres import held_locks, rows_ahead
@@ -108,7 +106,7 @@ _CLAIMS_AHEAD = Prepared(
         # the claim's own probes only (``OFFSET 0``: picked out before they are probed)
         f" LEFT JOIN LATERAL (SELECT {CLAIM_COLUMNS} FROM (SELECT r.lo, r.hi FROM unnest(CAST(:rn AS bigint[]),"
         " CAST(:lo AS text[]), CAST(:hi AS text[])) AS r(n, lo, hi) WHERE r.n = q.n OFFSET 0) AS r"
-        f" CROSS JOIN LATERAL ({CLAIM_SELECT} WHERE {PG_LIVE_KEY} >= r.lo AND {PG_LIVE_KEY} < r.hi OFFSET 0) AS c)"
+        f" CROSS JOIN LATERAL ({live_claims_between('r.lo', 'r.hi')}) AS c)"
         " AS c ON true"
         " ORDER BY q.n"
     ),
@@ -124,10 +122,9 @@ def claim_rows_ahead(workspace: str, cmd: ClaimFiles) -> RowsAhead | None:
         paths = domain.normalise_paths(cmd.paths)
     except DomainError:
         return None
-    probes = probe_ranges({literal_prefix(p) for p in paths})
-    if probes is None:
+    ranges = overlap_probes(workspace, paths)
+    if ranges is None:
         return None
-    ranges = pg_probes(workspace, probes)
     return RowsAhead(
         _CLAIMS_AHEAD,
         (("ws", workspace), ("sid", cmd.session_id), ("lo", tuple(ranges["lo"])), ("hi", tuple(ranges["hi"]))),
@@ -150,10 +147,10 @@ def _session_and_candidates(
     """PostgreSQL, once the batch holds the workspace's lock: the caller's session (as
     :func:`load_session` reads it) and :func:`overlap_candidates`, in one round trip (None:
     read them apart, as a '' prefix reads every live claim)."""
-    probes = probe_ranges({literal_prefix(p) for p in paths})
-    if probes is None:
+    ranges = overlap_probes(ctx.workspace, paths)
+    if ranges is None:
         return None
-    params = {"sid": session_id, "ws": ctx.workspace, **pg_probes(ctx.workspace, probes)}
+    params = {"sid": session_id, "ws": ctx.workspace, **ranges}
     return _session_and_claims(ctx, _SESSION_AND_PROBES.rows(conn, params))
 
 
