@@ -427,8 +427,8 @@ async def test_a_guard_locked_in_one_statement_holds_off_another_replica(
         pytest.skip("two replicas share one database only on PostgreSQL")
     from eventcoord.context import Context
     from eventcoord.domain import streams
-    from eventcoord.handlers.common import load_session_and_lock_guard, lock_guard
-    from eventcoord.handlers.issues import lock_project_rules
+    from eventcoord.reads.common import load_session_and_lock_guard, lock_guard
+    from eventcoord.reads.issues import lock_project_rules
 
     key = streams.project("P")
 

@@ -29,8 +29,6 @@ from eventcoord.api.queries.queue import page_of_items
 from eventcoord.api.queries.sessions import page_of_agents
 from eventcoord.codec import decode_command
 from eventcoord.context import Caller
-from eventcoord.handlers import common
-from eventcoord.handlers import issues as issues_handler
 from eventcoord.projections import files as files_projection
 from eventcoord.projections import leases as leases_projection
 from eventcoord.projections import queue as queue_projection
@@ -44,7 +42,9 @@ from eventcoord.projections.tables import (
     work_blockers,
     work_items,
 )
+from eventcoord.reads import common
 from eventcoord.reads import files as files_reads
+from eventcoord.reads import issues as issues_reads
 from eventcoord.reads import queue as queue_reads
 from eventcoord.service import Service
 from eventcoord.store.postgres.ahead import files as files_ahead
@@ -484,8 +484,8 @@ def _items(n: int) -> list[dict[str, Any]]:
 #: (docs/decisions/0006-one-index-per-lookup.md): (statement, parameters, index on PostgreSQL,
 #: index on SQLite).
 _BY_KEY: list[tuple[Prepared, dict[str, Any], str, str]] = [
-    (issues_handler._LEASE_FOR_UPDATE, {"ws": WS, "issue": "LOAD-7"}, "uq_leases_unreleased", "uq_leases_unreleased"),
-    (issues_handler._LEASE_PLAIN, {"ws": WS, "issue": "LOAD-7"}, "uq_leases_unreleased", "uq_leases_unreleased"),
+    (issues_reads._LEASE_FOR_UPDATE, {"ws": WS, "issue": "LOAD-7"}, "uq_leases_unreleased", "uq_leases_unreleased"),
+    (issues_reads._LEASE_PLAIN, {"ws": WS, "issue": "LOAD-7"}, "uq_leases_unreleased", "uq_leases_unreleased"),
     (
         leases_projection._RELEASE_LEASE,
         {"ws": WS, "issue": "LOAD-7", "at": 5, "reason": "released"},
@@ -816,10 +816,10 @@ async def test_a_claims_and_a_releases_reads_find_each_row_by_its_own_index(stor
     declarers = {"ws": WS, "issue": "LOAD-7", "cutoff": 5, **declaring}
     release = {"ws": WS, "sid": "s7", "issue": "LOAD-7", "kind_1": "issue"}
     statements = [
-        (issues_handler._CLAIM_READS, claim),
-        (issues_handler._DECLARERS, declarers),
-        (issues_handler._RELEASE_PEEK, release),
-        (issues_handler._RELEASE_READS, release),
+        (issues_reads._CLAIM_READS, claim),
+        (issues_reads._DECLARERS, declarers),
+        (issues_reads._RELEASE_PEEK, release),
+        (issues_reads._RELEASE_READS, release),
     ]
     pg = backend == "postgresql"
     by_key = "ix_sessions_declaring_key" if pg else "ix_sessions_working_on"
@@ -862,7 +862,8 @@ async def test_a_batch_s_reads_ahead_probe_each_row_by_its_own_index(store: Any,
     them: the releases' read ahead once read every lease and guard, 86 releases a second)."""
     if backend != "postgresql":
         pytest.skip("only PostgreSQL's batch reads ahead")
-    from eventcoord.handlers import common
+    from eventcoord.store.postgres.ahead import common as common_ahead
+    from eventcoord.store.postgres.ahead import issues as issues_ahead
 
     n = 4
     claims = {
@@ -873,9 +874,9 @@ async def test_a_batch_s_reads_ahead_probe_each_row_by_its_own_index(store: Any,
         "declaring": [declaring_key(WS, f"LOAD-{i}") for i in range(n)],
     }
     statements = [
-        (issues_handler._CLAIMS_AHEAD, claims),
-        (common._GUARDS_AHEAD, {"ws": [WS] * n, "key": [f"project:M{i}" for i in range(n)]}),
-        (issues_handler._LEASE_GUARDS_AHEAD, {"ws": [WS] * n, "key": [f"LOAD-{i}" for i in range(n)]}),
+        (issues_ahead._CLAIMS_AHEAD, claims),
+        (common_ahead._GUARDS_AHEAD, {"ws": [WS] * n, "key": [f"project:M{i}" for i in range(n)]}),
+        (issues_ahead._LEASE_GUARDS_AHEAD, {"ws": [WS] * n, "key": [f"LOAD-{i}" for i in range(n)]}),
     ]
     expected = [
         [
@@ -993,8 +994,8 @@ async def test_a_project_s_or_a_session_s_live_leases_are_read_by_their_own_inde
     pg = backend == "postgresql"
     by_project = {"ws": WS, "project": "C", "issue": "C-0", "cutoff": 5}
     statements: list[tuple[Prepared, dict[str, Any]]] = [
-        (issues_handler._LIVE_LEASES, by_project),
-        (issues_handler._AGENT_HELD, {**by_project, "sid": "s1"}),
+        (issues_reads._LIVE_LEASES, by_project),
+        (issues_reads._AGENT_HELD, {**by_project, "sid": "s1"}),
         (queue_reads._HELD_ISSUES, {"ws": WS, "sid": "s1"}),
     ]
     session = "sessions_pkey" if pg else "sqlite_autoindex_sessions_1"
@@ -1039,7 +1040,7 @@ async def test_whether_a_project_leased_an_issue_is_read_by_the_issue_s_lease_al
     NULL``, the predicate of ``ix_leases_project_live``) PostgreSQL's generic plan made
     before ANALYZE read that index by the workspace alone: every unreleased lease, 0.5 ms
     behind 5,000 (a claim in the bench's load store cost 1.15 times as much)."""
-    statements = [(issues_handler._LEASED_IN_PROJECT, {"ws": WS, "issue": "LOAD-7", "project": "M"})]
+    statements = [(issues_reads._LEASED_IN_PROJECT, {"ws": WS, "issue": "LOAD-7", "project": "M"})]
 
     async def check(when: str) -> None:
         plans = await (_generic_plans(store, statements) if backend == "postgresql" else _plans(store, statements))

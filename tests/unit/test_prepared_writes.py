@@ -68,9 +68,9 @@ def test_writes_with_ctes_of_their_own_combine_unless_the_names_clash() -> None:
 
 
 def test_a_deferred_write_goes_with_a_statement_only_where_their_rows_differ() -> None:
-    from eventcoord.handlers.issues import _RELEASE_PEEK
     from eventcoord.projections.leases import _RELEASE_COUNTED
     from eventcoord.projections.sessions import _SIGN_OF_LIFE
+    from eventcoord.reads.issues import _RELEASE_PEEK
     from eventcoord.store.postgres.deferred_writes import DeferredWrites
 
     release, sign, peek = _RELEASE_COUNTED._asyncpg(), _SIGN_OF_LIFE._asyncpg(), _RELEASE_PEEK._asyncpg()
@@ -89,10 +89,10 @@ def test_a_claim_s_reads_take_the_last_claim_s_writes_and_signs_of_life_of_other
     """A claim's one statement (after its project's guard is held) reads other sessions only
     for their liveness, counting the pending signs of life: a sign of life of another
     session may go with it, no other write of ``sessions`` (an end, a declaration) may."""
-    from eventcoord.handlers.issues import _SESSION_AND_CLAIM_READS
     from eventcoord.projections.leases import _COUNT_UNRELEASED, _INSERT_LEASE, _UPSERT_ISSUE
     from eventcoord.projections.sessions import _END, _HEARTBEAT, _SIGN_OF_LIFE
     from eventcoord.projections.waits import _LEAVE_LINE
+    from eventcoord.reads.issues import _SESSION_AND_CLAIM_READS
     from eventcoord.store.postgres.deferred_writes import DeferredWrites
 
     reads = _SESSION_AND_CLAIM_READS._asyncpg()

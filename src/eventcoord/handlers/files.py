@@ -15,9 +15,9 @@ from eventcoord.domain import files as domain
 from eventcoord.domain.handoff import hand_off_files
 from eventcoord.domain.paths import DECISION_STEPS, Work
 from eventcoord.domain.sessions import Claimant
-from eventcoord.handlers.common import load_sessions
 from eventcoord.handlers.waits import join_line
 from eventcoord.reads import files as reads
+from eventcoord.reads.common import load_sessions
 from eventcoord.reads.waits import load_files_line
 
 

@@ -7,7 +7,7 @@ from sqlalchemy import Connection
 from eventcoord.commands import PostMessage
 from eventcoord.context import Context, Decision
 from eventcoord.domain import messages as domain
-from eventcoord.handlers.common import load_session
+from eventcoord.reads.common import load_session
 
 
 def post_message(conn: Connection, ctx: Context, cmd: PostMessage) -> Decision:

@@ -15,7 +15,7 @@ from eventcoord.context import Context, Decision
 from eventcoord.domain import waits as domain
 from eventcoord.domain.files import normalise_paths
 from eventcoord.domain.paths import Work
-from eventcoord.handlers.common import load_session
+from eventcoord.reads.common import load_session
 from eventcoord.reads.waits import join_state, load_files_line, load_line, load_wait_of
 
 

@@ -27,6 +27,7 @@ from eventcoord.domain.sessions import SessionState, claimant
 from eventcoord.projections import keys
 from eventcoord.projections.files import PG_ISSUE_KEY, issue_key, live_key
 from eventcoord.projections.tables import waits
+from eventcoord.reads.common import load_session, load_sessions
 from eventcoord.store.key_spans import KeySpans
 from eventcoord.store.loaders import loader
 from eventcoord.store.prepared import Prepared
@@ -256,8 +257,6 @@ def claim_state(conn: Connection, ctx: Context, session_id: str | None, paths: S
     """What claim_files decides on: the caller's session (SESSION_NOT_LIVE before the lock is
     taken), then, the workspace locked, the live claims that could overlap ``paths`` and
     their holders."""
-    from eventcoord.handlers.common import load_session
-
     session = load_session(conn, ctx, session_id) if session_id else None
     claimant(session_id, session, ctx)
     lock_workspace(conn, ctx)
@@ -266,8 +265,6 @@ def claim_state(conn: Connection, ctx: Context, session_id: str | None, paths: S
 
 def claim_read(conn: Connection, ctx: Context, session: SessionState | None, held: list[domain.ClaimRow]) -> ClaimRead:
     """A claim's state from its session and candidates: their holders read."""
-    from eventcoord.handlers.common import load_sessions
-
     return ClaimRead(session, held, load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None}))
 
 
@@ -295,8 +292,6 @@ def release_read(ctx: Context, session: SessionState | None, rows: Iterable[Sequ
 def release_state(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> ReleaseRead:
     """What release_files decides on: the caller's session, then, the workspace locked (a
     waiter joins under this lock: none can slip past the hand-off), its claims of the issue."""
-    from eventcoord.handlers.common import load_session
-
     session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
     lock_workspace(conn, ctx)
     state = release_read(ctx, session, _OF_ISSUE.rows(conn, issue_params(ctx, cmd)))

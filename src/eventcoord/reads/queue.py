@@ -27,8 +27,6 @@ from eventcoord.domain.handoff import IssueLine
 from eventcoord.domain.issues import IssueView, LeaseState
 from eventcoord.domain.paths import literal_prefix
 from eventcoord.domain.sessions import SessionState
-from eventcoord.handlers.common import SESSION_COLUMNS, WS, load_session, load_sessions, own_session
-from eventcoord.handlers.issues import issue_line, live_lease_count, load_issue_view, load_lease, lock_project
 from eventcoord.projections import keys
 from eventcoord.projections.queue import (
     ONE_ITEM,
@@ -41,7 +39,9 @@ from eventcoord.projections.queue import (
 )
 from eventcoord.projections.sessions import note_worker
 from eventcoord.projections.tables import issues, leases, work_items, working
+from eventcoord.reads.common import SESSION_COLUMNS, WS, load_session, load_sessions, own_session
 from eventcoord.reads.files import overlap_candidates
+from eventcoord.reads.issues import issue_line, live_lease_count, load_issue_view, load_lease, lock_project
 from eventcoord.store.loaders import loader
 from eventcoord.store.prepared import Prepared, indexed_by, unindexed
 from eventcoord.store.schema import workspaces

@@ -19,9 +19,9 @@ from eventcoord.domain import waits as domain
 from eventcoord.domain.deadlock import WaitGraph
 from eventcoord.domain.files import ClaimRow, holder_is_live
 from eventcoord.domain.paths import DECISION_STEPS, Work, overlaps_within
-from eventcoord.handlers.common import WS, load_sessions
 from eventcoord.liveness import live_clause
 from eventcoord.projections.tables import leases, named_lease_slots, named_leases, sessions, waits
+from eventcoord.reads.common import WS, load_sessions
 from eventcoord.reads.files import lock_workspace, overlap_candidates
 from eventcoord.store.prepared import Prepared
 

@@ -18,9 +18,9 @@ from eventcoord.context import Context
 from eventcoord.domain import files as domain
 from eventcoord.domain.sessions import SessionState, claimant
 from eventcoord.errors import DomainError
-from eventcoord.handlers.common import SESSION_COLUMNS, own_session
 from eventcoord.projections.files import PG_ISSUE_KEY, issue_key
 from eventcoord.reads import files as reads
+from eventcoord.reads.common import SESSION_COLUMNS, own_session
 from eventcoord.reads.files import (
     CLAIM_COLUMNS,
     CLAIM_SELECT,

@@ -18,10 +18,10 @@ from eventcoord.context import Context
 from eventcoord.domain import queue as domain
 from eventcoord.domain import streams
 from eventcoord.domain.sessions import SessionState
-from eventcoord.handlers.common import SESSION_COLUMNS, own_session
-from eventcoord.handlers.issues import project_rules
 from eventcoord.projections.queue import PG_LIVE_KEY, held_key, live_key
 from eventcoord.reads import queue as reads
+from eventcoord.reads.common import SESSION_COLUMNS, own_session
+from eventcoord.reads.issues import project_rules
 from eventcoord.reads.queue import FIRST_PAGES, ITEM_COLUMNS, STALE_SUSPECTS, WorkReads, item_state
 from eventcoord.store.loaders import substitute
 from eventcoord.store.postgres import held_locks, rows_ahead

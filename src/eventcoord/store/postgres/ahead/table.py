@@ -11,9 +11,8 @@ from collections.abc import Callable
 
 from eventcoord import commands as c
 from eventcoord.domain import streams
-from eventcoord.handlers import issues
-from eventcoord.handlers.common import guard_lock_ahead, session_read_ahead
-from eventcoord.store.postgres.ahead import ReadsAhead, files, queue
+from eventcoord.store.postgres.ahead import ReadsAhead, files, issues, queue
+from eventcoord.store.postgres.ahead.common import guard_lock_ahead, session_read_ahead
 from eventcoord.store.postgres.ahead.files import workspace_lock_ahead
 
 
