@@ -29,8 +29,6 @@ from eventcoord.api.queries.queue import page_of_items
 from eventcoord.api.queries.sessions import page_of_agents
 from eventcoord.codec import decode_command
 from eventcoord.context import Caller
-from eventcoord.handlers import files as files_handler
-from eventcoord.handlers import queue as queue_handler
 from eventcoord.projections import files as files_projection
 from eventcoord.projections import leases as leases_projection
 from eventcoord.projections import queue as queue_projection
@@ -47,7 +45,10 @@ from eventcoord.projections.tables import (
 from eventcoord.reads import common
 from eventcoord.reads import files as files_reads
 from eventcoord.reads import issues as issues_reads
+from eventcoord.reads import queue as queue_reads
 from eventcoord.service import Service
+from eventcoord.store.postgres.ahead import files as files_ahead
+from eventcoord.store.postgres.ahead import queue as queue_ahead
 from eventcoord.store.prepared import Prepared, _Pg
 from eventcoord.store.schema import guards
 
@@ -174,10 +175,10 @@ async def test_a_file_command_s_session_and_claims_read_together_by_their_own_in
         pytest.skip("PostgreSQL's statements (SQLite reads them apart)")
     probes = _pg_probe_params()
     statements: list[tuple[Prepared, dict[str, Any]]] = [
-        (files_handler._SESSION_AND_PROBES, {"sid": "s1", "ws": WS, **probes}),
-        (files_handler._SESSION_AND_ISSUE_CLAIMS, {"sid": "s1", "ws": WS, "key": HOT_KEY}),
+        (files_ahead._SESSION_AND_PROBES, {"sid": "s1", "ws": WS, **probes}),
+        (files_ahead._SESSION_AND_ISSUE_CLAIMS, {"sid": "s1", "ws": WS, "key": HOT_KEY}),
         (  # the same for two claims at once, read ahead for a batch
-            files_handler._CLAIMS_AHEAD,
+            files_ahead._CLAIMS_AHEAD,
             {
                 "ws": [WS, WS],
                 "sid": ["s1", "s2"],
@@ -187,7 +188,7 @@ async def test_a_file_command_s_session_and_claims_read_together_by_their_own_in
             },
         ),
         (  # and for two releases
-            files_handler._RELEASES_AHEAD,
+            files_ahead._RELEASES_AHEAD,
             {"ws": [WS, WS], "sid": ["s1", "s2"], "key": [HOT_KEY, HOT_KEY]},
         ),
     ]
@@ -228,7 +229,7 @@ async def test_an_issues_unreleased_claims_are_read_without_its_history(store: A
     select_plan, update_plan = await _plans(
         store,
         [
-            (files_handler._OF_ISSUE, {"ws": WS, "issue": "HOT", "key": HOT_KEY, "sid": "s1"}),
+            (files_reads._OF_ISSUE, {"ws": WS, "issue": "HOT", "key": HOT_KEY, "sid": "s1"}),
             (
                 files_projection._RELEASE,
                 {
@@ -491,7 +492,7 @@ _BY_KEY: list[tuple[Prepared, dict[str, Any], str, str]] = [
         "uq_leases_unreleased",
         "uq_leases_unreleased",
     ),
-    (queue_handler._ITEM_FOR_UPDATE, {"ws": WS, "item": "it-7"}, "work_items_pkey", "sqlite_autoindex_work_items_1"),
+    (queue_reads._ITEM_FOR_UPDATE, {"ws": WS, "item": "it-7"}, "work_items_pkey", "sqlite_autoindex_work_items_1"),
     (
         queue_projection.STATUSES,
         {"ws": WS, "ids": ["it-7", "it-8"]},
@@ -505,7 +506,7 @@ _BY_KEY: list[tuple[Prepared, dict[str, Any], str, str]] = [
         "sqlite_autoindex_work_items_1",
     ),
     (
-        files_handler._OF_ISSUE,
+        files_reads._OF_ISSUE,
         {"ws": WS, "issue": "HOT", "key": HOT_KEY, "sid": "s1"},
         "ix_file_claims_issue_live_key",
         "ix_file_claims_issue_live",
@@ -637,7 +638,7 @@ _PASSING: dict[str, Any] = {"me": "s3", "mine": queue_projection.held_key(WS, "Q
 
 _QUEUE: list[tuple[Prepared, dict[str, Any], list[str], list[str]]] = [
     (
-        queue_handler._SUSPECTS,
+        queue_reads._SUSPECTS,
         {"ws": WS, "project": "Q", "cutoff": 5},
         ["ix_sessions_stale_workers", "ix_work_items_session"],
         ["ix_sessions_stale_workers", "ix_work_items_session"],
@@ -645,33 +646,33 @@ _QUEUE: list[tuple[Prepared, dict[str, Any], list[str], list[str]]] = [
     # the pages: the ready items no one holds and the puller's own, two walks merged; no
     # lease is read (each item's issue was probed for one before 0017_queue_held)
     (
-        queue_handler._FIRST_PAGE,
+        queue_reads._FIRST_PAGE,
         {"ws": WS, "project": "Q", "key": _QUEUE_KEY, "page": 4} | _PASSING,
         ["ix_work_items_live_key"],
         ["ix_work_items_held", "ix_work_items_ready"],
     ),
     (
-        queue_handler._NEXT_PAGE,
+        queue_reads._NEXT_PAGE,
         {"ws": WS, "project": "Q", "key": _QUEUE_KEY, "page": 32, "priority": 1, "priority2": 1, "after": 200_001}
         | _PASSING,
         ["ix_work_items_live_key"],
         ["ix_work_items_held", "ix_work_items_ready"],
     ),
     (
-        queue_handler._OTHER_ACTIVE,
+        queue_reads._OTHER_ACTIVE,
         {"sid": "s1", "issue": "I-1", "item": "live-7"},
         ["ix_work_items_session"],
         ["ix_work_items_session"],
     ),
     # a pull at the cap: the queued items without an issue, then those on one issue
     (
-        queue_handler._ON_ISSUE_FIRST,
+        queue_reads._ON_ISSUE_FIRST,
         {"ws": WS, "project": "Q", "issue": None, "qkey": queue_projection.queued_issue_key(WS, "Q", None), "page": 4},
         ["ix_work_items_queued_issue_key"],
         ["ix_work_items_queued_issue"],
     ),
     (
-        queue_handler._ON_ISSUE_NEXT,
+        queue_reads._ON_ISSUE_NEXT,
         {"ws": WS, "project": "Q", "issue": "I-1", "qkey": queue_projection.queued_issue_key(WS, "Q", "I-1")}
         | {"page": 32, "priority": 1, "priority2": 1, "after": 200_001},
         ["ix_work_items_queued_issue_key"],
@@ -714,7 +715,7 @@ async def test_the_queue_reads_only_live_items_whatever_the_statistics(store: An
             where = (when, _sql(stmt, backend), plan)
             assert _index_of(plan) == indexes and "Seq Scan" not in plan, where
             assert "status_order" not in plan and "ix_work_items_order" not in plan, where
-            if stmt is not queue_handler._OTHER_ACTIVE:  # walked in pull order, never sorted
+            if stmt is not queue_reads._OTHER_ACTIVE:  # walked in pull order, never sorted
                 # (SQLite sorted every queued item of the project on each pull before 0014);
                 # a page's two walks are merged, their ``LIMIT``ed rows sorted at most
                 assert "Sort Key: work_items.priority" not in plan, where
@@ -723,10 +724,10 @@ async def test_the_queue_reads_only_live_items_whatever_the_statistics(store: An
                     assert "TEMP B-TREE" not in line or before in ("SCAN ready", "SCAN mine"), where
                 assert "TEMP B-TREE" not in lines[0], where
         if backend == "postgresql":  # the count reads the session's active items only
-            count = plans[[stmt for stmt, _ in statements].index(queue_handler._OTHER_ACTIVE)]
+            count = plans[[stmt for stmt, _ in statements].index(queue_reads._OTHER_ACTIVE)]
             assert re.search(r"Index Cond: .*session_id.*status", count), (when, count)
             # and so do the stale workers' probes: never every item a stale worker ever had
-            suspects = plans[[stmt for stmt, _ in statements].index(queue_handler._SUSPECTS)]
+            suspects = plans[[stmt for stmt, _ in statements].index(queue_reads._SUSPECTS)]
             assert len(re.findall(r"Index Cond: .*session_id.*status", suspects)) == 2, (when, suspects)
 
     await check("empty tables")
@@ -757,7 +758,7 @@ async def test_a_session_is_read_by_its_key_whatever_the_statistics(store: Any, 
     statements: list[tuple[Prepared, dict[str, Any]]] = [(common._SESSION, by_id), (common._SESSION_FOR_UPDATE, by_id)]
     expected = [[key], [key]]
     if pg:
-        statements.append((queue_handler._SESSION_AND_SUSPECTS, {**by_id, "cutoff": 5, "project": "Q"}))
+        statements.append((queue_reads._SESSION_AND_SUSPECTS, {**by_id, "cutoff": 5, "project": "Q"}))
         expected.append(["ix_sessions_stale_workers", "ix_work_items_session", key])
 
     async def check(when: str) -> None:
@@ -786,7 +787,7 @@ async def test_the_queue_statements_find_the_same_items_on_both_backends(store: 
         for stmt, params, _, _ in _QUEUE:
             if stmt in (queue_projection._UNBLOCK, queue_projection._MARK_HELD):  # writes (tests/e2e/test_queue.py)
                 continue
-            if stmt is queue_handler._OTHER_ACTIVE:
+            if stmt is queue_reads._OTHER_ACTIVE:
                 params = {**params, "item": "live-0"}
             out.append([tuple(r) for r in stmt.rows(conn, params)])
         return out
@@ -939,9 +940,9 @@ async def test_the_queue_s_reads_ahead_probe_each_row_by_its_own_index(store: An
     items = ["live-6", "live-7", "it-1", "missing"]
     transitions = {"ws": [WS] * n, "item": items, "sid": ["s1", "s2", "s3", "s4"], "cutoff": 5_000}
     statements = [
-        (queue_handler._PULLS_AHEAD, pulls),
-        (queue_handler._TRANSITIONS_AHEAD, transitions),
-        (queue_handler._ITEM_GUARDS_AHEAD, {"ws": [WS] * n, "key": items}),
+        (queue_ahead._PULLS_AHEAD, pulls),
+        (queue_ahead._TRANSITIONS_AHEAD, transitions),
+        (queue_ahead._ITEM_GUARDS_AHEAD, {"ws": [WS] * n, "key": items}),
     ]
     expected = [
         [
@@ -995,7 +996,7 @@ async def test_a_project_s_or_a_session_s_live_leases_are_read_by_their_own_inde
     statements: list[tuple[Prepared, dict[str, Any]]] = [
         (issues_reads._LIVE_LEASES, by_project),
         (issues_reads._AGENT_HELD, {**by_project, "sid": "s1"}),
-        (queue_handler._HELD_ISSUES, {"ws": WS, "sid": "s1"}),
+        (queue_reads._HELD_ISSUES, {"ws": WS, "sid": "s1"}),
     ]
     session = "sessions_pkey" if pg else "sqlite_autoindex_sessions_1"
     expected = [  # the indexes each may read (an agent's leases in a project: either is bounded)

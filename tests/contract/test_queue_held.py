@@ -28,11 +28,11 @@ from tests.contract.test_queue_ready import at
 
 from eventcoord import projections
 from eventcoord.errors import DomainError
-from eventcoord.handlers import queue as queue_handler
 from eventcoord.history.scratch import Scratch
 from eventcoord.projections import tables
 from eventcoord.projections.queue import held_key, live_key
 from eventcoord.projections.tables import work_items
+from eventcoord.reads import queue as queue_reads
 from eventcoord.service import Outcome, Service
 from eventcoord.store.prepared import _Pg
 
@@ -226,7 +226,7 @@ async def test_a_pull_walks_none_of_the_items_on_issues_others_hold(store: Any) 
         return {"ws": ws, "project": project, "key": live_key(ws, project, "queued"), "me": me, "page": 4}
 
     params = {p: {**page(p), "mine": held_key("default", p, me)} for p in ("P", "Q")}
-    behind, alone = [await _ops(store, queue_handler._FIRST_PAGE, params[p]) for p in ("P", "Q")]
+    behind, alone = [await _ops(store, queue_reads._FIRST_PAGE, params[p]) for p in ("P", "Q")]
     # (SQLite's steps may differ by a level of the index; PostgreSQL's counts are rows: the
     # two it returns, no more, where a walk of every queued item read 205 in both projects)
     assert behind - alone <= 20, (behind, alone)

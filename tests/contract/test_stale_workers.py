@@ -193,7 +193,7 @@ async def test_the_stale_workers_read_passes_no_live_worker(store: Any, backend:
     workers in ``ix_sessions_stale_workers``: with 300 live workers at work in the project,
     PostgreSQL's index scan returns the one stale worker's row alone, and SQLite's plan
     searches the index by the workspace and a range of last signs of life."""
-    from eventcoord.handlers import queue as queue_handler
+    from eventcoord.reads import queue as queue_reads
 
     service = Service(store)
     live = [await _register(service, f"live{i}") for i in range(300)]
@@ -209,8 +209,8 @@ async def test_the_stale_workers_read_passes_no_live_worker(store: Any, backend:
         return int(now) - 60_000_000  # a minute before the last sign of life: only ``stale`` is older
 
     params = {"ws": "default", "project": "P", "cutoff": await store.query(cutoff)}
-    assert await store.query(lambda conn: [r[0] for r in queue_handler._SUSPECTS.rows(conn, params)]) == [stale]
-    sql = str(queue_handler._SUSPECTS.statement(backend))
+    assert await store.query(lambda conn: [r[0] for r in queue_reads._SUSPECTS.rows(conn, params)]) == [stale]
+    sql = str(queue_reads._SUSPECTS.statement(backend))
     if backend == "postgresql":
         explain = "EXPLAIN (ANALYZE, COSTS OFF) " + sql.replace("CAST(:ws AS text)", "'default'")
         explain = explain.replace("CAST(:project AS text)", "'P'").replace(

@@ -1,8 +1,7 @@
-"""Joining a waiting line (docs/protocol.md#waiting), the second step of a claim that waits; cancel_wait.
+"""Joining a waiting line, the second step of a command refused with ``wait``, and cancel_wait.
 
-Joining a line locks the workspace row first (the lock claim_files takes), so every wait
-that adds an edge to the wait-for graph is decided one after the other across replicas:
-two joins can never together close a cycle.
+The line, the caller's wait and the wait-for graph are loaded by ``reads/waits.py``, under
+the workspace's lock that serialises every join.
 """
 
 from __future__ import annotations
@@ -17,24 +16,7 @@ from eventcoord.domain import waits as domain
 from eventcoord.domain.files import normalise_paths
 from eventcoord.domain.paths import Work
 from eventcoord.reads.common import load_session
-from eventcoord.reads.files import lock_workspace
-from eventcoord.reads.waits import load_files_line, load_graph, load_line, load_wait_of
-
-
-def join_state(
-    conn: Connection,
-    ctx: Context,
-    session_id: str,
-    line: Sequence[domain.Waiter],
-    holders: Sequence[str],
-    work: Work | None = None,
-) -> domain.JoinState:
-    """Lock the workspace (serialising every join), then the caller's wait and the graph
-    (its overlap checks spend ``work``, the command's)."""
-    lock_workspace(conn, ctx)
-    current = load_wait_of(conn, ctx, session_id)
-    graph = load_graph(conn, ctx, work) if current is None else None
-    return domain.JoinState(line, current, graph, tuple(holders))
+from eventcoord.reads.waits import join_state, load_files_line, load_line, load_wait_of
 
 
 def join_line(conn: Connection, ctx: Context, d: Decision, work: Work | None = None) -> Decision:

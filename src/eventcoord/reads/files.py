@@ -1,6 +1,7 @@
 """The file claims a decision reads: the live claims that could overlap some paths, read
-through the partial index of unreleased claims, and the workspace's lock that serialises
-every claim_files (and every join of a line) of a workspace.
+through the partial index of unreleased claims; the workspace's lock that serialises
+every claim_files (and every join of a line) of a workspace; the states claim_files and
+release_files decide on.
 
 On PostgreSQL the workspace row is locked FOR UPDATE before the claims are read, so two
 claim_files of one workspace (on any replica) are decided one after the other and never
@@ -10,20 +11,25 @@ both grant overlapping exclusive claims. On SQLite the single writer already ser
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, bindparam, select, text
+from sqlalchemy import ColumnElement, Connection, bindparam, exists, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.elements import BindParameter
 
+from eventcoord.commands import ReleaseFiles
 from eventcoord.context import Context
 from eventcoord.domain import files as domain
 from eventcoord.domain.paths import literal_prefix
+from eventcoord.domain.sessions import SessionState, claimant
 from eventcoord.projections import keys
-from eventcoord.projections.files import live_key
+from eventcoord.projections.files import PG_ISSUE_KEY, issue_key, live_key
+from eventcoord.projections.tables import waits
+from eventcoord.reads.common import load_session, load_sessions
 from eventcoord.store.key_spans import KeySpans
-from eventcoord.store.postgres import held_locks
+from eventcoord.store.loaders import loader
 from eventcoord.store.prepared import Prepared
 from eventcoord.store.schema import workspaces
 
@@ -42,47 +48,19 @@ _INSERT_WORKSPACE = Prepared(_insert_workspace)
 _LOCK_WORKSPACE = Prepared(lambda d: select(workspaces.c.name).where(workspaces.c.name == _WS).with_for_update())
 
 
-def _workspace_lock(ctx: Context) -> held_locks.Lock:
-    return ("workspaces", ctx.workspace)
-
-
-#: PostgreSQL: the rows of many workspaces locked at once for a batch (``ws``; ``key`` is
-#: unused), in name order, skipping any another transaction holds (its claims then lock it
-#: themselves, and wait as they always did). A workspace without a row is left to its
-#: commands, which insert it. Its rows are the workspaces it holds afterwards.
-_WORKSPACES_AHEAD = Prepared(
-    lambda d: text(
-        "SELECT name FROM workspaces WHERE name = ANY(CAST(:ws AS text[])) ORDER BY name FOR UPDATE SKIP LOCKED"
-    ),
-    reads=("workspaces",),
-)
-
-
-def workspace_lock_ahead(workspace: str) -> held_locks.GuardLock:
-    """What a command that first locks its workspace's row (``lock_workspace``) can have
-    locked ahead by a PostgreSQL batch."""
-    return held_locks.GuardLock(_WORKSPACES_AHEAD, workspace, "", table="workspaces")
-
-
-def lock_held(conn: Connection, ctx: Context) -> bool:
-    """Whether the running PostgreSQL fast pass holds the workspace's lock already."""
-    return held_locks.held(conn, _workspace_lock(ctx))
-
-
+@loader
 def lock_workspace(conn: Connection, ctx: Context) -> None:
     """Serialise every claim_files of the workspace until commit (PostgreSQL row lock).
 
-    A PostgreSQL batch's fast pass that holds it already sends nothing (``held_locks``).
     SQLite's one writer (``BEGIN IMMEDIATE``, in every process on the file) serialises every
     decision already: nothing is locked there, as for the guards (``lock_guard``).
     """
-    if conn.dialect.name == "sqlite" or lock_held(conn, ctx):
+    if conn.dialect.name == "sqlite":
         return
     params = {"ws": ctx.workspace}
     if _LOCK_WORKSPACE.first(conn, params) is None:  # created on first use (the lock row of workspace-wide guards)
         _INSERT_WORKSPACE.run(conn, {"ws": ctx.workspace, "at": ctx.now_us})
         _LOCK_WORKSPACE.first(conn, params)
-    held_locks.hold(conn, _workspace_lock(ctx))
 
 
 def ancestors(prefix: str) -> set[str]:
@@ -235,3 +213,86 @@ def candidates(rows: Iterable[Sequence[Any]]) -> list[domain.ClaimRow]:
     """Claims read by overlapping probes, each once, in claim order."""
     unique = {(r[0], r[1]): r for r in rows}
     return [claim_row(unique[k]) for k in sorted(unique)]
+
+
+# Unreleased claims of one issue and holder, through the index of an issue's unreleased
+# claims only (history of the issue never read). ``IS`` matches a null holder too. On
+# PostgreSQL by the issue's live key, the only column named besides the holder, and sorted
+# here rather than by the database: with ``workspace = $1 … ORDER BY position, idx`` a
+# planner without statistics walked ``ix_file_claims_live_order``, every live claim of the
+# workspace, to save sorting a few rows.
+OF_ISSUE_PG = f"{CLAIM_SELECT} WHERE {PG_ISSUE_KEY} = :key AND session_id IS NOT DISTINCT FROM CAST(:sid AS text)"
+_OF_ISSUE = Prepared(
+    lambda d: (
+        text(
+            f"{CLAIM_SELECT} INDEXED BY ix_file_claims_issue_live WHERE workspace = :ws AND issue = :issue"
+            " AND session_id IS :sid AND released_us IS NULL"
+        )
+        if d == "sqlite"
+        else text(OF_ISSUE_PG)
+    ),
+    rows={"file_claims": ("key",)},
+    reads=("file_claims",),
+)
+
+
+_ANYONE_WAITS = Prepared(
+    lambda d: select(exists().where((waits.c.workspace == _WS) & (waits.c.kind == "files"))),
+    reads=("waits",),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRead:
+    """What claim_files loads: the caller's session, the live claims that could overlap the
+    paths asked for (a superset of those that do), and their holders."""
+
+    session: SessionState | None
+    held: list[domain.ClaimRow]
+    holders: dict[str, SessionState]
+
+
+@loader
+def claim_state(conn: Connection, ctx: Context, session_id: str | None, paths: Sequence[str]) -> ClaimRead:
+    """What claim_files decides on: the caller's session (SESSION_NOT_LIVE before the lock is
+    taken), then, the workspace locked, the live claims that could overlap ``paths`` and
+    their holders."""
+    session = load_session(conn, ctx, session_id) if session_id else None
+    claimant(session_id, session, ctx)
+    lock_workspace(conn, ctx)
+    return claim_read(conn, ctx, session, overlap_candidates(conn, ctx, paths))
+
+
+def claim_read(conn: Connection, ctx: Context, session: SessionState | None, held: list[domain.ClaimRow]) -> ClaimRead:
+    """A claim's state from its session and candidates: their holders read."""
+    return ClaimRead(session, held, load_sessions(conn, ctx, {h.session_id for h in held if h.session_id is not None}))
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseRead:
+    """What release_files loads: the decision's state, and whether anyone waits for files
+    in the workspace (if no one does, a release hands nothing off: no line is read)."""
+
+    state: domain.ReleaseFilesState
+    anyone_waits: bool
+
+
+def issue_params(ctx: Context, cmd: ReleaseFiles) -> dict[str, Any]:
+    """The parameters of the reads of a release's claims."""
+    return {"ws": ctx.workspace, "issue": cmd.issue, "key": issue_key(ctx.workspace, cmd.issue), "sid": cmd.session_id}
+
+
+def release_read(ctx: Context, session: SessionState | None, rows: Iterable[Sequence[Any]]) -> domain.ReleaseFilesState:
+    """A release's state from its session and its claims' rows, in claim order."""
+    claims = sorted(rows, key=lambda r: (r[0], r[1]))  # position, idx
+    return domain.ReleaseFilesState(session, [claim_row(r) for r in claims])
+
+
+@loader
+def release_state(conn: Connection, ctx: Context, cmd: ReleaseFiles) -> ReleaseRead:
+    """What release_files decides on: the caller's session, then, the workspace locked (a
+    waiter joins under this lock: none can slip past the hand-off), its claims of the issue."""
+    session = load_session(conn, ctx, cmd.session_id) if cmd.session_id else None
+    lock_workspace(conn, ctx)
+    state = release_read(ctx, session, _OF_ISSUE.rows(conn, issue_params(ctx, cmd)))
+    return ReleaseRead(state, bool(_ANYONE_WAITS.scalar(conn, {"ws": ctx.workspace})))

@@ -1,6 +1,9 @@
-"""The waiting lines a decision reads: a line in FIFO order, a session's wait, the wait-for graph.
+"""The waiting lines a decision reads (docs/protocol.md#waiting): a line in FIFO order, a
+session's wait, the wait-for graph.
 
-A line is read in position order; a files wait has one row per path and is one waiter.
+Joining a line locks the workspace row first (the lock claim_files takes), so every wait
+that adds an edge to the wait-for graph is decided one after the other across replicas:
+two joins can never together close a cycle.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from eventcoord.domain.paths import DECISION_STEPS, Work, overlaps_within
 from eventcoord.liveness import live_clause
 from eventcoord.projections.tables import leases, named_lease_slots, named_leases, sessions, waits
 from eventcoord.reads.common import WS, load_sessions
-from eventcoord.reads.files import overlap_candidates
+from eventcoord.reads.files import lock_workspace, overlap_candidates
 from eventcoord.store.prepared import Prepared
 
 _COLUMNS = (
@@ -193,3 +196,19 @@ def load_graph(conn: Connection, ctx: Context, work: Work | None = None) -> Wait
                 ):
                     graph.add(w.session_id, "files", c.path, c.session_id)
     return graph
+
+
+def join_state(
+    conn: Connection,
+    ctx: Context,
+    session_id: str,
+    line: Sequence[domain.Waiter],
+    holders: Sequence[str],
+    work: Work | None = None,
+) -> domain.JoinState:
+    """Lock the workspace (serialising every join), then the caller's wait and the graph
+    (its overlap checks spend ``work``, the command's)."""
+    lock_workspace(conn, ctx)
+    current = load_wait_of(conn, ctx, session_id)
+    graph = load_graph(conn, ctx, work) if current is None else None
+    return domain.JoinState(line, current, graph, tuple(holders))

@@ -131,7 +131,7 @@ def forget_under(conn: Connection, lock: Lock) -> None:
     writes name items by their ids (the events of an item do not say its project); every
     command that writes a project's items holds the project's guard first (or writes
     ``sessions``, ending a session, which forgets every read of sessions), so the reads it
-    may change are the ones made under that guard (``handlers/queue.py``).
+    may change are the ones made under that guard (``store/postgres/ahead/queue.py``).
     """
     b = batch.current(conn)
     if b is not None and b.rows_ahead:

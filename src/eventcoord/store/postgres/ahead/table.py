@@ -11,10 +11,9 @@ from collections.abc import Callable
 
 from eventcoord import commands as c
 from eventcoord.domain import streams
-from eventcoord.handlers import files, queue
-from eventcoord.reads.files import workspace_lock_ahead
-from eventcoord.store.postgres.ahead import ReadsAhead, issues
+from eventcoord.store.postgres.ahead import ReadsAhead, files, issues, queue
 from eventcoord.store.postgres.ahead.common import guard_lock_ahead, session_read_ahead
+from eventcoord.store.postgres.ahead.files import workspace_lock_ahead
 
 
 def _own_session(workspace: str, cmd: c.Command) -> ReadsAhead | None:
