@@ -12,26 +12,7 @@ from eventcoord.context import Context, Decision
 from eventcoord.domain import issues as domain
 from eventcoord.handlers.waits import join_line
 from eventcoord.reads.common import load_session
-from eventcoord.reads.issues import (
-    issue_line,
-    live_lease_count,
-    load_claim,
-    load_issue_view,
-    load_lease,
-    load_release,
-    lock_project,
-    project_rules,
-)
-
-# Until the queue's handlers import them from ``reads.issues``.
-__all__ = [
-    "issue_line",
-    "live_lease_count",
-    "load_issue_view",
-    "load_lease",
-    "lock_project",
-    "project_rules",
-]
+from eventcoord.reads.issues import load_claim, load_issue_view, load_release
 
 
 def claim_issue(conn: Connection, ctx: Context, cmd: ClaimIssue) -> Decision:
