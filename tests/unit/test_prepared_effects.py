@@ -55,7 +55,11 @@ def _statements() -> list[tuple[Prepared, str, str, bool]]:
                 assert "sqlite" in p._build.__code__.co_filename
                 continue
             out.append((p, name, sql, isinstance(stmt, TextClause)))
-    return out
+    # in an order of their own, not the garbage collector's: every xdist worker must collect
+    # the same tests in the same order
+    return sorted(
+        out, key=lambda s: (s[1], s[2], s[0]._build.__code__.co_filename, s[0]._build.__code__.co_firstlineno)
+    )
 
 
 STATEMENTS = _statements()

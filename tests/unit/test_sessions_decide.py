@@ -14,7 +14,8 @@ from eventcoord.codec import encode, encode_event_data
 from eventcoord.commands import EndAgent, HeartbeatAgent, RegisterAgent
 from eventcoord.context import Caller, Context
 from eventcoord.domain import sessions as domain
-from eventcoord.domain.sessions import EndState, HeartbeatState, Holdings, SessionState
+from eventcoord.domain.ending import EndState, Holdings, decide_end_agent
+from eventcoord.domain.sessions import HeartbeatState, SessionState
 from eventcoord.errors import DomainError
 from eventcoord.events import (
     AgentEnded,
@@ -268,20 +269,20 @@ NOTHING = Holdings([], {}, [], [])
 
 def test_end_of_a_live_or_stale_session_closes_it_with_a_sanitised_note() -> None:
     for s in (session(), session(last_seen_us=NOW - (TTL + 1) * 1_000_000)):
-        d = domain.decide_end_agent(EndState(s, NOTHING), EndAgent(session_id=SID, handoff_note="done\n\x07ok"), ctx())
+        d = decide_end_agent(EndState(s, NOTHING), EndAgent(session_id=SID, handoff_note="done\n\x07ok"), ctx())
         assert d.session_id == SID and d.actor_key == "alice"
         assert d.events == [(f"session:{SID}", AgentEnded(session_id=SID, handoff_note="done\nok"))]
 
 
 def test_end_of_an_ended_session_is_refused() -> None:
     with pytest.raises(DomainError) as e:
-        domain.decide_end_agent(EndState(session(ended_us=NOW), NOTHING), EndAgent(session_id=SID), ctx())
+        decide_end_agent(EndState(session(ended_us=NOW), NOTHING), EndAgent(session_id=SID), ctx())
     assert e.value.code == "SESSION_NOT_LIVE"
 
 
 def test_end_of_an_unknown_session_is_not_found() -> None:
     with pytest.raises(DomainError) as e:
-        domain.decide_end_agent(EndState(None, NOTHING), EndAgent(session_id=SID), ctx())
+        decide_end_agent(EndState(None, NOTHING), EndAgent(session_id=SID), ctx())
     assert e.value.code == "NOT_FOUND"
 
 
@@ -292,7 +293,7 @@ def test_end_releases_everything_held_in_order_with_the_note_after_each_lease() 
         items=["w-2", "w-1"],
         named_leases=["dispatcher"],
     )
-    d = domain.decide_end_agent(EndState(session(), held), EndAgent(session_id=SID, handoff_note="bye\x1b"), ctx())
+    d = decide_end_agent(EndState(session(), held), EndAgent(session_id=SID, handoff_note="bye\x1b"), ctx())
     assert d.events == [
         ("issue:ISS-1", LeaseReleased(issue="ISS-1", session_id=SID, reason="agent_ended", fencing_token=4)),
         ("issue:ISS-1", HandoffNoted(issue="ISS-1", session_id=SID, note="bye")),
@@ -318,7 +319,7 @@ def test_end_releases_everything_held_in_order_with_the_note_after_each_lease() 
 
 def test_end_without_a_note_records_no_handoff() -> None:
     held = Holdings([("ISS-1", 1)], {}, [], [])
-    d = domain.decide_end_agent(EndState(session(), held), EndAgent(session_id=SID), ctx())
+    d = decide_end_agent(EndState(session(), held), EndAgent(session_id=SID), ctx())
     assert [type(e) for _, e in d.events] == [LeaseReleased, AgentEnded]
 
 

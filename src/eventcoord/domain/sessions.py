@@ -4,23 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from eventcoord import errors
 from eventcoord.codec import format_time
-from eventcoord.commands import EndAgent, HeartbeatAgent, RegisterAgent
+from eventcoord.commands import HeartbeatAgent, RegisterAgent
 from eventcoord.context import Context, Decision, Draft
 from eventcoord.domain import streams
 from eventcoord.events import (
-    AgentEnded,
     AgentHeartbeat,
     AgentRegistered,
-    FileClaimReleased,
     HandoffNoted,
-    LeaseReleased,
-    NamedLeaseReleased,
-    WorkRequeued,
 )
 from eventcoord.sanitize import ACTOR_CAP, HOST_CAP, clean_line, clean_text
 
@@ -67,29 +61,6 @@ class HeartbeatState:
 
     session: SessionState | None
     held_issues: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class Holdings:
-    """Everything a session holds when it ends, as the read models hold it."""
-
-    leases: list[tuple[str, int]]  # (issue, fencing token), by issue
-    file_claims: dict[str, list[str]]  # issue -> paths, in claim order
-    items: list[str]  # its claimed or running work items, in enqueue order
-    named_leases: list[str]  # by name
-
-
-@dataclass(frozen=True, slots=True)
-class EndState:
-    """What end_agent decides on: the session and everything it holds.
-
-    ``hand_off`` adds, after the releases, the grants of what the session freed to the
-    first waiters of each line and the end of the session's own wait.
-    """
-
-    session: SessionState | None
-    holdings: Holdings
-    hand_off: Callable[[Draft, Claimant], None] | None = None
 
 
 def resolve_identity(cmd: RegisterAgent, session_id: str) -> Identity:
@@ -187,40 +158,6 @@ def decide_heartbeat_agent(state: HeartbeatState, cmd: HeartbeatAgent, ctx: Cont
         for issue in state.held_issues or ([declared] if declared else []):
             d.add(streams.issue(issue), HandoffNoted(issue=issue, session_id=s.session_id, note=note))
     d.result = {"last_heartbeat_at": format_time(ctx.now_us)}
-    return d.decided()
-
-
-def decide_end_agent(state: EndState, cmd: EndAgent, ctx: Context) -> Decision:
-    """End a session and release everything it held, eagerly, with reason ``agent_ended``.
-
-    In order: each lease (followed by the handoff note on that issue), the file claims per
-    issue, the re-queue of its unfinished work, its named leases, then ``AgentEnded``.
-    """
-    s = require_not_ended(state.session, cmd.session_id, already=True)
-    sid, held = s.session_id, state.holdings
-    ended = AgentEnded(session_id=sid, handoff_note=clean_text(cmd.handoff_note))
-    d = Draft(session_id=sid, actor_key=s.actor_key)
-    for issue, token in held.leases:
-        d.add(
-            streams.issue(issue), LeaseReleased(issue=issue, session_id=sid, reason="agent_ended", fencing_token=token)
-        )
-        if ended.handoff_note:
-            d.add(streams.issue(issue), HandoffNoted(issue=issue, session_id=sid, note=ended.handoff_note))
-    for issue, paths in held.file_claims.items():
-        d.add(streams.files(issue), FileClaimReleased(issue=issue, session_id=sid, paths=paths, reason="agent_ended"))
-    for item_id in held.items:
-        d.add(streams.work(item_id), WorkRequeued(item_id=item_id, session_id=sid, reason="agent_ended"))
-    for name in held.named_leases:
-        d.add(streams.named_lease(name), NamedLeaseReleased(name=name, session_id=sid, reason="agent_ended"))
-    if state.hand_off is not None:
-        state.hand_off(d, Claimant(sid, s.actor_key))
-    d.add(streams.session(sid), ended)
-    d.result = {
-        "released_leases": [issue for issue, _ in held.leases],
-        "released_claims": [p for paths in held.file_claims.values() for p in paths],
-        "requeued_items": list(held.items),
-        "released_named_leases": list(held.named_leases),
-    }
     return d.decided()
 
 

@@ -6,8 +6,8 @@ from sqlalchemy import Connection
 
 from eventcoord.commands import EndAgent, HeartbeatAgent, RegisterAgent
 from eventcoord.context import Context, Decision
+from eventcoord.domain import ending
 from eventcoord.domain import sessions as domain
-from eventcoord.domain.handoff import hand_off_freed
 from eventcoord.reads.common import load_session
 from eventcoord.reads.sessions import freed_by, held_issues, load_holdings
 
@@ -26,8 +26,7 @@ def end_agent(conn: Connection, ctx: Context, cmd: EndAgent) -> Decision:
     """End a session: load it and everything it holds (locked), the lines it frees, decide."""
     session = load_session(conn, ctx, cmd.session_id, lock=True)
     if session is None or session.ended_us is not None:
-        return domain.decide_end_agent(domain.EndState(session, domain.Holdings([], {}, [], [])), cmd, ctx)
+        return ending.decide_end_agent(ending.EndState(session, ending.Holdings([], {}, [], [])), cmd, ctx)
     holdings = load_holdings(conn, ctx, cmd.session_id)
     freed = freed_by(conn, ctx, cmd.session_id, holdings)
-    state = domain.EndState(session, holdings, lambda d, by: hand_off_freed(d, freed, by, ctx))
-    return domain.decide_end_agent(state, cmd, ctx)
+    return ending.decide_end_agent(ending.EndState(session, holdings, freed), cmd, ctx)

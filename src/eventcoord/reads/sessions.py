@@ -11,7 +11,7 @@ from collections import defaultdict
 from sqlalchemy import Connection, select
 
 from eventcoord.context import Context
-from eventcoord.domain import sessions as domain
+from eventcoord.domain.ending import Holdings
 from eventcoord.domain.handoff import Freed
 from eventcoord.domain.paths import DECISION_STEPS, Work
 from eventcoord.projections.tables import file_claims, leases, named_lease_slots, work_items
@@ -33,7 +33,7 @@ def held_issues(conn: Connection, session_id: str) -> list[str]:
     )
 
 
-def load_holdings(conn: Connection, ctx: Context, sid: str) -> domain.Holdings:
+def load_holdings(conn: Connection, ctx: Context, sid: str) -> Holdings:
     """Everything a session holds, locking what a concurrent command could also release."""
     held_leases = [
         (issue, token)
@@ -71,10 +71,10 @@ def load_holdings(conn: Connection, ctx: Context, sid: str) -> domain.Holdings:
             .with_for_update()
         ).scalars()
     )
-    return domain.Holdings(held_leases, dict(claims), items, names)
+    return Holdings(held_leases, dict(claims), items, names)
 
 
-def freed_by(conn: Connection, ctx: Context, sid: str, holdings: domain.Holdings) -> Freed:
+def freed_by(conn: Connection, ctx: Context, sid: str, holdings: Holdings) -> Freed:
     """The lines of everything an ending session holds, and its own wait."""
     projects: dict[str, str] = {
         issue: project
