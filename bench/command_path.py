@@ -50,9 +50,12 @@ def baseline_tree(rev: str, tmp: Path) -> Path:
     archive = subprocess.run(["git", "archive", rev], cwd=root, check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
     # The editable install maps eventcoord.projections/migrations to *this* checkout; links
-    # inside the extracted package are found first, so the baseline runs its own.
+    # inside the extracted package are found first, so the baseline runs its own (a revision
+    # that ships the links already has them).
     for name in ("projections", "migrations"):
-        (tmp / "src" / "eventcoord" / name).symlink_to(tmp / name)
+        link = tmp / "src" / "eventcoord" / name
+        if not link.is_symlink():
+            link.symlink_to(tmp / name)
     return tmp / "src"
 
 
